@@ -1,0 +1,1 @@
+"""Lowers a ValidatedProgram to ONNX and runs it with onnxruntime (executor issue)."""

@@ -1,0 +1,1 @@
+"""The graphgate service: app factory, routes, services, storage and the CLI."""

@@ -1,0 +1,65 @@
+"""Every declared case of every registered op; never edited when an op is added."""
+
+from __future__ import annotations
+
+import dataclasses
+import re
+
+import pytest
+
+from validator.ops import FAMILIES, REGISTRY
+from validator.ops._def import Case, GraphError, NoAttrs, OpDef
+
+from tests.ops.cases import infer_case, reference_outputs
+
+CASES = [
+    pytest.param(op, case, id=f"{op.op_type}-{i}") for op in REGISTRY for i, case in enumerate(op.cases)
+]
+
+
+@pytest.mark.parametrize(("op", "case"), CASES)
+def test_op_case(op: OpDef, case: Case) -> None:
+    if case.raises is not None:
+        with pytest.raises(GraphError, match=re.escape(case.raises)) as info:
+            infer_case(op, case)
+        if case.code is not None:
+            assert info.value.code == case.code
+        return
+    expected = reference_outputs(op, case)
+    inferred = infer_case(op, case)
+    assert [list(t.shape) for t in inferred] == [list(e.shape) for e in expected]
+    assert [t.dtype.numpy for t in inferred] == [e.dtype for e in expected]
+
+
+def test_every_op_has_a_valid_and_an_invalid_case() -> None:
+    no_valid = [op.op_type for op in REGISTRY if not any(c.expect for c in op.cases)]
+    no_invalid = [op.op_type for op in REGISTRY if not any(c.raises for c in op.cases)]
+    assert (no_valid, no_invalid) == ([], [])
+
+
+def test_every_case_is_either_valid_or_invalid() -> None:
+    both_or_neither = [
+        op.op_type for op in REGISTRY for c in op.cases if (c.expect is None) == (c.raises is None)
+    ]
+    assert both_or_neither == []
+
+
+def test_every_opdef_in_a_family_module_is_registered() -> None:
+    registered = {id(op) for op in REGISTRY}
+    forgotten = [
+        f"{family.__name__}.{name}"
+        for family in FAMILIES
+        for name, value in vars(family).items()
+        if isinstance(value, OpDef) and id(value) not in registered
+    ]
+    assert forgotten == []
+
+
+def test_every_op_documents_itself_and_declares_typed_attrs() -> None:
+    undocumented = [op.op_type for op in REGISTRY if not op.doc.strip()]
+    untyped = [
+        op.op_type
+        for op in REGISTRY
+        if op.attrs is not NoAttrs and not dataclasses.is_dataclass(op.attrs)
+    ]
+    assert (undocumented, untyped) == ([], [])

@@ -1,0 +1,21 @@
+"""Compile-time validation of untrusted Paddle programs: structure, allowlist, shapes, budgets."""
+
+from __future__ import annotations
+
+from validator.diagnostics import Code, Diagnostic, Severity, ValidationFailed
+from validator.policy import DEFAULT_POLICY, Policy
+from validator.report import Report, TensorSpec
+from validator.validate import ValidatedProgram, validate
+
+__all__ = [
+    "DEFAULT_POLICY",
+    "Code",
+    "Diagnostic",
+    "Policy",
+    "Report",
+    "Severity",
+    "TensorSpec",
+    "ValidatedProgram",
+    "ValidationFailed",
+    "validate",
+]

@@ -1,0 +1,138 @@
+"""Resource budgets: re-infers the program at the policy's max batch and measures it."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+
+from graph_proto.types import numel
+from validator.bind import BoundOp
+from validator.diagnostics import Code, Diagnostic
+from validator.infer import gather_inputs, infer_op, tensor_bytes
+from validator.ops._def import GraphError, TensorType
+from validator.policy import Policy
+
+
+@dataclass(frozen=True, slots=True)
+class Cost:
+    """Figures at `batch`; per-sample figures divide by it."""
+
+    batch: int
+    flops: int
+    peak_activation_bytes: int
+    largest_tensor_bytes: int
+
+    @property
+    def flops_per_sample(self) -> int:
+        return self.flops // self.batch
+
+    @property
+    def peak_activation_bytes_per_sample(self) -> int:
+        return self.peak_activation_bytes // self.batch
+
+
+def bounded_feeds(
+    feeds: Mapping[str, TensorType], policy: Policy
+) -> tuple[dict[str, TensorType], int]:
+    """Feed types with every -1 bound: the first dim to max_batch, the others to max_dynamic_dim."""
+    batch = 1
+    bounded: dict[str, TensorType] = {}
+    for name, t in feeds.items():
+        dims = list(t.shape)
+        for axis, d in enumerate(dims):
+            if d < 0:
+                dims[axis] = policy.max_batch if axis == 0 else policy.max_dynamic_dim
+                batch = policy.max_batch if axis == 0 else batch
+        bounded[name] = TensorType(t.dtype, tuple(dims))
+    return bounded, batch
+
+
+def measure(
+    ops: Sequence[BoundOp],
+    feeds: Mapping[str, TensorType],
+    params: Mapping[str, TensorType],
+    fetches: Sequence[str],
+    policy: Policy,
+    out: list[Diagnostic],
+) -> Cost | None:
+    """Infers at the bounds and checks each budget; None when inference itself fails there."""
+    bounded, batch = bounded_feeds(feeds, policy)
+    types: dict[str, TensorType] = {**params, **bounded}
+    last_use = _last_use(ops, fetches)
+    live = sum(tensor_bytes(t) for t in bounded.values())
+    peak, largest, flops = live, max(map(tensor_bytes, bounded.values()), default=0), 0
+    for op in ops:
+        try:
+            inferred = infer_op(op, types)
+        except GraphError as e:
+            out.append(_diag(e.code, op, f"at batch {batch}: {e}"))
+            return None
+        types.update(inferred)
+        sizes = [_bounded_bytes(t, policy) for t in inferred.values()]
+        for (name, t), size in zip(inferred.items(), sizes, strict=True):
+            if size > policy.max_tensor_bytes:
+                out.append(
+                    _diag(
+                        Code.TENSOR_TOO_LARGE,
+                        op,
+                        f"output {name!r} {t.dtype.label}{list(t.shape)} at batch {batch}: expected at most {policy.max_tensor_bytes} bytes, got {size}",
+                    )
+                )
+                return None
+        flops += _op_flops(op, types, inferred)
+        live += sum(sizes)
+        peak, largest = max(peak, live), max([largest, *sizes])
+        live -= sum(
+            _bounded_bytes(types[n], policy) for n in set(op.reads()) | set(inferred)
+            if last_use.get(n, -1) <= op.index and n in types and n not in params
+        )  # fmt: skip
+    cost = Cost(batch, flops, peak, largest)
+    _check(cost, policy, out)
+    return cost
+
+
+def _last_use(ops: Sequence[BoundOp], fetches: Sequence[str]) -> dict[str, int]:
+    last: dict[str, int] = {}
+    for op in ops:
+        for name in op.reads():
+            last[name] = op.index
+    for name in fetches:
+        last[name] = 1 << 62  # fetched values live to the end
+    return last
+
+
+def _bounded_bytes(t: TensorType, policy: Policy) -> int:
+    dims = tuple(policy.max_dynamic_dim if d < 0 else d for d in t.shape)
+    return numel(dims) * t.dtype.itemsize
+
+
+def _op_flops(
+    op: BoundOp, types: Mapping[str, TensorType], inferred: Mapping[str, TensorType]
+) -> int:
+    outputs = list(inferred.values())
+    if op.op_def.cost is None:
+        return sum(t.numel() for t in outputs)
+    return int(op.op_def.cost(*gather_inputs(op, types), outputs, op.attrs))
+
+
+def _check(cost: Cost, policy: Policy, out: list[Diagnostic]) -> None:
+    if cost.peak_activation_bytes_per_sample > policy.max_activation_bytes_per_sample:
+        out.append(
+            Diagnostic(
+                code=Code.ACTIVATIONS_TOO_LARGE,
+                message=f"expected at most {policy.max_activation_bytes_per_sample} bytes of live activations per sample, got {cost.peak_activation_bytes_per_sample} (at batch {cost.batch})",
+            )
+        )
+    if cost.flops_per_sample > policy.max_flops_per_sample:
+        out.append(
+            Diagnostic(
+                code=Code.FLOPS_TOO_LARGE,
+                message=f"expected at most {policy.max_flops_per_sample} FLOPs per sample, got {cost.flops_per_sample} (at batch {cost.batch})",
+            )
+        )
+
+
+def _diag(code: Code, op: BoundOp, message: str) -> Diagnostic:
+    return Diagnostic(
+        code=code, message=message, block=op.block, op_index=op.index, op_type=op.op_type
+    )

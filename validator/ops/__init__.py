@@ -1,0 +1,13 @@
+"""The registry of every op graphgate understands, built from each family's explicit OPS tuple."""
+
+from __future__ import annotations
+
+from typing import Final
+
+from validator.ops import elementwise, io
+from validator.ops._def import OpDef, Registry
+
+FAMILIES: Final = (io, elementwise)
+REGISTRY: Final = Registry(*(family.OPS for family in FAMILIES))
+
+__all__ = ["FAMILIES", "REGISTRY", "OpDef", "Registry"]

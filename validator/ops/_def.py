@@ -1,0 +1,180 @@
+"""OpDef: the one place an operator's slots, typed attrs, shape/dtype rule, cost and cases live.
+
+The ONNX lowering of each op lives in the mirrored module under executor/lower/.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator, Mapping
+from dataclasses import dataclass, field
+from typing import Any, ClassVar
+
+import numpy as np
+
+from graph_proto.types import DType, Shape, numel
+from validator.diagnostics import Code
+
+
+class GraphError(ValueError):
+    """A problem in the uploaded graph (never in our code); messages say expected vs got."""
+
+    code: ClassVar[Code] = Code.SHAPE_MISMATCH
+
+
+class ShapeError(GraphError):
+    """Input shapes or attribute values of one op are inconsistent."""
+
+    code = Code.SHAPE_MISMATCH
+
+
+class AxisError(ShapeError):
+    """An axis, or the rank it is applied to, is out of range."""
+
+    code = Code.AXIS_INVALID
+
+
+class EmptyDimError(ShapeError):
+    """A zero-size dimension reaches an op that needs at least one element along it."""
+
+    code = Code.EMPTY_DIM
+
+
+class AttrError(GraphError):
+    """An attribute value is out of range or inconsistent with another one."""
+
+    code = Code.ATTR_VALUE
+
+
+class DTypeError(GraphError):
+    """An input dtype is not accepted, or differs from another input of the same type variable."""
+
+    code = Code.DTYPE_MISMATCH
+
+
+Scalar = int | float | bool
+
+
+@dataclass(frozen=True, slots=True)
+class TensorType:
+    """What inference knows of one variable: dtype, dims (-1 unknown) and, for small integer
+    tensors computed from shapes and constants, the values themselves (shape arithmetic)."""
+
+    dtype: DType
+    shape: Shape
+    value: tuple[Scalar, ...] | None = None
+
+    @property
+    def rank(self) -> int:
+        return len(self.shape)
+
+    @property
+    def known(self) -> bool:
+        return all(d >= 0 for d in self.shape)
+
+    def numel(self) -> int:
+        """Element count with unknown dims counted as 1 (callers bound them first)."""
+        return numel(tuple(max(d, 1) for d in self.shape))
+
+
+@dataclass(frozen=True, slots=True)
+class NoAttrs:
+    """Attribute schema of ops that take no attributes."""
+
+
+@dataclass(frozen=True, slots=True)
+class In:
+    slot: str  # Paddle parameter name, verbatim ("X", "Filter")
+    type_var: str | DType | None = "T"  # slots sharing a type variable share a dtype; None: any
+    variadic: bool = False  # Paddle "duplicable": several arguments in one slot
+    optional: bool = False  # Paddle "dispensable": may be absent or empty
+
+
+@dataclass(frozen=True, slots=True)
+class Out:
+    slot: str
+    type_var: str | DType = "T"  # a type variable, or a fixed dtype (arg_max -> INT64)
+    unused: bool = False  # training-only output (XShape, SavedMean): must have no readers
+    optional: bool = False  # may be absent or empty
+    variadic: bool = False  # several arguments (split)
+    inplace_of: str | None = None  # may alias this input slot's var (batch_norm MeanOut = Mean)
+
+
+@dataclass(frozen=True, slots=True)
+class Case:
+    """One declared example: inputs by slot, attrs as Python values, and what must happen.
+
+    `expect` is a numpy reference `(*inputs in slot order, attrs) -> array or tuple of arrays`;
+    the generic test checks inferred shapes and dtypes against it (and the executor, values).
+    `raises` is a fragment of the expected GraphError message, `code` its diagnostic code.
+    """
+
+    inputs: Mapping[str, np.ndarray | tuple[np.ndarray, ...]]
+    attrs: Mapping[str, Any] = field(default_factory=dict)
+    expect: Callable[..., Any] | None = None
+    raises: str | None = None
+    code: Code | None = None
+    rtol: float = 1e-5
+    atol: float = 1e-6
+
+
+InferResult = Shape | TensorType | list[Shape | TensorType | tuple[Shape | TensorType, ...]]
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class OpDef:
+    """One registered op.
+
+    `infer` gets one TensorType per input slot (None for an absent optional slot, a tuple for a
+    variadic one) and the decoded attrs; it returns one result per used output, in order: a
+    Shape (dtype from the output's type variable) or a TensorType (dtype given by the rule), or
+    a list of them when the op has several used outputs.
+    `cost` estimates FLOPs from the same inputs, the inferred outputs and attrs; the default is
+    one FLOP per output element.
+    """
+
+    op_type: str
+    doc: str
+    inputs: tuple[In, ...]
+    outputs: tuple[Out, ...]
+    types: Mapping[str, frozenset[DType]]
+    attrs: type[Any] = NoAttrs
+    ignored_attrs: frozenset[str] = frozenset()  # Paddle "extra" attrs harmless for this op
+    infer: Callable[..., InferResult]
+    cost: Callable[..., int] | None = None
+    cases: tuple[Case, ...] = ()
+
+    @property
+    def used_outputs(self) -> tuple[Out, ...]:
+        return tuple(o for o in self.outputs if not o.unused)
+
+    def slot(self, name: str) -> In | None:
+        return next((s for s in self.inputs if s.slot == name), None)
+
+    def out_slot(self, name: str) -> Out | None:
+        return next((s for s in self.outputs if s.slot == name), None)
+
+
+class Registry:
+    """Op type -> OpDef, built once from explicit family tuples; duplicates are an error."""
+
+    def __init__(self, *families: tuple[OpDef, ...]) -> None:
+        self._ops: dict[str, OpDef] = {}
+        for op in (op for family in families for op in family):
+            if op.op_type in self._ops:
+                raise ValueError(f"op type {op.op_type!r} is defined twice")
+            self._ops[op.op_type] = op
+
+    def get(self, op_type: str) -> OpDef | None:
+        return self._ops.get(op_type)
+
+    def __contains__(self, op_type: object) -> bool:
+        return op_type in self._ops
+
+    def __iter__(self) -> Iterator[OpDef]:
+        return iter(self._ops.values())
+
+    def __len__(self) -> int:
+        return len(self._ops)
+
+    def names(self) -> frozenset[str]:
+        return frozenset(self._ops)

@@ -1,0 +1,116 @@
+"""Binary elementwise arithmetic with Paddle's `axis` broadcasting, and comparisons/logic."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+
+import numpy as np
+
+from graph_proto.types import ALL, NUMERIC, DType, Shape
+from validator.ops._cases import boolean, f32, i64, pos32
+from validator.ops._def import AxisError, Case, In, OpDef, Out, TensorType
+from validator.ops._shape import broadcast
+
+
+@dataclass(frozen=True, slots=True)
+class ElementwiseAttrs:
+    axis: int = -1
+
+
+def paddle_align(x: Shape, y: Shape, axis: int) -> tuple[Shape, Shape]:
+    """Pads the lower-rank operand with 1s so that it starts at `axis` of the other.
+
+    NOTE: Paddle's elementwise `axis` is not numpy broadcasting: Y of rank 1 with axis=1 against
+    X [N, C, H, W] lines up with C, not with W. axis=-1 means numpy's right alignment.
+    """
+    if len(x) == len(y):
+        return x, y
+    big, small = (x, y) if len(x) > len(y) else (y, x)
+    diff = len(big) - len(small)
+    start = diff if axis == -1 else axis
+    if not 0 <= start <= diff:
+        raise AxisError(
+            f"axis must be -1 or in [0, {diff}] for ranks {len(x)} and {len(y)}, got {axis}"
+        )
+    padded = (1,) * start + small + (1,) * (diff - start)
+    return (big, padded) if len(x) > len(y) else (padded, big)
+
+
+def _elementwise_infer(x: TensorType, y: TensorType, a: ElementwiseAttrs) -> Shape:
+    xs, ys = paddle_align(x.shape, y.shape, a.axis)
+    return broadcast(xs, ys)
+
+
+def _aligned(fn: Callable[[np.ndarray, np.ndarray], np.ndarray]) -> Callable[..., np.ndarray]:
+    """numpy reference honouring Paddle's axis."""
+
+    def reference(x: np.ndarray, y: np.ndarray, a: ElementwiseAttrs) -> np.ndarray:
+        xs, ys = paddle_align(x.shape, y.shape, a.axis)
+        return np.asarray(fn(x.reshape(xs), y.reshape(ys)))
+
+    return reference
+
+
+def binary(
+    paddle_type: str,
+    reference: Callable[[np.ndarray, np.ndarray], np.ndarray],
+    *,
+    types: frozenset[DType] = NUMERIC,
+    out: DType | None = None,
+    x: Callable[..., np.ndarray] = f32,
+) -> OpDef:
+    """Declares a two-input elementwise op with Paddle broadcasting."""
+    ref = _aligned(reference)
+    return OpDef(
+        op_type=paddle_type,
+        doc=f"Elementwise {paddle_type.removeprefix('elementwise_')} of X and Y with Paddle's axis broadcasting.",
+        inputs=(In("X"), In("Y")),
+        outputs=(Out("Out", out if out is not None else "T"),),
+        types={"T": types},
+        attrs=ElementwiseAttrs,
+        infer=_elementwise_infer,
+        cases=(
+            Case({"X": x(2, 3, 4), "Y": x(2, 3, 4)}, expect=ref),
+            Case({"X": x(2, 3, 4, 5), "Y": x(3)}, {"axis": 1}, expect=ref),
+            Case({"X": x(2, 1, 4), "Y": x(3, 1)}, expect=ref),
+            Case({"X": x(), "Y": x(3)}, expect=ref),
+            Case({"X": x(2, 3), "Y": x(4)}, raises="expected dims that are equal or 1, got 3 and 4"),
+            Case({"X": x(2, 3), "Y": x(3)}, {"axis": 2}, raises="axis must be -1 or in [0, 1]"),
+        ),
+    )
+
+
+ELEMENTWISE_ADD = binary("elementwise_add", np.add)
+ELEMENTWISE_SUB = binary("elementwise_sub", np.subtract)
+ELEMENTWISE_MUL = binary("elementwise_mul", np.multiply)
+ELEMENTWISE_DIV = binary("elementwise_div", np.divide, x=pos32)
+ELEMENTWISE_MAX = binary("elementwise_max", np.maximum)
+ELEMENTWISE_MIN = binary("elementwise_min", np.minimum)
+ELEMENTWISE_POW = binary("elementwise_pow", np.power, x=pos32)
+EQUAL = binary("equal", np.equal, types=ALL, out=DType.BOOL, x=i64)
+NOT_EQUAL = binary("not_equal", np.not_equal, types=ALL, out=DType.BOOL, x=i64)
+GREATER_THAN = binary("greater_than", np.greater, types=NUMERIC, out=DType.BOOL)
+GREATER_EQUAL = binary("greater_equal", np.greater_equal, types=NUMERIC, out=DType.BOOL)
+LESS_THAN = binary("less_than", np.less, types=NUMERIC, out=DType.BOOL)
+LESS_EQUAL = binary("less_equal", np.less_equal, types=NUMERIC, out=DType.BOOL)
+LOGICAL_AND = binary("logical_and", np.logical_and, types=frozenset({DType.BOOL}), x=boolean)
+LOGICAL_OR = binary("logical_or", np.logical_or, types=frozenset({DType.BOOL}), x=boolean)
+
+OPS = (
+    ELEMENTWISE_ADD,
+    ELEMENTWISE_SUB,
+    ELEMENTWISE_MUL,
+    ELEMENTWISE_DIV,
+    ELEMENTWISE_MAX,
+    ELEMENTWISE_MIN,
+    ELEMENTWISE_POW,
+    EQUAL,
+    NOT_EQUAL,
+    GREATER_THAN,
+    GREATER_EQUAL,
+    LESS_THAN,
+    LESS_EQUAL,
+    LOGICAL_AND,
+    LOGICAL_OR,
+)

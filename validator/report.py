@@ -1,0 +1,52 @@
+"""The validation report: signature, op histogram, parameters and cost figures."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from graph_proto.types import DType, Shape
+from validator.diagnostics import Diagnostic
+
+
+@dataclass(frozen=True, slots=True)
+class TensorSpec:
+    """One input or output of the program's signature."""
+
+    name: str
+    dtype: DType
+    dims: Shape
+
+    def to_json(self) -> dict[str, Any]:
+        return {"name": self.name, "dtype": self.dtype.label, "dims": list(self.dims)}
+
+
+@dataclass(frozen=True, slots=True)
+class Report:
+    inputs: tuple[TensorSpec, ...]
+    outputs: tuple[TensorSpec, ...]
+    op_histogram: dict[str, int]
+    op_count: int
+    param_count: int
+    param_bytes: int
+    batch: int
+    flops_per_sample: int
+    peak_activation_bytes_per_sample: int
+    largest_tensor_bytes: int
+    warnings: tuple[Diagnostic, ...] = ()
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "inputs": [t.to_json() for t in self.inputs],
+            "outputs": [t.to_json() for t in self.outputs],
+            "op_histogram": dict(self.op_histogram),
+            "op_count": self.op_count,
+            "params": {"count": self.param_count, "bytes": self.param_bytes},
+            "cost": {
+                "batch": self.batch,
+                "flops_per_sample": self.flops_per_sample,
+                "peak_activation_bytes_per_sample": self.peak_activation_bytes_per_sample,
+                "largest_tensor_bytes": self.largest_tensor_bytes,
+            },
+            "warnings": [w.to_json() for w in self.warnings],
+        }

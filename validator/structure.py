@@ -1,0 +1,497 @@
+"""Structural checks before any op is interpreted: sizes, blocks, names, var kinds, feed/fetch."""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from typing import Final
+
+from graph_proto import framework_pb2 as pb
+from graph_proto.types import DType, dtype_from_vartype
+from validator.diagnostics import Code, Diagnostic
+from validator.ops._def import TensorType
+from validator.policy import GRAD_MARKER, Policy, forbidden_reason, is_training_op
+
+VT = pb.VarType
+_NAME: Final = re.compile(r"[A-Za-z0-9_.@/:\-]+")
+_MAX_RANK: Final = 64
+_ELEMENT_LIMIT: Final = 2**62  # numel * itemsize must stay far from int64 overflow
+FEED_OP: Final = "feed"
+FETCH_OP: Final = "fetch"
+
+
+@dataclass
+class Structure:
+    """What the later stages need: declared vars, and the feed and fetch lists by col."""
+
+    vars: list[dict[str, pb.VarDesc]] = field(default_factory=list)
+    declared: dict[str, TensorType] = field(default_factory=dict)  # block-0 dense tensors
+    feeds: dict[int, str] = field(default_factory=dict)
+    fetches: dict[int, str] = field(default_factory=dict)
+    persistable: list[str] = field(default_factory=list)  # sorted, as in .pdiparams
+    feed_holder: str | None = None
+    fetch_holder: str | None = None
+    fatal: bool = False  # block structure too broken to interpret any op
+
+
+def check_structure(program: pb.ProgramDesc, policy: Policy, out: list[Diagnostic]) -> Structure:
+    s = Structure()
+    _check_sizes(program, policy, out)
+    if any(d.code in {Code.PROGRAM_TOO_COMPLEX, Code.TOO_MANY_OPS} for d in out):
+        s.fatal = True
+        return s
+    if not _check_blocks(program, policy, out):
+        s.fatal = True
+        return s
+    _check_sub_block_refs(program, out)
+    _check_vars(program, policy, s, out)
+    _check_ops(program, out)
+    _check_feed_fetch(program, policy, s, out)
+    return s
+
+
+def _check_sizes(program: pb.ProgramDesc, policy: Policy, out: list[Diagnostic]) -> None:
+    blocks = len(program.blocks)
+    if blocks > policy.max_blocks:
+        out.append(
+            _d(
+                Code.PROGRAM_TOO_COMPLEX,
+                f"expected at most {policy.max_blocks} blocks, got {blocks}",
+            )
+        )
+    ops = sum(len(b.ops) for b in program.blocks)
+    if ops > policy.max_ops:
+        out.append(_d(Code.TOO_MANY_OPS, f"expected at most {policy.max_ops} ops, got {ops}"))
+    var_count = sum(len(b.vars) for b in program.blocks)
+    if var_count > policy.max_vars:
+        out.append(
+            _d(
+                Code.PROGRAM_TOO_COMPLEX,
+                f"expected at most {policy.max_vars} vars, got {var_count}",
+            )
+        )
+    for b, i, op in _all_ops(program):
+        if len(op.attrs) > policy.max_attrs_per_op:
+            out.append(
+                _op(
+                    Code.PROGRAM_TOO_COMPLEX,
+                    b,
+                    i,
+                    op,
+                    f"expected at most {policy.max_attrs_per_op} attributes, got {len(op.attrs)}",
+                )
+            )
+            continue
+        for attr in op.attrs:
+            items = max(len(attr.ints), len(attr.longs), len(attr.floats), len(attr.strings),
+                        len(attr.float64s), len(attr.bools), len(attr.scalars), len(attr.vars_name))  # fmt: skip
+            if items > policy.max_attr_items:
+                out.append(
+                    _op(
+                        Code.PROGRAM_TOO_COMPLEX,
+                        b,
+                        i,
+                        op,
+                        f"attribute {attr.name!r}: expected at most {policy.max_attr_items} items, got {items}",
+                    )
+                )
+
+
+def _check_blocks(program: pb.ProgramDesc, policy: Policy, out: list[Diagnostic]) -> bool:
+    """Block indices, parents, depth; False when too broken to go on."""
+    count = len(program.blocks)
+    if count == 0:
+        out.append(_d(Code.BLOCK_INDEX, "expected at least one block, got 0"))
+        return False
+    ok = True
+    for i, block in enumerate(program.blocks):
+        expected_parent = "-1" if i == 0 else f"in [0, {count}) and != {i}"
+        bad_parent = (
+            block.parent_idx != -1
+            if i == 0
+            else not (0 <= block.parent_idx < count and block.parent_idx != i)
+        )
+        if block.idx != i or bad_parent:
+            out.append(
+                _d(
+                    Code.BLOCK_INDEX,
+                    f"block {i}: expected idx {i} and parent_idx {expected_parent}, got idx {block.idx} and parent_idx {block.parent_idx}",
+                    block=i,
+                )
+            )
+            ok = False
+        if block.forward_block_idx != -1:
+            out.append(
+                _d(
+                    Code.TRAINING_PROGRAM,
+                    f"block {i}: expected forward_block_idx -1 (inference), got {block.forward_block_idx}",
+                    block=i,
+                )
+            )
+    if not ok:
+        return False
+    for i in range(1, count):
+        depth, seen, at = 0, {i}, i
+        while at != 0:
+            at = program.blocks[at].parent_idx
+            depth += 1
+            if at in seen:
+                out.append(
+                    _d(
+                        Code.BLOCK_CYCLE,
+                        f"block {i}: expected parent_idx links to end at block 0, got a cycle",
+                        block=i,
+                    )
+                )
+                return False
+            seen.add(at)
+        if depth > policy.max_nesting:
+            out.append(
+                _d(
+                    Code.NESTING_TOO_DEEP,
+                    f"block {i}: expected nesting depth <= {policy.max_nesting}, got {depth}",
+                    block=i,
+                )
+            )
+            return False
+    return True
+
+
+def _check_sub_block_refs(program: pb.ProgramDesc, out: list[Diagnostic]) -> None:
+    count = len(program.blocks)
+    owner: dict[int, tuple[int, int]] = {}
+    for b, i, op in _all_ops(program):
+        for attr in op.attrs:
+            refs = (
+                [attr.block_idx]
+                if attr.type == pb.BLOCK
+                else list(attr.blocks_idx)
+                if attr.type == pb.BLOCKS
+                else []
+            )
+            for ref in refs:
+                if not 1 <= ref < count:
+                    out.append(
+                        _op(
+                            Code.BLOCK_REFERENCE,
+                            b,
+                            i,
+                            op,
+                            f"attribute {attr.name!r}: expected a sub-block index in [1, {count}), got {ref}",
+                        )
+                    )
+                elif ref == b or _is_ancestor(program, ref, b):
+                    out.append(
+                        _op(
+                            Code.BLOCK_CYCLE,
+                            b,
+                            i,
+                            op,
+                            f"attribute {attr.name!r}: block {ref} is this op's own block or an ancestor of it",
+                        )
+                    )
+                elif program.blocks[ref].parent_idx != b:
+                    out.append(
+                        _op(
+                            Code.BLOCK_REFERENCE,
+                            b,
+                            i,
+                            op,
+                            f"attribute {attr.name!r}: expected block {ref} to have parent_idx {b}, got {program.blocks[ref].parent_idx}",
+                        )
+                    )
+                elif ref in owner:
+                    out.append(
+                        _op(
+                            Code.BLOCK_REFERENCE,
+                            b,
+                            i,
+                            op,
+                            f"attribute {attr.name!r}: block {ref} is already owned by block {owner[ref][0]}, op {owner[ref][1]}",
+                        )
+                    )
+                else:
+                    owner[ref] = (b, i)
+    for ref in range(1, count):
+        if ref not in owner:
+            out.append(
+                _d(
+                    Code.BLOCK_UNREFERENCED,
+                    f"block {ref}: expected a sub-block owned by one op, got none",
+                    block=ref,
+                )
+            )
+
+
+def _is_ancestor(program: pb.ProgramDesc, candidate: int, block: int) -> bool:
+    at = block
+    while at != 0:
+        at = program.blocks[at].parent_idx
+        if at == candidate:
+            return True
+    return False
+
+
+def _check_vars(
+    program: pb.ProgramDesc, policy: Policy, s: Structure, out: list[Diagnostic]
+) -> None:
+    persistable: set[str] = set()
+    for b, block in enumerate(program.blocks):
+        names: dict[str, pb.VarDesc] = {}
+        for var in block.vars:
+            if _check_name(var.name, policy, out, b) and var.name in names:
+                out.append(
+                    _d(
+                        Code.NAME_INVALID,
+                        "expected each var to be declared once per block, got it twice",
+                        block=b,
+                        var=var.name,
+                    )
+                )
+            names[var.name] = var
+            declared = _declared_type(var, b, policy, s, out)
+            if declared is not None and b == 0:
+                s.declared[var.name] = declared
+            if var.persistable and var.type.type == VT.DENSE_TENSOR:
+                persistable.add(var.name)
+        s.vars.append(names)
+    s.persistable = sorted(persistable)
+
+
+def _check_name(name: str, policy: Policy, out: list[Diagnostic], block: int) -> bool:
+    if GRAD_MARKER in name:
+        out.append(
+            _d(
+                Code.TRAINING_PROGRAM,
+                f"expected inference vars only, got gradient var {name[: policy.max_name_length]!r}",
+                block=block,
+            )
+        )
+        return False
+    if len(name) > policy.max_name_length or not _NAME.fullmatch(name):
+        shown = name[: policy.max_name_length] + (
+            "..." if len(name) > policy.max_name_length else ""
+        )
+        out.append(
+            _d(
+                Code.NAME_INVALID,
+                f"expected a name of 1..{policy.max_name_length} characters from [A-Za-z0-9_.@/:-], got {shown!r} ({len(name)} characters)",
+                block=block,
+            )
+        )
+        return False
+    return True
+
+
+def _declared_type(
+    var: pb.VarDesc, b: int, policy: Policy, s: Structure, out: list[Diagnostic]
+) -> TensorType | None:
+    kind = var.type.type
+    if kind == VT.FEED_MINIBATCH and b == 0 and var.persistable:
+        s.feed_holder = var.name
+        return None
+    if kind == VT.FETCH_LIST and b == 0 and var.persistable:
+        s.fetch_holder = var.name
+        return None
+    if kind != VT.DENSE_TENSOR:
+        out.append(
+            _d(
+                Code.VAR_TYPE,
+                f"expected a dense tensor, got {VT.Type.Name(kind)}",
+                block=b,
+                var=var.name,
+            )
+        )
+        return None
+    dense = var.type.dense_tensor
+    if not var.type.HasField("dense_tensor"):
+        out.append(
+            _d(
+                Code.VAR_TYPE,
+                "expected a dense tensor description, got none",
+                block=b,
+                var=var.name,
+            )
+        )
+        return None
+    if dense.legacy_lod_level != 0:
+        out.append(
+            _d(
+                Code.VAR_TYPE,
+                f"expected LoD level 0, got {dense.legacy_lod_level}",
+                block=b,
+                var=var.name,
+            )
+        )
+    dtype = dtype_from_vartype(dense.tensor.data_type)
+    if dtype is None:
+        out.append(
+            _d(
+                Code.VAR_TYPE,
+                f"expected a supported element type, got {VT.Type.Name(dense.tensor.data_type)}",
+                block=b,
+                var=var.name,
+            )
+        )
+        return None
+    dims = tuple(dense.tensor.dims)
+    if not _dims_ok(dims, dtype, policy):
+        out.append(
+            _d(
+                Code.VAR_DIMS_INVALID,
+                f"expected rank <= {_MAX_RANK} and dims in [-1, {policy.max_dim}] with a byte size below 2**62, got {list(dims)[:8]}{'...' if len(dims) > 8 else ''}",
+                block=b,
+                var=var.name,
+            )
+        )
+        return None
+    return TensorType(dtype, dims)
+
+
+def _dims_ok(dims: tuple[int, ...], dtype: DType, policy: Policy) -> bool:
+    if len(dims) > _MAX_RANK or any(d < -1 or d > policy.max_dim for d in dims):
+        return False
+    count = dtype.itemsize
+    for d in dims:
+        count *= max(d, 1)
+        if count > _ELEMENT_LIMIT:
+            return False
+    return True
+
+
+def _check_ops(program: pb.ProgramDesc, out: list[Diagnostic]) -> None:
+    """Forbidden and training ops anywhere, sub-blocks included."""
+    for b, i, op in _all_ops(program):
+        reason = forbidden_reason(op.type)
+        if reason is not None:
+            out.append(_op(Code.OP_FORBIDDEN, b, i, op, reason))
+        elif is_training_op(op.type):
+            out.append(
+                _op(
+                    Code.TRAINING_PROGRAM,
+                    b,
+                    i,
+                    op,
+                    f"expected inference ops only, got training op {op.type!r}",
+                )
+            )
+        elif b > 0 and op.type in {FEED_OP, FETCH_OP}:
+            out.append(
+                _op(
+                    Code.FEED_FETCH_INVALID,
+                    b,
+                    i,
+                    op,
+                    f"expected {op.type} ops in block 0 only, got one in block {b}",
+                )
+            )
+
+
+def _check_feed_fetch(
+    program: pb.ProgramDesc, policy: Policy, s: Structure, out: list[Diagnostic]
+) -> None:
+    for kind, holder, table, cap in (
+        (FEED_OP, s.feed_holder, s.feeds, policy.max_feeds),
+        (FETCH_OP, s.fetch_holder, s.fetches, policy.max_fetches),
+    ):
+        for i, op in enumerate(program.blocks[0].ops):
+            if op.type == kind:
+                _register_col(op, i, kind, holder, table, out)
+        if len(table) > cap:
+            out.append(
+                _d(Code.TOO_MANY_FEEDS, f"expected at most {cap} {kind} ops, got {len(table)}")
+            )
+        elif sorted(table) != list(range(len(table))):
+            out.append(
+                _d(
+                    Code.FEED_FETCH_INVALID,
+                    f"expected {kind} cols 0..{len(table) - 1}, got {sorted(table)[:10]}",
+                )
+            )
+    if not s.fetches and not any(d.code == Code.FEED_FETCH_INVALID for d in out):
+        out.append(_d(Code.NO_FETCH, "expected at least one fetch op, got none"))
+
+
+def _register_col(
+    op: pb.OpDesc,
+    i: int,
+    kind: str,
+    holder: str | None,
+    table: dict[int, str],
+    out: list[Diagnostic],
+) -> None:
+    col = next((a.i for a in op.attrs if a.name == "col" and a.type == pb.INT), None)
+    slot_in, slot_out = ("X", "Out")
+    target_slot, holder_slot = (slot_out, slot_in) if kind == FEED_OP else (slot_in, slot_out)
+    targets = [
+        a
+        for v in (op.outputs if kind == FEED_OP else op.inputs)
+        if v.parameter == target_slot
+        for a in v.arguments
+    ]
+    holders = [
+        a
+        for v in (op.inputs if kind == FEED_OP else op.outputs)
+        if v.parameter == holder_slot
+        for a in v.arguments
+    ]
+    if holder is None or holders != [holder] or len(targets) != 1:
+        out.append(
+            _op(
+                Code.FEED_FETCH_INVALID,
+                0,
+                i,
+                op,
+                f"expected {holder_slot}=[{holder!r}] (the {kind} holder) and one target var, got {holder_slot}={holders} and {len(targets)} targets",
+            )
+        )
+        return
+    if col is None or col < 0:
+        out.append(
+            _op(
+                Code.FEED_FETCH_INVALID,
+                0,
+                i,
+                op,
+                f"expected an INT attribute 'col' >= 0, got {col}",
+            )
+        )
+        return
+    if col in table:
+        out.append(
+            _op(
+                Code.FEED_FETCH_INVALID,
+                0,
+                i,
+                op,
+                f"expected each {kind} col once, got col {col} again",
+            )
+        )
+        return
+    if kind == FEED_OP and targets[0] in table.values():
+        out.append(
+            _op(
+                Code.FEED_FETCH_INVALID,
+                0,
+                i,
+                op,
+                f"expected each var fed once, got {targets[0]!r} again",
+            )
+        )
+        return
+    table[col] = targets[0]
+
+
+def _all_ops(program: pb.ProgramDesc) -> Iterator[tuple[int, int, pb.OpDesc]]:
+    for b, block in enumerate(program.blocks):
+        for i, op in enumerate(block.ops):
+            yield b, i, op
+
+
+def _d(code: Code, message: str, *, block: int | None = None, var: str | None = None) -> Diagnostic:
+    return Diagnostic(code=code, message=message, block=block, var=var)
+
+
+def _op(code: Code, block: int, index: int, op: pb.OpDesc, message: str) -> Diagnostic:
+    return Diagnostic(code=code, message=message, block=block, op_index=index, op_type=op.type[:64])

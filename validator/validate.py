@@ -1,0 +1,178 @@
+"""validate(): untrusted bytes in, a ValidatedProgram (the executor's only input) or every problem out."""
+
+from __future__ import annotations
+
+from collections import Counter
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Final
+
+import numpy as np
+
+from graph_proto import framework_pb2 as pb
+from graph_proto.errors import FormatError
+from graph_proto.program import parse_program
+from validator.attrs import COMMON_ATTRS
+from validator.bind import BoundOp
+from validator.budget import Cost, measure
+from validator.diagnostics import Code, Diagnostic, Severity, ValidationFailed
+from validator.interpret import interpret
+from validator.ops import REGISTRY
+from validator.ops._def import Registry, TensorType
+from validator.params import match_params
+from validator.policy import DEFAULT_POLICY, Policy
+from validator.report import Report, TensorSpec
+from validator.structure import Structure, check_structure
+
+_TOKEN: Final = object()
+
+
+@dataclass(frozen=True, slots=True)
+class ValidatedProgram:
+    """A program that passed every check; only validate() can make one."""
+
+    program: pb.ProgramDesc  # bookkeeping attrs stripped
+    ops: tuple[BoundOp, ...]  # block 0 in order, feed and fetch included
+    types: Mapping[str, TensorType]  # compile-time type of every var
+    params: Mapping[str, np.ndarray]  # read-only views into the params bytes
+    report: Report
+    policy: Policy
+    _token: object
+
+    def __post_init__(self) -> None:
+        if self._token is not _TOKEN:
+            raise TypeError("a ValidatedProgram is made by validator.validate() only")
+
+    @property
+    def inputs(self) -> tuple[TensorSpec, ...]:
+        return self.report.inputs
+
+    @property
+    def outputs(self) -> tuple[TensorSpec, ...]:
+        return self.report.outputs
+
+
+def validate(
+    program_bytes: bytes,
+    params_bytes: bytes | None = None,
+    policy: Policy = DEFAULT_POLICY,
+    registry: Registry = REGISTRY,
+) -> ValidatedProgram:
+    """Checks everything and returns the program, or raises ValidationFailed with every problem."""
+    try:
+        program = parse_program(program_bytes, max_bytes=policy.max_program_bytes)
+    except FormatError as e:
+        raise ValidationFailed([Diagnostic(code=Code(e.code), message=e.message)]) from None
+    out: list[Diagnostic] = []
+    if params_bytes is not None and len(params_bytes) > policy.max_params_bytes:
+        out.append(
+            Diagnostic(
+                code=Code.PARAMS_TOO_LARGE,
+                message=f"expected a .pdiparams of at most {policy.max_params_bytes} bytes, got {len(params_bytes)}",
+            )
+        )
+        raise ValidationFailed(out)
+    s = check_structure(program, policy, out)
+    if s.fatal:
+        raise ValidationFailed(out)
+    params = match_params(params_bytes, s.persistable, s.declared, out)
+    param_types = {n: s.declared[n] for n in s.persistable if n in s.declared}
+    run = interpret(program.blocks[0], s, param_types, registry, policy, out)
+    _cross_check(run.types, s, out)
+    _check_param_budget(params, policy, out)
+    cost = None
+    if not _errors(out):
+        feeds = {name: s.declared[name] for _, name in sorted(s.feeds.items())}
+        fetches = [name for _, name in sorted(s.fetches.items())]
+        cost = measure(run.ops, feeds, param_types, fetches, policy, out)
+    if _errors(out) or cost is None:
+        raise ValidationFailed(_errors(out) or out)
+    _strip_bookkeeping(program)
+    report = _report(run.ops, run.types, s, params, cost, out)
+    return ValidatedProgram(program, tuple(run.ops), run.types, params, report, policy, _TOKEN)
+
+
+def _errors(out: list[Diagnostic]) -> list[Diagnostic]:
+    return [d for d in out if d.severity == Severity.ERROR]
+
+
+def _cross_check(types: Mapping[str, TensorType], s: Structure, out: list[Diagnostic]) -> None:
+    """Stored VarDesc dims are advisory in Paddle; a contradiction means a tampered or broken file."""
+    for name, inferred in types.items():
+        declared = s.declared.get(name)
+        if declared is None or name in s.persistable:
+            continue
+        if declared.dtype != inferred.dtype:
+            out.append(
+                Diagnostic(
+                    code=Code.VAR_DTYPE_MISMATCH,
+                    message=f"expected dtype {inferred.dtype.label} (inferred), got {declared.dtype.label} stored",
+                    block=0,
+                    var=name,
+                )
+            )
+        elif not _dims_agree(declared.shape, inferred.shape):
+            out.append(
+                Diagnostic(
+                    code=Code.VAR_DIMS_MISMATCH,
+                    message=f"expected dims {list(inferred.shape)} (inferred), got {list(declared.shape)} stored",
+                    block=0,
+                    var=name,
+                )
+            )
+
+
+def _dims_agree(stored: tuple[int, ...], inferred: tuple[int, ...]) -> bool:
+    if len(stored) != len(inferred):
+        return False
+    return all(a < 0 or b < 0 or a == b for a, b in zip(stored, inferred, strict=True))
+
+
+def _check_param_budget(
+    params: Mapping[str, np.ndarray], policy: Policy, out: list[Diagnostic]
+) -> None:
+    total = sum(p.nbytes for p in params.values())
+    if total > policy.max_params_bytes:
+        out.append(
+            Diagnostic(
+                code=Code.PARAMS_TOO_LARGE,
+                message=f"expected at most {policy.max_params_bytes} parameter bytes, got {total}",
+            )
+        )
+
+
+def _strip_bookkeeping(program: pb.ProgramDesc) -> None:
+    """Drops op_callstack & co. (absolute paths of the exporting script) before anything is kept."""
+    for block in program.blocks:
+        for op in block.ops:
+            kept = [a for a in op.attrs if a.name not in COMMON_ATTRS]
+            if len(kept) != len(op.attrs):
+                del op.attrs[:]
+                op.attrs.extend(kept)
+
+
+def _report(
+    ops: list[BoundOp],
+    types: Mapping[str, TensorType],
+    s: Structure,
+    params: Mapping[str, np.ndarray],
+    cost: Cost,
+    out: list[Diagnostic],
+) -> Report:
+    def spec(name: str) -> TensorSpec:
+        t = types[name]
+        return TensorSpec(name, t.dtype, t.shape)
+
+    return Report(
+        inputs=tuple(spec(n) for _, n in sorted(s.feeds.items())),
+        outputs=tuple(spec(n) for _, n in sorted(s.fetches.items())),
+        op_histogram=dict(Counter(op.op_type for op in ops).most_common()),
+        op_count=len(ops),
+        param_count=len(params),
+        param_bytes=sum(p.nbytes for p in params.values()),
+        batch=cost.batch,
+        flops_per_sample=cost.flops_per_sample,
+        peak_activation_bytes_per_sample=cost.peak_activation_bytes_per_sample,
+        largest_tensor_bytes=cost.largest_tensor_bytes,
+        warnings=tuple(d for d in out if d.severity == Severity.WARNING),
+    )
