@@ -4,10 +4,21 @@ from __future__ import annotations
 
 from typing import Final
 
-from validator.ops import elementwise, io
+from validator.ops import (
+    activation,
+    creation,
+    elementwise,
+    index,
+    io,
+    linalg,
+    manipulation,
+    nn,
+    reduce,
+    resize,
+)
 from validator.ops._def import OpDef, Registry
 
-FAMILIES: Final = (io, elementwise)
+FAMILIES: Final = (io, elementwise, activation, nn, resize, index, manipulation, reduce, linalg, creation)
 REGISTRY: Final = Registry(*(family.OPS for family in FAMILIES))
 
 __all__ = ["FAMILIES", "REGISTRY", "OpDef", "Registry"]

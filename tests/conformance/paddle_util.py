@@ -1,0 +1,133 @@
+"""Builds legacy (ProgramDesc) programs with real Paddle and compares them with graphgate's view.
+
+Paddle is a test-only dependency; importing this module sets FLAGS_enable_pir_api=0 first.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+import tempfile
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+os.environ.setdefault("FLAGS_enable_pir_api", "0")
+import numpy as np  # noqa: E402
+import paddle  # noqa: E402
+
+from graph_proto import framework_pb2 as pb  # noqa: E402
+from validator import ValidatedProgram  # noqa: E402
+
+paddle.enable_static()
+
+_SHARED = Path(__file__).resolve().parents[3] / "shared" / "reference"
+
+
+def install_legacy_compat() -> None:
+    """Patches paddle.* functions that only trace to PIR (see shared/reference) when available."""
+    from tests.conformance import legacy_compat
+
+    legacy_compat.install()
+
+
+@dataclass(frozen=True)
+class Saved:
+    """One program saved by paddle.static.save_inference_model, as bytes."""
+
+    program: bytes
+    params: bytes | None
+    feeds: list[str]
+    fetches: list[str]
+
+
+@contextmanager
+def building(seed: int = 0) -> Iterator[tuple[Any, Any]]:
+    """A fresh (main, startup) program pair under program_guard, with a fixed seed."""
+    main, startup = paddle.static.Program(), paddle.static.Program()
+    main.random_seed = startup.random_seed = seed
+    with paddle.static.program_guard(main, startup), paddle.utils.unique_name.guard():
+        yield main, startup
+
+
+def save(
+    main: Any, startup: Any, feeds: Sequence[Any], fetches: Sequence[Any], **kwargs: Any
+) -> Saved:
+    """Runs the startup program on CPU and saves the inference model; returns its bytes."""
+    exe = paddle.static.Executor(paddle.CPUPlace())
+    exe.run(startup)
+    with tempfile.TemporaryDirectory() as tmp:
+        prefix = os.path.join(tmp, "model")
+        paddle.static.save_inference_model(
+            prefix, list(feeds), list(fetches), exe, program=main, **kwargs
+        )
+        params_path = Path(prefix + ".pdiparams")
+        return Saved(
+            program=Path(prefix + ".pdmodel").read_bytes(),
+            params=params_path.read_bytes() if params_path.exists() else None,
+            feeds=[v.name for v in feeds],
+            fetches=[v.name for v in fetches],
+        )
+
+
+def build_and_save(
+    build: Callable[[], tuple[Sequence[Any], Sequence[Any]]], seed: int = 0
+) -> Saved:
+    """`build()` creates feeds with paddle.static.data and returns (feeds, fetches)."""
+    with building(seed) as (main, startup):
+        feeds, fetches = build()
+    return save(main, startup, feeds, fetches)
+
+
+def recorded_types(program_bytes: bytes) -> dict[str, tuple[int, tuple[int, ...]]]:
+    """name -> (VarType dtype number, dims) as Paddle stored them in block 0."""
+    program = pb.ProgramDesc.FromString(program_bytes)
+    found: dict[str, tuple[int, tuple[int, ...]]] = {}
+    for var in program.blocks[0].vars:
+        if var.type.type == pb.VarType.DENSE_TENSOR:
+            tensor = var.type.dense_tensor.tensor
+            found[var.name] = (int(tensor.data_type), tuple(tensor.dims))
+    return found
+
+
+def dims_differences(
+    validated: ValidatedProgram, program_bytes: bytes, exempt: Sequence[str] = ()
+) -> list[str]:
+    """Every var whose inferred dtype or dims differ from what Paddle recorded.
+
+    Where Paddle records -1 and graphgate knows the size (constant folding of shape arithmetic),
+    that is not a difference. Vars named in `exempt` and unused outputs are skipped.
+    """
+    differences = []
+    for name, (dtype, dims) in recorded_types(program_bytes).items():
+        ours = validated.types.get(name)
+        if ours is None or name in exempt:
+            continue
+        same_rank = len(ours.shape) == len(dims)
+        agree = same_rank and all(p == -1 or p == o for p, o in zip(dims, ours.shape, strict=True))
+        if int(ours.dtype) != dtype or not agree:
+            differences.append(
+                f"{name}: paddle {pb.VarType.Type.Name(dtype)}{list(dims)}, "
+                f"graphgate {ours.dtype.label}{list(ours.shape)}"
+            )
+    return differences
+
+
+def run_paddle(saved: Saved, feeds: dict[str, np.ndarray]) -> list[np.ndarray]:
+    """Runs the saved inference model with Paddle's own Executor (for numeric parity later)."""
+    exe = paddle.static.Executor(paddle.CPUPlace())
+    with tempfile.TemporaryDirectory() as tmp:
+        prefix = os.path.join(tmp, "model")
+        Path(prefix + ".pdmodel").write_bytes(saved.program)
+        if saved.params is not None:
+            Path(prefix + ".pdiparams").write_bytes(saved.params)
+        scope = paddle.static.Scope()
+        with paddle.static.scope_guard(scope):
+            program, feed_names, fetch_vars = paddle.static.load_inference_model(prefix, exe)
+            return list(exe.run(program, feed=feeds, fetch_list=fetch_vars))
+
+
+__all__ = ["Saved", "build_and_save", "building", "dims_differences", "paddle", "recorded_types",
+           "run_paddle", "save", "sys"]
