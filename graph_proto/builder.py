@@ -56,7 +56,7 @@ def _set_list(attr: pb.OpDesc.Attr, kind: int, values: Sequence[Any]) -> None:
         for value in values:
             _set_scalar(attr.scalars.add(), value)
         return
-    field = {
+    fields: dict[int, Any] = {
         pb.INTS: attr.ints,
         pb.LONGS: attr.longs,
         pb.FLOATS: attr.floats,
@@ -64,8 +64,8 @@ def _set_list(attr: pb.OpDesc.Attr, kind: int, values: Sequence[Any]) -> None:
         pb.STRINGS: attr.strings,
         pb.BOOLEANS: attr.bools,
         pb.BLOCKS: attr.blocks_idx,
-    }[kind]
-    field.extend(values)
+    }
+    fields[kind].extend(values)
 
 
 def _set_scalar(scalar: pb.Scalar, value: bool | int | float) -> None:

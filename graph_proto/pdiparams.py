@@ -108,7 +108,8 @@ def _read_tensor(cursor: _Cursor) -> ParamTensor:
     itemsize = VARTYPE_ITEMSIZE.get(vartype)
     if itemsize is None:
         raise FormatError(
-            "PARAMS_DTYPE", f"tensor {index}: expected an element type, got VarType {vartype}",
+            "PARAMS_DTYPE",
+            f"tensor {index}: expected an element type, got VarType {vartype}",
             index=index,
         )
     nbytes = _checked_nbytes(dims, itemsize, index)
@@ -130,7 +131,8 @@ def _parse_desc(raw: bytes, index: int) -> tuple[int, tuple[int, ...]]:
         desc.ParseFromString(raw)
     except _message.DecodeError:
         raise FormatError(
-            "PARAMS_HEADER", f"tensor {index}: expected a TensorDesc protobuf, got undecodable bytes",
+            "PARAMS_HEADER",
+            f"tensor {index}: expected a TensorDesc protobuf, got undecodable bytes",
             index=index,
         ) from None
     size = desc.ByteSize()
@@ -144,7 +146,8 @@ def _parse_desc(raw: bytes, index: int) -> tuple[int, tuple[int, ...]]:
         )
     if len(desc.dims) > MAX_RANK:
         raise FormatError(
-            "PARAMS_DIMS", f"tensor {index}: expected rank <= {MAX_RANK}, got {len(desc.dims)}",
+            "PARAMS_DIMS",
+            f"tensor {index}: expected rank <= {MAX_RANK}, got {len(desc.dims)}",
             index=index,
         )
     return int(desc.data_type), tuple(desc.dims)
@@ -172,7 +175,9 @@ def array(data: bytes | memoryview, tensor: ParamTensor) -> np.ndarray:
     if tensor.dtype is None:
         raise ValueError(f"VarType {tensor.vartype} has no numpy dtype in graphgate")
     view = np.frombuffer(
-        data, dtype=tensor.dtype.numpy, count=tensor.nbytes // tensor.dtype.itemsize,
+        data,
+        dtype=tensor.dtype.numpy,
+        count=tensor.nbytes // tensor.dtype.itemsize,
         offset=tensor.offset,
     )
     view.flags.writeable = False
@@ -183,7 +188,8 @@ def write_params(tensors: Iterable[tuple[DType, np.ndarray]]) -> bytes:
     """Serializes tensors in the given order (Paddle expects them sorted by variable name)."""
     out = bytearray()
     for dtype, value in tensors:
-        desc = pb.VarType.TensorDesc(data_type=int(dtype), dims=list(value.shape))
+        desc = pb.VarType.TensorDesc(dims=list(value.shape))
+        desc.data_type = pb.VarType.Type.ValueType(int(dtype))
         raw = desc.SerializeToString()
         out += _U32.pack(0) + _U64.pack(0) + _U32.pack(0) + _I32.pack(len(raw)) + raw
         out += np.ascontiguousarray(value, dtype=dtype.numpy).tobytes()

@@ -21,7 +21,9 @@ def require_upb_backend() -> None:
     """Refuses to parse with protobuf's pure-Python backend (CVE-2025-4565 recursion)."""
     backend = api_implementation.Type()
     if backend != "upb":
-        raise RuntimeError(f"protobuf backend must be 'upb' to parse untrusted bytes, got {backend!r}")
+        raise RuntimeError(
+            f"protobuf backend must be 'upb' to parse untrusted bytes, got {backend!r}"
+        )
 
 
 def parse_program(data: bytes, *, max_bytes: int = DEFAULT_MAX_PROGRAM_BYTES) -> pb.ProgramDesc:
@@ -41,8 +43,10 @@ def parse_program(data: bytes, *, max_bytes: int = DEFAULT_MAX_PROGRAM_BYTES) ->
             "PROGRAM_MALFORMED", f"expected a ProgramDesc protobuf, got undecodable bytes ({e})"
         ) from None
     if not program.IsInitialized():
-        missing = program.FindInitializationErrors()
-        shown = ", ".join(missing[:_MAX_REPORTED]) + (" ..." if len(missing) > _MAX_REPORTED else "")
+        missing: list[str] = program.FindInitializationErrors()  # type: ignore[attr-defined]
+        shown = ", ".join(missing[:_MAX_REPORTED]) + (
+            " ..." if len(missing) > _MAX_REPORTED else ""
+        )
         raise FormatError(
             "PROGRAM_MISSING_FIELD", f"required fields are missing: {shown} ({len(missing)} in all)"
         )
@@ -62,7 +66,9 @@ def _reject_unknown_fields(program: pb.ProgramDesc, data: bytes) -> None:
     legacy = {f"program#{n}" for n in _LEGACY_PROGRAM_FIELDS}
     illegal = [p for p in _unknown_paths(original, "program") if p not in legacy]
     if illegal:
-        shown = ", ".join(illegal[:_MAX_REPORTED]) + (" ..." if len(illegal) > _MAX_REPORTED else "")
+        shown = ", ".join(illegal[:_MAX_REPORTED]) + (
+            " ..." if len(illegal) > _MAX_REPORTED else ""
+        )
         raise FormatError(
             "PROGRAM_UNKNOWN_FIELD",
             f"expected only fields and enum values of Paddle's framework.proto, got unknown {shown}",
@@ -70,7 +76,8 @@ def _reject_unknown_fields(program: pb.ProgramDesc, data: bytes) -> None:
 
 
 def _unknown_paths(msg: _message.Message, path: str) -> list[str]:
-    paths = [f"{path}#{field.field_number}" for field in unknown_fields.UnknownFieldSet(msg)]
+    unknown = unknown_fields.UnknownFieldSet(msg)
+    paths = [f"{path}#{unknown[i].field_number}" for i in range(len(unknown))]
     for descriptor, value in msg.ListFields():
         if descriptor.message_type is None:
             continue

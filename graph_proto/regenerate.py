@@ -68,7 +68,7 @@ def main(argv: list[str] | None = None) -> int:
                 if not args.check:
                     target.write_bytes(fresh)
     if args.check and drifted:
-        print(f"generated files drift from {PROTO}: {drifted}", file=sys.stderr)
+        sys.stderr.write(f"generated files drift from {PROTO}: {drifted}\n")
         return 1
     return 0
 

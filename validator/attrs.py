@@ -41,7 +41,7 @@ class AttrDecodeError(ValueError):
 
 
 _SCALAR_FIELDS: Final = {1: "b", 2: "i", 3: "r"}  # Scalar.Type -> field; COMPLEX128 unsupported
-_NAMES: Final = {value: name for name, value in pb.AttrType.items()}
+_NAMES: Final[dict[int, str]] = {int(value): name for name, value in pb.AttrType.items()}
 
 
 def attr_value(attr: pb.OpDesc.Attr) -> Any:
@@ -88,7 +88,9 @@ _LIST_FIELDS: Final = {
 def _scalar(scalar: pb.Scalar) -> int | float | bool:
     field = _SCALAR_FIELDS.get(scalar.type)
     if field is None:
-        raise AttrDecodeError(Code.ATTR_TYPE, f"expected a real scalar, got Scalar type {scalar.type}")
+        raise AttrDecodeError(
+            Code.ATTR_TYPE, f"expected a real scalar, got Scalar type {scalar.type}"
+        )
     value: int | float | bool = getattr(scalar, field)
     return value
 
@@ -127,8 +129,17 @@ class _Field:
     required: bool
 
 
-@functools.cache
+_SCHEMAS: dict[type[Any], Mapping[str, _Field]] = {}
+
+
 def _schema(cls: type[Any]) -> Mapping[str, _Field]:
+    cached = _SCHEMAS.get(cls)
+    if cached is None:
+        cached = _SCHEMAS[cls] = _build_schema(cls)
+    return cached
+
+
+def _build_schema(cls: type[Any]) -> Mapping[str, _Field]:
     hints = typing.get_type_hints(cls)
     fields: dict[str, _Field] = {}
     for f in dataclasses.fields(cls):
@@ -156,7 +167,8 @@ def decode_attrs(
     schema = _schema(cls)
     if unexpected := sorted(raw.keys() - schema.keys() - ignored):
         raise AttrDecodeError(
-            Code.ATTR_UNKNOWN, f"expected attributes from {sorted(schema)}, got unknown {unexpected}"
+            Code.ATTR_UNKNOWN,
+            f"expected attributes from {sorted(schema)}, got unknown {unexpected}",
         )
     if missing := sorted(n for n, f in schema.items() if f.required and n not in raw):
         raise AttrDecodeError(Code.ATTR_MISSING, f"missing required attributes {missing}")

@@ -14,29 +14,44 @@ class Code(enum.StrEnum):
     def __new__(cls, value: str, meaning: str) -> Code:
         member = str.__new__(cls, value)
         member._value_ = value
-        member.meaning = meaning  # type: ignore[attr-defined]
+        member.meaning = meaning
         return member
 
     meaning: str
 
     # Bytes and protobuf structure of the .pdmodel.
     PROGRAM_EMPTY = "PROGRAM_EMPTY", "the .pdmodel file has no bytes"
-    PROGRAM_TOO_LARGE = "PROGRAM_TOO_LARGE", "the .pdmodel is over the policy's byte cap; not parsed"
+    PROGRAM_TOO_LARGE = (
+        "PROGRAM_TOO_LARGE",
+        "the .pdmodel is over the policy's byte cap; not parsed",
+    )
     PROGRAM_MALFORMED = "PROGRAM_MALFORMED", "the bytes are not a ProgramDesc protobuf"
     PROGRAM_MISSING_FIELD = "PROGRAM_MISSING_FIELD", "a required protobuf field is absent"
-    PROGRAM_UNKNOWN_FIELD = "PROGRAM_UNKNOWN_FIELD", "a protobuf field or enum value Paddle does not define"
+    PROGRAM_UNKNOWN_FIELD = (
+        "PROGRAM_UNKNOWN_FIELD",
+        "a protobuf field or enum value Paddle does not define",
+    )
     PROGRAM_TOO_COMPLEX = "PROGRAM_TOO_COMPLEX", "too many blocks, vars, attrs or list items"
     # Blocks and control structure.
     BLOCK_INDEX = "BLOCK_INDEX", "blocks[i].idx != i, or parent_idx out of range"
     BLOCK_CYCLE = "BLOCK_CYCLE", "parent_idx or sub-block references form a cycle"
-    BLOCK_REFERENCE = "BLOCK_REFERENCE", "a sub_block attribute names a block that does not exist or belong there"
+    BLOCK_REFERENCE = (
+        "BLOCK_REFERENCE",
+        "a sub_block attribute names a block that does not exist or belong there",
+    )
     BLOCK_UNREFERENCED = "BLOCK_UNREFERENCED", "a sub-block that no op owns"
     NESTING_TOO_DEEP = "NESTING_TOO_DEEP", "sub-blocks nest deeper than the policy allows"
     TRAINING_PROGRAM = "TRAINING_PROGRAM", "grad or optimizer ops, @GRAD vars or a backward block"
     # Operators.
-    OP_FORBIDDEN = "OP_FORBIDDEN", "the op touches files, network, devices or user code; never allowed"
+    OP_FORBIDDEN = (
+        "OP_FORBIDDEN",
+        "the op touches files, network, devices or user code; never allowed",
+    )
     OP_UNKNOWN = "OP_UNKNOWN", "the op type is not registered in graphgate"
-    OP_NOT_ALLOWED = "OP_NOT_ALLOWED", "the op is registered but the tenant policy does not allow it"
+    OP_NOT_ALLOWED = (
+        "OP_NOT_ALLOWED",
+        "the op is registered but the tenant policy does not allow it",
+    )
     TOO_MANY_OPS = "TOO_MANY_OPS", "more ops than the policy allows"
     SLOT_UNKNOWN = "SLOT_UNKNOWN", "an input or output slot the op does not have"
     SLOT_MISSING = "SLOT_MISSING", "a required input or output slot is absent or empty"
@@ -46,27 +61,57 @@ class Code(enum.StrEnum):
     ATTR_TYPE = "ATTR_TYPE", "an attribute has the wrong AttrType"
     ATTR_VALUE = "ATTR_VALUE", "an attribute value is out of range or inconsistent"
     AXIS_INVALID = "AXIS_INVALID", "an axis or rank is out of range for the input"
-    SHAPE_MISMATCH = "SHAPE_MISMATCH", "input shapes are inconsistent with each other or the attributes"
+    SHAPE_MISMATCH = (
+        "SHAPE_MISMATCH",
+        "input shapes are inconsistent with each other or the attributes",
+    )
     EMPTY_DIM = "EMPTY_DIM", "a zero-size dimension where the op needs elements (would divide by 0)"
     DTYPE_MISMATCH = "DTYPE_MISMATCH", "an input dtype is not accepted or differs from its peer"
     # Variables.
-    VAR_UNDEFINED = "VAR_UNDEFINED", "an op reads a variable that is neither fed, a parameter, nor written before"
+    VAR_UNDEFINED = (
+        "VAR_UNDEFINED",
+        "an op reads a variable that is neither fed, a parameter, nor written before",
+    )
     VAR_UNDECLARED = "VAR_UNDECLARED", "an op writes a variable that has no VarDesc"
     VAR_REDEFINED = "VAR_REDEFINED", "a variable is written twice"
     VAR_WRITES_PARAM = "VAR_WRITES_PARAM", "an op writes a persistable variable (a parameter)"
     VAR_READS_UNUSED = "VAR_READS_UNUSED", "an op reads a training-only output such as XShape"
-    VAR_TYPE = "VAR_TYPE", "a variable of a kind graphgate does not run (reader, raw, selected rows...)"
-    VAR_DIMS_INVALID = "VAR_DIMS_INVALID", "a stored dim below -1, absurdly large, or overflowing int64"
-    VAR_DIMS_MISMATCH = "VAR_DIMS_MISMATCH", "the dims stored in a VarDesc contradict the inferred ones"
-    VAR_DTYPE_MISMATCH = "VAR_DTYPE_MISMATCH", "the dtype stored in a VarDesc contradicts the inferred one"
-    NAME_INVALID = "NAME_INVALID", "a variable name is empty, too long, or has characters outside the allowed set"
+    VAR_TYPE = (
+        "VAR_TYPE",
+        "a variable of a kind graphgate does not run (reader, raw, selected rows...)",
+    )
+    VAR_DIMS_INVALID = (
+        "VAR_DIMS_INVALID",
+        "a stored dim below -1, absurdly large, or overflowing int64",
+    )
+    VAR_DIMS_MISMATCH = (
+        "VAR_DIMS_MISMATCH",
+        "the dims stored in a VarDesc contradict the inferred ones",
+    )
+    VAR_DTYPE_MISMATCH = (
+        "VAR_DTYPE_MISMATCH",
+        "the dtype stored in a VarDesc contradicts the inferred one",
+    )
+    NAME_INVALID = (
+        "NAME_INVALID",
+        "a variable name is empty, too long, or has characters outside the allowed set",
+    )
     # Feed and fetch.
-    FEED_FETCH_INVALID = "FEED_FETCH_INVALID", "feed/fetch misuse: col not 0..n-1, duplicate, wrong holder"
+    FEED_FETCH_INVALID = (
+        "FEED_FETCH_INVALID",
+        "feed/fetch misuse: col not 0..n-1, duplicate, wrong holder",
+    )
     TOO_MANY_FEEDS = "TOO_MANY_FEEDS", "more feeds or fetches than the policy allows"
     NO_FETCH = "NO_FETCH", "the program has no fetch op, so it computes nothing"
     # Parameters (.pdiparams).
-    PARAMS_MISSING = "PARAMS_MISSING", "the program has persistable vars but no .pdiparams was given"
-    PARAMS_UNEXPECTED = "PARAMS_UNEXPECTED", "a .pdiparams was given but the program has no persistable vars"
+    PARAMS_MISSING = (
+        "PARAMS_MISSING",
+        "the program has persistable vars but no .pdiparams was given",
+    )
+    PARAMS_UNEXPECTED = (
+        "PARAMS_UNEXPECTED",
+        "a .pdiparams was given but the program has no persistable vars",
+    )
     PARAMS_TRUNCATED = "PARAMS_TRUNCATED", "the .pdiparams ends inside a tensor"
     PARAMS_TRAILING = "PARAMS_TRAILING", "bytes left after the last expected tensor"
     PARAMS_HEADER = "PARAMS_HEADER", "a tensor header has a bad version, LoD or description length"
@@ -76,7 +121,10 @@ class Code(enum.StrEnum):
     # Budgets.
     TENSOR_TOO_LARGE = "TENSOR_TOO_LARGE", "one tensor is over the policy's byte cap"
     PARAMS_TOO_LARGE = "PARAMS_TOO_LARGE", "the parameters together are over the policy's byte cap"
-    ACTIVATIONS_TOO_LARGE = "ACTIVATIONS_TOO_LARGE", "peak live activation bytes per sample over the cap"
+    ACTIVATIONS_TOO_LARGE = (
+        "ACTIVATIONS_TOO_LARGE",
+        "peak live activation bytes per sample over the cap",
+    )
     FLOPS_TOO_LARGE = "FLOPS_TOO_LARGE", "FLOPs per sample over the policy's cap"
 
 

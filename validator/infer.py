@@ -72,7 +72,9 @@ def infer_values(
     used = op_def.used_outputs
     results: list[Any] = result if isinstance(result, list) else [result]
     if len(results) != len(used):
-        raise AssertionError(f"{op_def.op_type}: rule returned {len(results)} results for {len(used)}")
+        raise AssertionError(
+            f"{op_def.op_type}: rule returned {len(results)} results for {len(used)}"
+        )
     return [
         tuple(_typed(out, item, bindings) for item in value)
         if out.variadic

@@ -151,7 +151,7 @@ def _check_def_use(
                 )
             )
             problem = True
-        elif name in defined and not (bound.op_type == "feed"):
+        elif name in defined and bound.op_type != "feed":
             out.append(
                 _diag(
                     Code.VAR_REDEFINED,

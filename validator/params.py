@@ -41,7 +41,7 @@ def match_params(
         tensors = read_params(params_bytes, len(persistable))
     except FormatError as e:
         var = persistable[e.index] if e.index is not None and e.index < len(persistable) else None
-        out.append(Diagnostic(code=Code(e.code), message=e.message, var=var))
+        out.append(Diagnostic(code=Code[e.code], message=e.message, var=var))
         return {}
     params: dict[str, np.ndarray] = {}
     for name, tensor in zip(persistable, tensors, strict=True):

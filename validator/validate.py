@@ -62,7 +62,7 @@ def validate(
     try:
         program = parse_program(program_bytes, max_bytes=policy.max_program_bytes)
     except FormatError as e:
-        raise ValidationFailed([Diagnostic(code=Code(e.code), message=e.message)]) from None
+        raise ValidationFailed([Diagnostic(code=Code[e.code], message=e.message)]) from None
     out: list[Diagnostic] = []
     if params_bytes is not None and len(params_bytes) > policy.max_params_bytes:
         out.append(

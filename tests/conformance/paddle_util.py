@@ -15,11 +15,11 @@ from pathlib import Path
 from typing import Any
 
 os.environ.setdefault("FLAGS_enable_pir_api", "0")
-import numpy as np  # noqa: E402
-import paddle  # noqa: E402
+import numpy as np
+import paddle
 
-from graph_proto import framework_pb2 as pb  # noqa: E402
-from validator import ValidatedProgram  # noqa: E402
+from graph_proto import framework_pb2 as pb
+from validator import ValidatedProgram
 
 paddle.enable_static()
 
@@ -125,9 +125,18 @@ def run_paddle(saved: Saved, feeds: dict[str, np.ndarray]) -> list[np.ndarray]:
             Path(prefix + ".pdiparams").write_bytes(saved.params)
         scope = paddle.static.Scope()
         with paddle.static.scope_guard(scope):
-            program, feed_names, fetch_vars = paddle.static.load_inference_model(prefix, exe)
+            program, _, fetch_vars = paddle.static.load_inference_model(prefix, exe)
             return list(exe.run(program, feed=feeds, fetch_list=fetch_vars))
 
 
-__all__ = ["Saved", "build_and_save", "building", "dims_differences", "paddle", "recorded_types",
-           "run_paddle", "save", "sys"]
+__all__ = [
+    "Saved",
+    "build_and_save",
+    "building",
+    "dims_differences",
+    "paddle",
+    "recorded_types",
+    "run_paddle",
+    "save",
+    "sys",
+]

@@ -8,7 +8,7 @@ import numpy as np
 
 from graph_proto import framework_pb2 as pb
 from graph_proto.builder import set_attr
-from graph_proto.types import DType, INTEGERS
+from graph_proto.types import INTEGERS, DType
 from validator.attrs import decode_attrs, raw_attrs
 from validator.infer import infer_values
 from validator.ops._def import Case, OpDef, TensorType

@@ -7,13 +7,14 @@ import re
 
 import pytest
 
+from tests.ops.cases import infer_case, reference_outputs
 from validator.ops import FAMILIES, REGISTRY
 from validator.ops._def import Case, GraphError, NoAttrs, OpDef
 
-from tests.ops.cases import infer_case, reference_outputs
-
 CASES = [
-    pytest.param(op, case, id=f"{op.op_type}-{i}") for op in REGISTRY for i, case in enumerate(op.cases)
+    pytest.param(op, case, id=f"{op.op_type}-{i}")
+    for op in REGISTRY
+    for i, case in enumerate(op.cases)
 ]
 
 

@@ -18,7 +18,18 @@ from validator.ops import (
 )
 from validator.ops._def import OpDef, Registry
 
-FAMILIES: Final = (io, elementwise, activation, nn, resize, index, manipulation, reduce, linalg, creation)
+FAMILIES: Final = (
+    io,
+    elementwise,
+    activation,
+    nn,
+    resize,
+    index,
+    manipulation,
+    reduce,
+    linalg,
+    creation,
+)
 REGISTRY: Final = Registry(*(family.OPS for family in FAMILIES))
 
 __all__ = ["FAMILIES", "REGISTRY", "OpDef", "Registry"]

@@ -117,7 +117,8 @@ class Case:
     atol: float = 1e-6
 
 
-InferResult = Shape | TensorType | list[Shape | TensorType | tuple[Shape | TensorType, ...]]
+# A Shape, a TensorType, or a list of those (tuples of them for variadic outputs).
+InferResult = Shape | TensorType | list[Any]
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

@@ -52,7 +52,8 @@ def broadcast(x: Shape, y: Shape) -> Shape:
     xs = (1,) * (rank - len(x)) + x
     ys = (1,) * (rank - len(y)) + y
     return tuple(
-        broadcast_dim(a, b, f"cannot broadcast {list(x)} with {list(y)}") for a, b in zip(xs, ys)
+        broadcast_dim(a, b, f"cannot broadcast {list(x)} with {list(y)}")
+        for a, b in zip(xs, ys, strict=True)
     )
 
 

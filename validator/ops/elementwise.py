@@ -75,7 +75,9 @@ def binary(
             Case({"X": x(2, 3, 4, 5), "Y": x(3)}, {"axis": 1}, expect=ref),
             Case({"X": x(2, 1, 4), "Y": x(3, 1)}, expect=ref),
             Case({"X": x(), "Y": x(3)}, expect=ref),
-            Case({"X": x(2, 3), "Y": x(4)}, raises="expected dims that are equal or 1, got 3 and 4"),
+            Case(
+                {"X": x(2, 3), "Y": x(4)}, raises="expected dims that are equal or 1, got 3 and 4"
+            ),
             Case({"X": x(2, 3), "Y": x(3)}, {"axis": 2}, raises="axis must be -1 or in [0, 1]"),
         ),
     )
