@@ -92,5 +92,24 @@ def _print_rejection(program: Path, failed: object, as_json: bool) -> None:
     typer.echo(f"{program}: rejected with {count} error{'s' if count != 1 else ''}", err=True)
 
 
+@app.command()
+def serve(
+    host: Annotated[str | None, typer.Option(help="Address to bind (GRAPHGATE_HOST).")] = None,
+    port: Annotated[int | None, typer.Option(help="Port (GRAPHGATE_PORT).")] = None,
+    data_dir: Annotated[
+        Path | None, typer.Option(help="Data directory (GRAPHGATE_DATA_DIR).")
+    ] = None,
+) -> None:
+    """Run the service (health and metadata endpoints so far)."""
+    import uvicorn
+
+    from server.main import create_app
+    from server.settings import Settings
+
+    overrides = {"host": host, "port": port, "data_dir": data_dir}
+    settings = Settings.model_validate({k: v for k, v in overrides.items() if v is not None})
+    uvicorn.run(create_app(settings), host=settings.host, port=settings.port)
+
+
 if __name__ == "__main__":
     app()

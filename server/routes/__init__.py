@@ -1,0 +1,1 @@
+"""HTTP routes: request and response shapes only; the work happens in server/services."""
