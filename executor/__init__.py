@@ -1,1 +1,8 @@
-"""Lowers a ValidatedProgram to ONNX and runs it with onnxruntime (executor issue)."""
+"""Lowers a ValidatedProgram to ONNX, gates it, and runs it with onnxruntime per-request Scopes."""
+
+from __future__ import annotations
+
+from executor.errors import ExecutionError
+from executor.session import CompiledModel, SessionOptions, compile
+
+__all__ = ["CompiledModel", "ExecutionError", "SessionOptions", "compile"]

@@ -1,0 +1,51 @@
+"""Typed run-time errors; each message says what was expected and what was received."""
+
+from __future__ import annotations
+
+
+class ExecutionError(ValueError):
+    """A request the model cannot run (the caller's fault: a 4xx in the service)."""
+
+    code = "EXECUTION_ERROR"
+
+
+class MissingInput(ExecutionError):
+    code = "INPUT_MISSING"
+
+
+class UnexpectedInput(ExecutionError):
+    code = "INPUT_UNEXPECTED"
+
+
+class WrongDType(ExecutionError):
+    code = "INPUT_DTYPE"
+
+
+class WrongRank(ExecutionError):
+    code = "INPUT_RANK"
+
+
+class WrongShape(ExecutionError):
+    code = "INPUT_SHAPE"
+
+
+class InconsistentDims(ExecutionError):
+    """Feeds whose dims the program's ops cannot combine (e.g. batch 2 here, 3 there)."""
+
+    code = "INPUT_DIMS_INCONSISTENT"
+
+
+class InputTooLarge(ExecutionError):
+    code = "INPUT_TOO_LARGE"
+
+
+class RunFailed(ExecutionError):
+    """onnxruntime refused the request (e.g. an index out of range in the data)."""
+
+    code = "RUN_FAILED"
+
+
+class OutputMismatch(RuntimeError):
+    """An output's shape differs from the re-inferred one: a bug in graphgate, never the caller's."""
+
+    code = "OUTPUT_MISMATCH"

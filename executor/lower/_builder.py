@@ -1,0 +1,125 @@
+"""OnnxBuilder: accumulates ONNX nodes and initializers with collision-free, traceable names."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
+from dataclasses import dataclass
+from typing import Any, Final
+
+import numpy as np
+import onnx
+from onnx import TensorProto, helper, numpy_helper
+
+from graph_proto.types import DType
+from validator.ops._def import GraphError, TensorType
+
+ONNX_OPSET: Final = 17
+IR_VERSION: Final = 8  # the IR version of opset 17; every onnxruntime >= 1.11 accepts it
+
+ONNX_DTYPE: Final = {
+    DType.BOOL: TensorProto.BOOL,
+    DType.INT16: TensorProto.INT16,
+    DType.INT32: TensorProto.INT32,
+    DType.INT64: TensorProto.INT64,
+    DType.FP16: TensorProto.FLOAT16,
+    DType.FP32: TensorProto.FLOAT,
+    DType.FP64: TensorProto.DOUBLE,
+    DType.UINT8: TensorProto.UINT8,
+    DType.INT8: TensorProto.INT8,
+    DType.BF16: TensorProto.BFLOAT16,
+}
+
+
+class LoweringError(GraphError):
+    """An op or attribute value the ONNX lowering cannot compute exactly: rejected, never approximated."""
+
+
+@dataclass(frozen=True, slots=True)
+class Value:
+    """An ONNX value standing for a Paddle variable: its name and what inference knows of it."""
+
+    name: str
+    type: TensorType
+
+    @property
+    def shape(self) -> tuple[int, ...]:
+        return self.type.shape
+
+    @property
+    def dtype(self) -> DType:
+        return self.type.dtype
+
+    @property
+    def rank(self) -> int:
+        return len(self.type.shape)
+
+
+class OnnxBuilder:
+    """Nodes and initializers of one graph. `outputs` holds the inferred types of the op being
+    lowered (set by the converter before each emit), so emitters can use static shapes."""
+
+    def __init__(self, opset: int = ONNX_OPSET) -> None:
+        self.opset = opset
+        self.nodes: list[onnx.NodeProto] = []
+        self.initializers: list[onnx.TensorProto] = []
+        self.outputs: list[TensorType | tuple[TensorType, ...]] = []
+        self._prefix = ""
+        self._count = 0
+        self._consts: dict[tuple[str, bytes, tuple[int, ...]], str] = {}
+
+    @contextmanager
+    def naming(self, prefix: str) -> Iterator[None]:
+        """Prefixes every value created inside, e.g. with the Paddle op's index and type."""
+        outer, self._prefix = self._prefix, f"{prefix}/"
+        try:
+            yield
+        finally:
+            self._prefix = outer
+
+    def fresh(self, hint: str) -> str:
+        self._count += 1
+        return f"{self._prefix}{hint}_{self._count}"
+
+    def op(self, op_type: str, *inputs: str, **attrs: Any) -> str:
+        """Adds one single-output node and returns its output name."""
+        (out,) = self.op_n(op_type, *inputs, n_outputs=1, **attrs)
+        return out
+
+    def op_n(self, op_type: str, *inputs: str, n_outputs: int, **attrs: Any) -> tuple[str, ...]:
+        outputs = tuple(self.fresh(op_type.lower()) for _ in range(n_outputs))
+        node = helper.make_node(op_type, list(inputs), list(outputs), **attrs)
+        node.name = self.fresh(f"node_{op_type}")
+        self.nodes.append(node)
+        return outputs
+
+    def const(
+        self, value: np.ndarray | Sequence[Any], dtype: Any = None, hint: str = "const"
+    ) -> str:
+        """An initializer holding `value`; identical small constants are shared."""
+        array = np.asarray(value, dtype=dtype)
+        key = (str(array.dtype), array.tobytes(), array.shape)
+        if array.size <= 64 and key in self._consts:
+            return self._consts[key]
+        name = self.fresh(hint)
+        self.initializers.append(numpy_helper.from_array(array, name))
+        if array.size <= 64:
+            self._consts[key] = name
+        return name
+
+    def ints(self, values: Sequence[int]) -> str:
+        """A 1-D int64 constant (shapes, axes, starts, ...)."""
+        return self.const(np.asarray(list(values), dtype=np.int64), hint="i64")
+
+    def scalar(self, value: float | int | bool, dtype: DType) -> str:
+        """A 0-D constant of a Paddle dtype."""
+        return self.const(np.asarray(value, dtype=dtype.numpy), hint="scalar")
+
+    def cast(self, name: str, dtype: DType) -> str:
+        return self.op("Cast", name, to=ONNX_DTYPE[dtype])
+
+    def out(self, index: int = 0) -> TensorType:
+        """The inferred type of the op's used output number `index` (not variadic)."""
+        value = self.outputs[index]
+        assert isinstance(value, TensorType)
+        return value

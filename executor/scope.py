@@ -1,0 +1,90 @@
+"""Per-request Scope: checks every feed against the signature and every fetch against re-inference."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Final
+
+import numpy as np
+
+from executor.errors import (
+    InconsistentDims,
+    InputTooLarge,
+    MissingInput,
+    OutputMismatch,
+    UnexpectedInput,
+    WrongDType,
+    WrongRank,
+    WrongShape,
+)
+from graph_proto.types import DType
+from validator import TensorSpec
+from validator.ops._def import TensorType
+
+DEFAULT_MAX_REQUEST_BYTES: Final = 256 * 1024 * 1024
+
+
+class Scope:
+    """One request's feeds; created per request, never shared, dropped after the request."""
+
+    def __init__(
+        self, signature: tuple[TensorSpec, ...], max_bytes: int = DEFAULT_MAX_REQUEST_BYTES
+    ) -> None:
+        self._signature = signature
+        self._max_bytes = max_bytes
+        self._feeds: dict[str, np.ndarray] = {}
+
+    def feed_all(self, feeds: Mapping[str, np.ndarray]) -> dict[str, np.ndarray]:
+        """Checks names, dtypes, ranks, fixed dims and the byte cap; returns the feeds by name."""
+        expected = {spec.name for spec in self._signature}
+        if missing := [name for name in (s.name for s in self._signature) if name not in feeds]:
+            raise MissingInput(f"expected inputs {sorted(expected)}, missing {missing}")
+        if extra := sorted(set(feeds) - expected):
+            raise UnexpectedInput(f"expected inputs {sorted(expected)}, got unknown {extra}")
+        total = 0
+        for spec in self._signature:
+            value = np.asarray(feeds[spec.name])
+            _check_feed(spec, value)
+            total += value.nbytes
+            if total > self._max_bytes:
+                raise InputTooLarge(
+                    f"expected at most {self._max_bytes} input bytes, got more than {total}"
+                )
+            self._feeds[spec.name] = np.ascontiguousarray(value)
+        return self._feeds
+
+    def shapes(self) -> dict[str, tuple[int, ...]]:
+        return {name: tuple(value.shape) for name, value in self._feeds.items()}
+
+
+def _check_feed(spec: TensorSpec, value: np.ndarray) -> None:
+    if value.dtype != spec.dtype.numpy or spec.dtype == DType.BF16:
+        raise WrongDType(f"input {spec.name!r}: expected {spec.dtype.label}, got {value.dtype}")
+    if value.ndim != len(spec.dims):
+        raise WrongRank(
+            f"input {spec.name!r}: expected rank {len(spec.dims)} (dims {list(spec.dims)}), "
+            f"got rank {value.ndim} (shape {list(value.shape)})"
+        )
+    for axis, (want, got) in enumerate(zip(spec.dims, value.shape, strict=True)):
+        if want >= 0 and want != got:
+            raise WrongShape(
+                f"input {spec.name!r}: expected dims {list(spec.dims)}, got {list(value.shape)} "
+                f"(axis {axis} must be {want})"
+            )
+
+
+def check_outputs(outputs: Mapping[str, np.ndarray], expected: Mapping[str, TensorType]) -> None:
+    """Every fetched array must have the dtype and the dims re-inferred for this request."""
+    for name, value in outputs.items():
+        want = expected[name]
+        agree = value.ndim == len(want.shape) and all(
+            w < 0 or w == g for w, g in zip(want.shape, value.shape, strict=True)
+        )
+        if value.dtype != want.dtype.numpy or not agree:
+            raise OutputMismatch(
+                f"output {name!r}: expected {want.dtype.label}{list(want.shape)}, "
+                f"got {value.dtype}{list(value.shape)}"
+            )
+
+
+__all__ = ["InconsistentDims", "Scope", "check_outputs"]

@@ -1,0 +1,115 @@
+"""CompiledModel: one onnxruntime session per model, shared by every request (Run is thread-safe)."""
+
+from __future__ import annotations
+
+import logging
+import threading
+from collections import OrderedDict
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Final
+
+import numpy as np
+import onnxruntime as ort
+
+from executor import gate
+from executor.convert import lower
+from executor.errors import InconsistentDims, RunFailed
+from executor.scope import DEFAULT_MAX_REQUEST_BYTES, Scope, check_outputs
+from validator import ValidatedProgram
+from validator.ops._def import TensorType
+from validator.runtime import RuntimeShapeError, reinfer
+
+log = logging.getLogger("graphgate.executor")
+
+CUDA: Final = "CUDAExecutionProvider"
+CPU: Final = "CPUExecutionProvider"
+_SHAPE_CACHE_SIZE: Final = 256
+
+
+@dataclass(frozen=True, slots=True)
+class SessionOptions:
+    intra_op_threads: int = 0  # 0: onnxruntime's default (one per core)
+    inter_op_threads: int = 1
+    use_cuda: bool = True
+    max_request_bytes: int = DEFAULT_MAX_REQUEST_BYTES
+
+
+def choose_providers(use_cuda: bool) -> list[str]:
+    """CUDA then CPU when this onnxruntime build has CUDA; CPU alone otherwise."""
+    if use_cuda and CUDA in ort.get_available_providers():
+        return [CUDA, CPU]
+    return [CPU]
+
+
+@dataclass(eq=False)
+class CompiledModel:
+    """A validated program lowered to ONNX with its session; immutable after compile()."""
+
+    program: ValidatedProgram
+    onnx_bytes: bytes
+    session: ort.InferenceSession
+    provider: str
+    output_names: tuple[str, ...]  # ONNX graph outputs, in fetch col order
+    max_request_bytes: int
+    _shapes: OrderedDict[tuple[tuple[int, ...], ...], dict[str, TensorType]] = field(
+        default_factory=OrderedDict
+    )
+    _lock: threading.Lock = field(default_factory=threading.Lock)
+
+    def run(self, feeds: Mapping[str, np.ndarray]) -> dict[str, np.ndarray]:
+        """Checks the feeds, runs, checks the fetches; returns them by Paddle var name."""
+        scope = Scope(self.program.inputs, self.max_request_bytes)
+        checked = scope.feed_all(feeds)
+        expected = self._expected_types(scope.shapes())
+        try:
+            values = self.session.run(list(self.output_names), checked)
+        except (
+            ort.capi.onnxruntime_pybind11_state.Fail,
+            ort.capi.onnxruntime_pybind11_state.InvalidArgument,
+        ) as e:
+            raise RunFailed(
+                f"onnxruntime could not run the request: {str(e).splitlines()[0][:300]}"
+            ) from None
+        outputs = {
+            spec.name: np.asarray(v) for spec, v in zip(self.program.outputs, values, strict=True)
+        }
+        check_outputs(outputs, {spec.name: expected[spec.name] for spec in self.program.outputs})
+        return outputs
+
+    def _expected_types(self, shapes: Mapping[str, tuple[int, ...]]) -> dict[str, TensorType]:
+        key = tuple(shapes[spec.name] for spec in self.program.inputs)
+        with self._lock:
+            cached = self._shapes.get(key)
+            if cached is not None:
+                self._shapes.move_to_end(key)
+                return cached
+        try:
+            types = reinfer(self.program, shapes)
+        except RuntimeShapeError as e:
+            raise InconsistentDims(f"the input dims do not fit the program: {e}") from None
+        with self._lock:
+            self._shapes[key] = types
+            if len(self._shapes) > _SHAPE_CACHE_SIZE:
+                self._shapes.popitem(last=False)
+        return types
+
+
+def compile(program: ValidatedProgram, options: SessionOptions = SessionOptions()) -> CompiledModel:
+    """Lowers, gates and builds the session. Raises GateError or LoweringError (both GraphErrors)."""
+    lowered = lower(program)
+    gate.check(lowered.model)
+    model_bytes = lowered.model.SerializeToString()
+    session_options = ort.SessionOptions()
+    session_options.intra_op_num_threads = options.intra_op_threads
+    session_options.inter_op_num_threads = options.inter_op_threads
+    session_options.log_severity_level = 3  # a missing CUDA library is our one log line, below
+    providers = choose_providers(options.use_cuda)
+    session = ort.InferenceSession(model_bytes, session_options, providers=providers)
+    chosen = session.get_providers()[0]
+    if providers[0] == CUDA and chosen != CUDA:
+        log.warning("CUDA execution provider unavailable (missing CUDA libraries?); running on CPU")
+    output_names = tuple(o.name for o in lowered.model.graph.output)
+    return CompiledModel(
+        program, model_bytes, session, chosen, output_names, options.max_request_bytes
+    )
