@@ -9,9 +9,10 @@ import numpy as np
 from graph_proto import framework_pb2 as pb
 from graph_proto.builder import set_attr
 from graph_proto.types import INTEGERS, DType
-from validator.attrs import decode_attrs, raw_attrs
+from validator.attrs import AttrDecodeError, decode_attrs, raw_attrs
+from validator.diagnostics import Code
 from validator.infer import infer_values
-from validator.ops._def import Case, OpDef, TensorType
+from validator.ops._def import Case, GraphError, OpDef, TensorType
 
 VALUE_LIMIT = 64  # small integer inputs carry their values, as shape arithmetic does
 
@@ -31,11 +32,22 @@ def tensor_type(array: np.ndarray) -> TensorType:
     return TensorType(dtype, tuple(array.shape), value)
 
 
+class CaseAttrError(GraphError):
+    """An attribute the decoder rejects (missing, unknown, mistyped), raised like a rule's error."""
+
+    def __init__(self, error: AttrDecodeError) -> None:
+        super().__init__(str(error))
+        self.decode_code: Code = error.code
+
+
 def decoded_attrs(op: OpDef, case: Case) -> Any:
     desc = pb.OpDesc(type=op.op_type)
     for name, value in case.attrs.items():
         set_attr(desc.attrs.add(), name, value)
-    return decode_attrs(op.attrs, raw_attrs(desc), op.ignored_attrs)
+    try:
+        return decode_attrs(op.attrs, raw_attrs(desc), op.ignored_attrs)
+    except AttrDecodeError as e:
+        raise CaseAttrError(e) from None
 
 
 def input_values(op: OpDef, case: Case) -> list[Any]:

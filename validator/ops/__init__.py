@@ -15,6 +15,7 @@ from validator.ops import (
     nn,
     reduce,
     resize,
+    unary_math,
 )
 from validator.ops._def import OpDef, Registry
 
@@ -22,6 +23,7 @@ FAMILIES: Final = (
     io,
     elementwise,
     activation,
+    unary_math,
     nn,
     resize,
     index,
