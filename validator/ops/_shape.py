@@ -3,9 +3,10 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
+from typing import Final
 
-from graph_proto.types import UNKNOWN, Shape
-from validator.ops._def import AxisError, EmptyDimError, ShapeError, TensorType
+from graph_proto.types import UNKNOWN, DType, Shape, dtype_from_vartype
+from validator.ops._def import AttrError, AxisError, EmptyDimError, ShapeError, TensorType
 
 
 def norm_axis(axis: int, rank: int, *, what: str = "axis") -> int:
@@ -96,3 +97,17 @@ def window_out(size: int, kernel: int, stride: int, pad: int, dilation: int = 1)
 def positive(values: Sequence[int], what: str) -> None:
     if any(v <= 0 for v in values):
         raise ShapeError(f"{what} must be > 0, got {list(values)}")
+
+
+# NOTE: Paddle's DDim holds at most 9 dims; rank-carrying inputs (shape tensors, shape attrs)
+# beyond that are rejected before a tuple of that many dims is built.
+MAX_RANK: Final = 9
+VALUE_LIMIT: Final = 64  # constants of up to this many elements carry their values
+
+
+def dtype_attr(value: int, what: str = "dtype") -> DType:
+    """The DType named by a VarType number in an attribute (cast, fill_constant, arg_max...)."""
+    dtype = dtype_from_vartype(value)
+    if dtype is None:
+        raise AttrError(f"{what} must be a supported VarType number, got {value}")
+    return dtype

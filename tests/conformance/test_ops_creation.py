@@ -1,0 +1,122 @@
+"""fill_constant, fill_any_like, assign_value, range and shape built by real Paddle: accepted,
+with the dims Paddle records, in both the 3.x and the legacy attribute spellings."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+import numpy as np
+import pytest
+
+# Imported first: paddle_util switches Paddle to legacy programs before importing it.
+pytest.importorskip("tests.conformance.paddle_util")
+
+from graph_proto import framework_pb2 as pb
+from tests.conformance.paddle_util import (
+    build_and_save,
+    building,
+    dims_differences,
+    install_legacy_compat,
+    paddle,
+    recorded_types,
+    save,
+)
+from validator import validate
+
+pytestmark = pytest.mark.paddle
+
+install_legacy_compat()
+
+Build = Callable[[], tuple[list[Any], list[Any]]]
+
+
+def _program(fn: Callable[[Any], Any], shape: list[int], dtype: str = "float32") -> Build:
+    def build() -> tuple[list[Any], list[Any]]:
+        x = paddle.static.data("x", shape, dtype)
+        out = fn(x)
+        return [x], list(out) if isinstance(out, (tuple, list)) else [out]
+
+    return build
+
+
+def _int64(x: Any) -> Any:
+    return paddle.cast(x, "int64")
+
+
+# name: (op type the program must contain, program)
+PROGRAMS: dict[str, tuple[str, Build]] = {
+    "full": ("fill_constant", _program(lambda x: x + paddle.full([3, 4], 2.0), [-1, 3, 4])),
+    "zeros_int64": ("fill_constant", _program(lambda x: _int64(x) + paddle.zeros([3, 4], "int64"), [-1, 3, 4])),
+    "full_bool_0d": ("fill_constant", _program(lambda x: (paddle.cast(x, "bool"), paddle.full([], True)), [-1, 3])),
+    "full_shape_tensor": ("fill_constant", _program(lambda x: paddle.full(paddle.shape(x), 3.0), [-1, 3, 4])),
+    "full_shape_tensor_list": ("fill_constant", _program(lambda x: paddle.full([paddle.shape(x)[0], 5], 3.0), [-1, 3])),
+    "full_value_tensor": ("fill_constant", _program(lambda x: paddle.full([2, 3], paddle.max(x)), [-1, 3])),
+    "full_like": ("fill_any_like", _program(lambda x: paddle.full_like(x, 1.0), [-1, 3, 4])),
+    "full_like_int64": ("fill_any_like", _program(lambda x: paddle.full_like(x, 7, dtype="int64"), [-1, -1])),
+    "ones_like_bool": ("fill_any_like", _program(lambda x: paddle.ones_like(x, dtype="bool"), [-1, 2])),
+    "arange_shape_bound": ("range", _program(lambda x: paddle.arange(0, paddle.shape(x)[0], 1), [-1, 3, 4])),
+    "arange_known_shape_bound": ("range", _program(lambda x: _int64(x) + paddle.arange(paddle.shape(x)[1]), [2, 4])),
+    "arange_constants": ("range", _program(lambda x: _int64(x) + paddle.arange(0, 10, 2), [-1, 5])),
+    "arange_float": ("range", _program(lambda x: x + paddle.arange(0.0, 2.0, 0.5), [-1, 4])),
+    "arange_descending": ("range", _program(lambda x: _int64(x) + paddle.arange(5, -1, -2), [-1, 3])),
+    "shape": ("shape", _program(paddle.shape, [-1, 3, 4])),
+    "shape_known": ("shape", _program(paddle.shape, [2, 3])),
+    "shape_0d": ("shape", _program(lambda x: (x + 1.0, paddle.shape(paddle.sum(x))), [-1])),
+}  # fmt: skip
+
+
+def _op_types(program: bytes) -> set[str]:
+    return {op.type for op in pb.ProgramDesc.FromString(program).blocks[0].ops}
+
+
+@pytest.mark.parametrize(("op_type", "build"), PROGRAMS.values(), ids=list(PROGRAMS))
+def test_program_matches_paddle(op_type: str, build: Build) -> None:
+    saved = build_and_save(build)
+    assert op_type in _op_types(saved.program)
+    validated = validate(saved.program, saved.params)
+    assert dims_differences(validated, saved.program) == []
+
+
+def test_shape_values_flow_into_fill_constant() -> None:
+    saved = build_and_save(_program(lambda x: paddle.full(paddle.shape(x), 3.0), [2, 3, 4]))
+    validated = validate(saved.program, saved.params)
+    (out,) = saved.fetches
+    assert recorded_types(saved.program)[out][1] == (-1, -1, -1)  # Paddle: shape from a tensor
+    assert validated.types[out].shape == (2, 3, 4)
+
+
+ARRAYS = {
+    "float32": np.arange(12, dtype=np.float32).reshape(3, 4) / 7,
+    "float64": np.array([1.5, -2.5], np.float64),
+    "int32": np.array([1, -2, 2**31 - 1], np.int32),
+    "int64": np.array([[1, 2], [3, 2**40]], np.int64),
+    "bool": np.array([True, False, True]),
+    "large": np.ones((10, 10), np.float32),
+}
+
+
+def _attr_names(program: bytes, op_type: str) -> set[str]:
+    ops = [op for op in pb.ProgramDesc.FromString(program).blocks[0].ops if op.type == op_type]
+    return {a.name for op in ops for a in op.attrs}
+
+
+@pytest.mark.parametrize("legacy_format", [False, True], ids=["values", "legacy_lists"])
+@pytest.mark.parametrize("array", ARRAYS.values(), ids=list(ARRAYS))
+def test_assign_value_matches_paddle(array: np.ndarray, legacy_format: bool) -> None:
+    with building() as (main, startup):
+        x = paddle.static.data("x", [-1, *array.shape], "float32")
+        out = x + paddle.cast(paddle.assign(array), "float32")
+    saved = save(main, startup, [x], [out], legacy_format=legacy_format)
+    names = _attr_names(saved.program, "assign_value")
+    assert ("fp32_values" in names) == legacy_format and ("values" in names) != legacy_format
+    validated = validate(saved.program, saved.params)
+    assert dims_differences(validated, saved.program) == []
+    (constant,) = (
+        o.outputs[0].arguments[0]
+        for o in pb.ProgramDesc.FromString(saved.program).blocks[0].ops
+        if o.type == "assign_value"
+    )
+    value = validated.types[constant].value
+    if array.size <= 64 and array.dtype != np.float64:  # legacy float64 is stored as float32
+        assert value == tuple(array.reshape(-1).tolist())

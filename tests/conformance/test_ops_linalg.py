@@ -1,0 +1,111 @@
+"""matmul_v2, legacy matmul and mul built by real Paddle: accepted, with the dims Paddle records."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+import pytest
+
+# Imported first: paddle_util switches Paddle to legacy programs before importing it.
+pytest.importorskip("tests.conformance.paddle_util")
+
+from graph_proto import framework_pb2 as pb
+from tests.conformance.paddle_util import (
+    build_and_save,
+    dims_differences,
+    install_legacy_compat,
+    paddle,
+    recorded_types,
+)
+from validator import ValidationFailed, validate
+
+pytestmark = pytest.mark.paddle
+
+install_legacy_compat()  # paddle.matmul only traces to PIR in 3.3.1
+
+Build = Callable[[], tuple[list[Any], list[Any]]]
+
+
+def _binary(fn: Callable[[Any, Any], Any], x_shape: list[int], y_shape: list[int]) -> Build:
+    def build() -> tuple[list[Any], list[Any]]:
+        x = paddle.static.data("x", x_shape, "float32")
+        y = paddle.static.data("y", y_shape, "float32")
+        return [x, y], [fn(x, y)]
+
+    return build
+
+
+def _matmul(transpose_x: bool = False, transpose_y: bool = False, alpha: float = 1.0) -> Any:
+    """The legacy matmul op as fluid.layers.matmul wrote it."""
+
+    def fn(x: Any, y: Any) -> Any:
+        helper = paddle.base.layer_helper.LayerHelper("matmul")
+        out = helper.create_variable_for_type_inference(x.dtype)
+        attrs = {"transpose_X": transpose_x, "transpose_Y": transpose_y, "alpha": alpha}
+        helper.append_op(type="matmul", inputs={"X": x, "Y": y}, outputs={"Out": out}, attrs=attrs)
+        return out
+
+    return fn
+
+
+def _layer(make: Callable[[], Any], shape: list[int]) -> Build:
+    def build() -> tuple[list[Any], list[Any]]:
+        x = paddle.static.data("x", shape, "float32")
+        return [x], [make()(x)]
+
+    return build
+
+
+def _fc(size: int, num_flatten_dims: int) -> Callable[[], Any]:
+    return lambda: lambda x: paddle.static.nn.fc(x, size, num_flatten_dims=num_flatten_dims)
+
+
+mm: Any = paddle.matmul
+
+# name: (op type the program must contain, program)
+PROGRAMS: dict[str, tuple[str, Build]] = {
+    "matmul_v2_3d_2d": ("matmul_v2", _binary(mm, [-1, 3, 4], [4, 5])),
+    "matmul_v2_trans_y": ("matmul_v2", _binary(lambda x, y: mm(x, y, transpose_y=True), [-1, 3, 4], [5, 4])),
+    "matmul_v2_trans_both": ("matmul_v2", _binary(lambda x, y: mm(x, y, True, True), [-1, 4, 3], [-1, 5, 4])),
+    "matmul_v2_batch": ("matmul_v2", _binary(mm, [-1, 2, 3, 4], [-1, 2, 4, -1])),
+    "matmul_v2_batch_broadcast": ("matmul_v2", _binary(mm, [2, 1, 3, 4], [2, 5, 4, 6])),
+    "matmul_v2_batch_dynamic_k": ("matmul_v2", _binary(mm, [-1, 3, -1], [-1, -1, 5])),
+    "matmul_v2_vector_y": ("matmul_v2", _binary(mm, [-1, 3, 4], [4])),
+    "matmul_v2_vector_x": ("matmul_v2", _binary(mm, [4], [-1, 4, 5])),
+    "matmul_v2_vectors": ("matmul_v2", _binary(mm, [4], [4])),
+    "matmul_3d_2d_alpha": ("matmul", _binary(_matmul(alpha=0.5), [-1, 3, 4], [4, 5])),
+    "matmul_transposes": ("matmul", _binary(_matmul(True, True), [-1, 4, 3], [-1, 5, 4])),
+    "matmul_2d_4d": ("matmul", _binary(_matmul(), [3, 4], [-1, 2, 4, 5])),
+    "matmul_vector_y": ("matmul", _binary(_matmul(), [-1, 3, 4], [4])),
+    "matmul_vectors": ("matmul", _binary(_matmul(), [4], [4])),
+    "fc_2d": ("mul", _layer(_fc(5, 1), [-1, 4])),
+    "fc_num_flatten_dims_2": ("mul", _layer(_fc(5, 2), [-1, 3, 4])),
+    "fc_flattens_trailing_dims": ("mul", _layer(_fc(5, 1), [-1, 3, 4])),
+    "linear": ("matmul_v2", _layer(lambda: paddle.nn.Linear(4, 6), [-1, 7, 4])),
+}  # fmt: skip
+
+
+def _op_types(program: bytes) -> set[str]:
+    return {op.type for op in pb.ProgramDesc.FromString(program).blocks[0].ops}
+
+
+@pytest.mark.parametrize(("op_type", "build"), PROGRAMS.values(), ids=list(PROGRAMS))
+def test_program_matches_paddle(op_type: str, build: Build) -> None:
+    saved = build_and_save(build)
+    assert op_type in _op_types(saved.program)
+    validated = validate(saved.program, saved.params)
+    assert dims_differences(validated, saved.program) == []
+
+
+def test_matmul_v2_batch_dims_paddle_records_unbroadcast_are_refused() -> None:
+    # NOTE: MatmulInferMeta copies the batch dims of the higher-rank operand; its kernel
+    # broadcasts them like numpy (the output is [N, 7, 3, 5]), which is what graphgate infers.
+    # The core's cross-check then refuses the stored dims as contradictory.
+    saved = build_and_save(_binary(mm, [-1, 1, 3, 4], [7, 4, 5]))
+    (out,) = saved.fetches
+    assert recorded_types(saved.program)[out][1] == (-1, 1, 3, 5)
+    with pytest.raises(ValidationFailed) as info:
+        validate(saved.program, saved.params)
+    assert info.value.codes == ["VAR_DIMS_MISMATCH"]
+    assert "expected dims [-1, 7, 3, 5] (inferred), got [-1, 1, 3, 5] stored" in str(info.value)
