@@ -95,6 +95,18 @@ class CompiledModel:
         return types
 
 
+def _session(model: bytes, options: ort.SessionOptions, providers: list[str]) -> ort.InferenceSession:
+    if providers[0] != CUDA:
+        return ort.InferenceSession(model, options, providers=providers)
+    # Without CUDA libraries onnxruntime logs a multi-line error at its default level while
+    # falling back to CPU; quiet its process-wide logger for that moment and log once ourselves.
+    ort.set_default_logger_severity(4)
+    try:
+        return ort.InferenceSession(model, options, providers=providers)
+    finally:
+        ort.set_default_logger_severity(2)
+
+
 def compile(program: ValidatedProgram, options: SessionOptions = SessionOptions()) -> CompiledModel:
     """Lowers, gates and builds the session. Raises GateError or LoweringError (both GraphErrors)."""
     lowered = lower(program)
@@ -105,7 +117,7 @@ def compile(program: ValidatedProgram, options: SessionOptions = SessionOptions(
     session_options.inter_op_num_threads = options.inter_op_threads
     session_options.log_severity_level = 3  # a missing CUDA library is our one log line, below
     providers = choose_providers(options.use_cuda)
-    session = ort.InferenceSession(model_bytes, session_options, providers=providers)
+    session = _session(model_bytes, session_options, providers)
     chosen = session.get_providers()[0]
     if providers[0] == CUDA and chosen != CUDA:
         log.warning("CUDA execution provider unavailable (missing CUDA libraries?); running on CPU")
