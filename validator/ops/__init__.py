@@ -15,6 +15,7 @@ from validator.ops import (
     nn,
     reduce,
     resize,
+    spatial,
     unary_math,
 )
 from validator.ops._def import OpDef, Registry
@@ -26,6 +27,7 @@ FAMILIES: Final = (
     unary_math,
     nn,
     resize,
+    spatial,
     index,
     manipulation,
     reduce,

@@ -1,0 +1,143 @@
+"""pad3d, nearest/bilinear interpolation, pixel_shuffle and flip built by real Paddle: accepted,
+with the dims Paddle records (-1 spatial dims, size and scale tensors included)."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+import pytest
+
+# Imported first: paddle_util switches Paddle to legacy programs before importing it.
+pytest.importorskip("tests.conformance.paddle_util")
+
+from graph_proto import framework_pb2 as pb
+from tests.conformance.paddle_util import (
+    build_and_save,
+    dims_differences,
+    install_legacy_compat,
+    paddle,
+    recorded_types,
+)
+from validator import Code, Policy, ValidationFailed, validate
+from validator.ops import FAMILIES, Registry, spatial
+
+pytestmark = pytest.mark.paddle
+
+install_legacy_compat()
+
+F: Any = paddle.nn.functional  # its stubs reject the float scales and tensors Paddle accepts
+Build = Callable[[], tuple[list[Any], list[Any]]]
+
+# NOTE: pad3d, pixel_shuffle and flip live in validator/ops/spatial.py; until that family is
+# listed in validator/ops/__init__.py, it is added here.
+# Budgets bind unknown non-batch dims to max_dynamic_dim: kept small for 5-D -1 volumes.
+POLICY = Policy(max_dynamic_dim=16)
+REGISTRY = Registry(*(f.OPS for f in FAMILIES), *(() if spatial in FAMILIES else (spatial.OPS,)))
+
+
+def _program(fn: Callable[..., Any], *feeds: tuple[list[int], str]) -> Build:
+    """`fn(*vars)` on feeds x0, x1... of (shape, dtype); returns (feeds, fetches)."""
+
+    def build() -> tuple[list[Any], list[Any]]:
+        xs = [paddle.static.data(f"x{i}", shape, dtype) for i, (shape, dtype) in enumerate(feeds)]
+        out = fn(*xs)
+        return xs, list(out) if isinstance(out, (tuple, list)) else [out]
+
+    return build
+
+
+def _image(fn: Callable[[Any], Any], shape: list[int]) -> Build:
+    return _program(fn, (shape, "float32"))
+
+
+N4 = [-1, 3, 8, 8]
+N5 = [-1, 3, 4, 8, 8]
+
+# name: (op type the program must contain, program)
+PROGRAMS: dict[str, tuple[str, Build]] = {
+    "pad4d_constant": ("pad3d", _image(lambda x: F.pad(x, [1, 2, 0, 1], value=2.0), N4)),
+    "pad4d_reflect": ("pad3d", _image(lambda x: F.pad(x, [1, 1, 2, 2], mode="reflect"), N4)),
+    "pad4d_replicate": ("pad3d", _image(lambda x: F.pad(x, [3, 0, 1, 1], mode="replicate"), N4)),
+    "pad4d_circular": ("pad3d", _image(lambda x: F.pad(x, [1, 1, 1, 1], mode="circular"), N4)),
+    "pad4d_nhwc": ("pad3d", _image(lambda x: F.pad(x, [1, 2, 3, 4], value=-1.0, data_format="NHWC"), [-1, 8, 8, 3])),
+    "pad4d_dynamic_hw": ("pad3d", _image(lambda x: F.pad(x, [1, 2, 0, 1], mode="replicate"), [-1, 3, -1, -1])),
+    "pad5d_constant": ("pad3d", _image(lambda x: F.pad(x, [1, 2, 0, 1, 1, 1], value=0.5), N5)),
+    "pad5d_reflect": ("pad3d", _image(lambda x: F.pad(x, [1, 1, 2, 2, 3, 0], mode="reflect"), N5)),
+    "pad5d_replicate_ndhwc": ("pad3d", _image(lambda x: F.pad(x, [1, 2, 0, 1, 1, 1], mode="replicate", data_format="NDHWC"), [-1, 4, 8, 8, 3])),
+    "pad5d_dynamic_depth": ("pad3d", _image(lambda x: F.pad(x, [1, 2, 0, 1, 1, 1], mode="reflect"), [-1, 3, -1, 8, 8])),
+    "pad5d_paddings_tensor": ("pad3d", _program(lambda x, p: F.pad(x, p, value=1.0), (N5, "float32"), ([6], "int32"))),
+    "pad5d_constant_paddings_tensor": ("pad3d", _image(lambda x: F.pad(x, paddle.full([6], 2, "int32")), N5)),
+    "nearest_size": ("nearest_interp_v2", _image(lambda x: F.interpolate(x, size=[16, 12]), N4)),
+    "nearest_scale": ("nearest_interp_v2", _image(lambda x: F.interpolate(x, scale_factor=[1.5, 0.5]), N4)),
+    "nearest_scale_truncates": ("nearest_interp_v2", _image(lambda x: F.interpolate(x, scale_factor=1.3), [-1, 3, 7, 9])),
+    "nearest_nhwc": ("nearest_interp_v2", _image(lambda x: F.interpolate(x, size=[5, 6], data_format="NHWC"), [-1, 8, 8, 3])),
+    "nearest_dynamic_hw": ("nearest_interp_v2", _image(lambda x: F.interpolate(x, scale_factor=2), [-1, 3, -1, 8])),
+    "nearest_5d_scale": ("nearest_interp_v2", _image(lambda x: F.interpolate(x, scale_factor=2), N5)),
+    "nearest_5d_size_ndhwc": ("nearest_interp_v2", _image(lambda x: F.interpolate(x, size=[2, 3, 4], data_format="NDHWC"), [-1, 4, 8, 8, 3])),
+    "nearest_out_size_tensor": ("nearest_interp_v2", _program(lambda x, s: F.interpolate(x, size=s), (N4, "float32"), ([2], "int32"))),
+    "nearest_size_tensor_list": ("nearest_interp_v2", _program(lambda x, s: F.interpolate(x, size=[s, 5]), (N4, "float32"), ([1], "int32"))),
+    "nearest_scale_tensor": ("nearest_interp_v2", _program(lambda x, s: F.interpolate(x, scale_factor=s), (N4, "float32"), ([1], "float32"))),
+    "nearest_size_from_shape": ("nearest_interp_v2", _image(lambda x: F.interpolate(x, size=paddle.shape(x)[2:] * 2), [2, 3, 8, 6])),
+    "bilinear_size": ("bilinear_interp_v2", _image(lambda x: F.interpolate(x, size=[16, 12], mode="bilinear"), N4)),
+    "bilinear_align_corners": ("bilinear_interp_v2", _image(lambda x: F.interpolate(x, scale_factor=2.0, mode="bilinear", align_corners=True), N4)),
+    "bilinear_align_mode_1": ("bilinear_interp_v2", _image(lambda x: F.interpolate(x, scale_factor=[1.5, 0.5], mode="bilinear", align_mode=1), N4)),
+    "bilinear_nhwc": ("bilinear_interp_v2", _image(lambda x: F.interpolate(x, size=[16, 12], mode="bilinear", data_format="NHWC"), [-1, 8, 8, 3])),
+    "bilinear_dynamic_hw": ("bilinear_interp_v2", _image(lambda x: F.interpolate(x, scale_factor=2.0, mode="bilinear"), [-1, 3, -1, -1])),
+    "bilinear_upsample_layer": ("bilinear_interp_v2", _image(lambda x: paddle.nn.Upsample(scale_factor=2, mode="bilinear")(x), N4)),
+    "pixel_shuffle": ("pixel_shuffle", _image(lambda x: paddle.nn.PixelShuffle(2)(x), [-1, 8, 3, 3])),
+    "pixel_shuffle_nhwc": ("pixel_shuffle", _image(lambda x: paddle.nn.PixelShuffle(3, "NHWC")(x), [-1, 3, 3, 18])),
+    "pixel_shuffle_dynamic_hw": ("pixel_shuffle", _image(lambda x: F.pixel_shuffle(x, 2), [-1, 8, -1, -1])),
+    "flip": ("flip", _image(lambda x: paddle.flip(x, [0, 2]), [-1, 8, 3, 3])),
+    "flip_negative_axis": ("flip", _image(lambda x: paddle.flip(x, -1), [-1, -1, 3])),
+    "flip_int64": ("flip", _program(lambda x: paddle.flip(x, [1]), ([-1, 5], "int64"))),
+}  # fmt: skip
+
+
+def _op_types(program: bytes) -> set[str]:
+    return {op.type for op in pb.ProgramDesc.FromString(program).blocks[0].ops}
+
+
+@pytest.mark.parametrize(("op_type", "build"), PROGRAMS.values(), ids=list(PROGRAMS))
+def test_program_matches_paddle(op_type: str, build: Build) -> None:
+    saved = build_and_save(build)
+    assert op_type in _op_types(saved.program)
+    validated = validate(saved.program, saved.params, POLICY, REGISTRY)
+    assert dims_differences(validated, saved.program) == []
+
+
+def test_constant_paddings_tensor_gives_known_dims() -> None:
+    saved = build_and_save(PROGRAMS["pad5d_constant_paddings_tensor"][1])
+    validated = validate(saved.program, saved.params, POLICY, REGISTRY)
+    (out,) = saved.fetches
+    assert recorded_types(saved.program)[out][1] == (-1, 3, -1, -1, -1)  # Paddle: a tensor
+    assert validated.types[out].shape == (-1, 3, 8, 12, 12)
+
+
+def test_size_from_shape_arithmetic_gives_known_dims() -> None:
+    saved = build_and_save(PROGRAMS["nearest_size_from_shape"][1])
+    validated = validate(saved.program, saved.params, POLICY, REGISTRY)
+    (out,) = saved.fetches
+    assert recorded_types(saved.program)[out][1] == (2, 3, -1, -1)
+    assert validated.types[out].shape == (2, 3, 16, 12)
+
+
+@pytest.mark.parametrize(
+    ("build", "code", "fragment"),
+    [
+        (_image(lambda x: F.pad(x, [9, 0, 0, 0], mode="reflect"), N4), Code.SHAPE_MISMATCH, "reflect paddings must be < the padded size 8 of axis 4, got 9 and 0"),
+        (_image(lambda x: F.interpolate(x, scale_factor=0.1), N4), Code.SHAPE_MISMATCH, "scale 0.1 turns size 8 into 0; expected a size >= 1"),
+        (_image(lambda x: F.pad(x, [1, 0, 0, 0], mode="replicate"), [-1, 3, 0, 8]), Code.EMPTY_DIM, "expected non-zero dims"),
+    ],
+    ids=["reflect_too_wide", "scale_to_zero", "replicate_empty"],
+)  # fmt: skip
+def test_programs_paddle_builds_but_cannot_run_are_refused(
+    build: Build, code: Code, fragment: str
+) -> None:
+    # NOTE: Paddle's compile-time rules accept these (recording -1 or the padded size); its
+    # kernels fail on them at run time.
+    saved = build_and_save(build)
+    with pytest.raises(ValidationFailed) as info:
+        validate(saved.program, saved.params, POLICY, REGISTRY)
+    assert info.value.codes == [code]
+    assert fragment in str(info.value)
