@@ -19,7 +19,7 @@ import numpy as np
 import paddle
 
 from graph_proto import framework_pb2 as pb
-from validator import ValidatedProgram
+from validator import ValidatedProgram, validate
 
 paddle.enable_static()
 
@@ -129,8 +129,59 @@ def run_paddle(saved: Saved, feeds: dict[str, np.ndarray]) -> list[np.ndarray]:
             return list(exe.run(program, feed=feeds, fetch_list=fetch_vars))
 
 
+def random_feeds(
+    validated: ValidatedProgram,
+    *,
+    batch: int = 2,
+    dynamic: int = 5,
+    int_high: int = 4,
+    seed: int = 0,
+) -> dict[str, np.ndarray]:
+    """Feeds for the signature: -1 dims become `batch` (axis 0) or `dynamic`; ints in [0, int_high)."""
+    rng = np.random.default_rng(seed)
+    feeds = {}
+    for spec in validated.inputs:
+        shape = [d if d >= 0 else (batch if axis == 0 else dynamic) for axis, d in enumerate(spec.dims)]
+        dtype = spec.dtype.numpy
+        if np.issubdtype(dtype, np.floating):
+            feeds[spec.name] = rng.standard_normal(shape).astype(dtype)
+        elif dtype == np.bool_:
+            feeds[spec.name] = rng.random(shape) > 0.5
+        else:
+            feeds[spec.name] = rng.integers(0, int_high, shape).astype(dtype)
+    return feeds
+
+
+def assert_parity(
+    saved: Saved,
+    feeds: dict[str, np.ndarray] | None = None,
+    *,
+    rtol: float = 1e-4,
+    atol: float = 1e-5,
+) -> dict[str, np.ndarray]:
+    """graphgate's executor and Paddle's Executor give the same fetches (float within tolerance,
+    integers and booleans exactly, same shapes, 0-D stays 0-D); returns graphgate's outputs."""
+    from executor import SessionOptions, compile
+
+    validated = validate(saved.program, saved.params)
+    feeds = feeds if feeds is not None else random_feeds(validated)
+    ours = compile(validated, SessionOptions(use_cuda=False)).run(feeds)
+    theirs = run_paddle(saved, feeds)
+    for name, expected in zip(saved.fetches, theirs, strict=True):
+        got = ours[name]
+        assert got.shape == expected.shape, f"{name}: shape {got.shape} vs paddle {expected.shape}"
+        assert got.dtype == expected.dtype, f"{name}: dtype {got.dtype} vs paddle {expected.dtype}"
+        if np.issubdtype(expected.dtype, np.floating):
+            np.testing.assert_allclose(got, expected, rtol=rtol, atol=atol, err_msg=name)
+        else:
+            np.testing.assert_array_equal(got, expected, err_msg=name)
+    return ours
+
+
 __all__ = [
     "Saved",
+    "assert_parity",
+    "random_feeds",
     "build_and_save",
     "building",
     "dims_differences",
