@@ -17,6 +17,7 @@ from validator.ops import (
     pool,
     reduce,
     resize,
+    slicing,
     spatial,
     unary_math,
 )
@@ -34,6 +35,7 @@ FAMILIES: Final = (
     spatial,
     index,
     manipulation,
+    slicing,
     reduce,
     linalg,
     creation,

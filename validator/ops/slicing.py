@@ -1,0 +1,433 @@
+"""Ops that select or repeat parts of a tensor: slice, strided_slice, expand_v2, tile."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from graph_proto.types import ALL, UNKNOWN, Shape
+from validator.ops._cases import f32, i32, i64
+from validator.ops._def import AttrError, AxisError, Case, In, OpDef, Out, ShapeError, TensorType
+from validator.ops._operands import BACKEND_ATTRS, Operand, carry, check_rank, int_operand
+
+# --- slice, strided_slice ----------------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class SliceAttrs:
+    axes: tuple[int, ...]
+    starts: tuple[int, ...] = ()
+    ends: tuple[int, ...] = ()
+    infer_flags: tuple[int, ...] = ()
+    decrease_axis: tuple[int, ...] = ()
+
+
+@dataclass(frozen=True, slots=True)
+class StridedSliceAttrs:
+    axes: tuple[int, ...]
+    starts: tuple[int, ...] = ()
+    ends: tuple[int, ...] = ()
+    strides: tuple[int, ...] = ()
+    infer_flags: tuple[int, ...] = ()
+    decrease_axis: tuple[int, ...] = ()
+
+
+def _window(size: int, start: int | None, end: int | None, step: int | None) -> int:
+    """How many elements x[start:end:step] keeps of `size`: Python's clamping, as Paddle 3.x."""
+    if size < 0 or start is None or end is None or step is None:
+        return UNKNOWN
+    first, stop, step = slice(start, end, step).indices(size)
+    return max(0, (stop - first + step - (1 if step > 0 else -1)) // step)
+
+
+def _check_axes(axes: Sequence[int], rank: int, what: str) -> None:
+    # NOTE: Paddle's slice kernels ignore a negative axis that compile time normalized.
+    for axis in axes:
+        if not 0 <= axis < rank:
+            raise AxisError(f"{what} must be in [0, {rank}), got {axis}")
+    if len(set(axes)) != len(axes):
+        raise AxisError(f"{what} must not repeat, got {list(axes)}")
+
+
+def _sliced(
+    x: TensorType,
+    a: SliceAttrs | StridedSliceAttrs,
+    starts: Operand,
+    ends: Operand,
+    steps: Operand,
+) -> Shape | TensorType:
+    """Shape (and values) of x sliced on a.axes, then with a.decrease_axis dropped."""
+    _check_axes(a.axes, x.rank, "axes")
+    flags = a.infer_flags or (1,) * len(a.axes)
+    for name, given in (
+        ("starts", starts),
+        ("ends", ends),
+        ("strides", steps),
+        ("infer_flags", flags),
+    ):
+        if len(given) != len(a.axes):
+            raise AttrError(f"expected {len(a.axes)} {name} like axes, got {list(given)}")
+    if 0 in steps:
+        raise AttrError(f"expected non-zero strides, got {steps}")
+    dims, index = list(x.shape), [slice(None)] * x.rank
+    for i, axis in enumerate(a.axes):
+        start, end, step = starts[i], ends[i], steps[i]
+        quirk = (start, end, flags[i]) == (-1, 0, -1) and axis in a.decrease_axis
+        if isinstance(a, StridedSliceAttrs) and quirk:  # NOTE: its kernel reads this as x[-1]
+            start, end, step = -1, x.shape[axis], 1
+        dims[axis] = _window(x.shape[axis], start, end, step)
+        index[axis] = slice(start, end, step)
+    _check_axes(a.decrease_axis, x.rank, "decrease_axis")
+    for axis in a.decrease_axis:
+        if dims[axis] not in (1, UNKNOWN):
+            raise ShapeError(f"decrease_axis {axis}: expected a size of 1, got {dims[axis]}")
+    out = tuple(d for i, d in enumerate(dims) if i not in a.decrease_axis)
+    if None in (*starts, *ends, *steps):
+        return out  # values would need the unknown bounds
+    return carry(x, out, lambda v: v[tuple(index)])
+
+
+def _slice_infer(
+    x: TensorType,
+    starts_tensor: TensorType | None,
+    ends_tensor: TensorType | None,
+    starts_list: tuple[TensorType, ...] | None,
+    ends_list: tuple[TensorType, ...] | None,
+    a: SliceAttrs,
+) -> Shape | TensorType:
+    starts = int_operand(
+        a.starts, ("StartsTensor", starts_tensor), ("StartsTensorList", starts_list)
+    )
+    ends = int_operand(a.ends, ("EndsTensor", ends_tensor), ("EndsTensorList", ends_list))
+    return _sliced(x, a, starts, ends, [1] * len(a.axes))
+
+
+def _slice_ref(
+    x: np.ndarray, st: Any, et: Any, sl: Any, el: Any, a: Any, steps: Any = None
+) -> np.ndarray:
+    starts = st.tolist() if st is not None else [t.item() for t in sl] if sl else a.starts
+    ends = et.tolist() if et is not None else [t.item() for t in el] if el else a.ends
+    index = [slice(None)] * x.ndim
+    for axis, start, end, step in zip(
+        a.axes, starts, ends, steps or [1] * len(a.axes), strict=True
+    ):
+        index[axis] = slice(start, end, step)
+    y = x[tuple(index)]
+    return y.reshape([d for i, d in enumerate(y.shape) if i not in a.decrease_axis])
+
+
+SLICE = OpDef(
+    op_type="slice",
+    doc="Takes Input[starts:ends] on each of `axes` (clamped as Python does), then drops decrease_axis.",
+    inputs=(
+        In("Input"),
+        In("StartsTensor", None, optional=True),
+        In("EndsTensor", None, optional=True),
+        In("StartsTensorList", None, variadic=True, optional=True),
+        In("EndsTensorList", None, variadic=True, optional=True),
+    ),
+    outputs=(Out("Out"),),
+    types={"T": ALL},
+    attrs=SliceAttrs,
+    ignored_attrs=BACKEND_ATTRS,
+    infer=_slice_infer,
+    cases=(
+        Case(
+            {"Input": f32(3, 6, 4)},
+            {"axes": [0, 1], "starts": [1, 0], "ends": [2**31 - 1, -1]},
+            expect=_slice_ref,
+        ),
+        Case(
+            {"Input": f32(3, 6)},
+            {"axes": [1], "starts": [0], "ends": [1], "decrease_axis": [1]},
+            expect=_slice_ref,
+        ),
+        Case(
+            {"Input": i64(3)},
+            {"axes": [0], "starts": [1], "ends": [2], "decrease_axis": [0]},
+            expect=_slice_ref,
+        ),
+        Case(
+            {"Input": f32(5, 6)}, {"axes": [1], "starts": [-100], "ends": [100]}, expect=_slice_ref
+        ),
+        Case({"Input": f32(5, 6)}, {"axes": [1], "starts": [4], "ends": [2]}, expect=_slice_ref),
+        Case(
+            {
+                "Input": f32(5, 6),
+                "StartsTensor": np.array([2], np.int64),
+                "EndsTensorList": (i32(1, high=1) + 5,),
+            },
+            {"axes": [1], "starts": [-1], "ends": [-1], "infer_flags": [-1]},
+            expect=_slice_ref,
+        ),
+        Case(
+            {"Input": f32(5, 6)},
+            {"axes": [-1], "starts": [0], "ends": [2]},
+            raises="axes must be in [0, 2), got -1",
+        ),
+        Case(
+            {"Input": f32(5, 6)},
+            {"axes": [1, 1], "starts": [0, 0], "ends": [2, 2]},
+            raises="must not repeat",
+        ),
+        Case(
+            {"Input": f32(5, 6)},
+            {"axes": [1], "starts": [0, 1], "ends": [2]},
+            raises="expected 1 starts like axes",
+        ),
+        Case(
+            {"Input": f32(5, 6)},
+            {"axes": [1], "starts": [0], "ends": [2], "decrease_axis": [1]},
+            raises="decrease_axis 1: expected a size of 1, got 2",
+        ),
+        Case(
+            {"Input": f32()},
+            {"axes": [0], "starts": [0], "ends": [1]},
+            raises="axes must be in [0, 0)",
+        ),
+    ),
+)
+
+
+def _strided_slice_infer(
+    x: TensorType,
+    starts_tensor: TensorType | None,
+    starts_list: tuple[TensorType, ...] | None,
+    ends_tensor: TensorType | None,
+    ends_list: tuple[TensorType, ...] | None,
+    strides_tensor: TensorType | None,
+    strides_list: tuple[TensorType, ...] | None,
+    a: StridedSliceAttrs,
+) -> Shape | TensorType:
+    starts = int_operand(
+        a.starts, ("StartsTensor", starts_tensor), ("StartsTensorList", starts_list)
+    )
+    ends = int_operand(a.ends, ("EndsTensor", ends_tensor), ("EndsTensorList", ends_list))
+    steps = int_operand(
+        a.strides, ("StridesTensor", strides_tensor), ("StridesTensorList", strides_list)
+    )
+    return _sliced(x, a, starts, ends, steps)
+
+
+def _strided_ref(
+    x: np.ndarray, st: Any, sl: Any, et: Any, el: Any, tt: Any, tl: Any, a: Any
+) -> np.ndarray:
+    steps = tt.tolist() if tt is not None else [t.item() for t in tl] if tl else a.strides
+    return _slice_ref(x, st, et, sl, el, a, steps)
+
+
+STRIDED_SLICE = OpDef(
+    op_type="strided_slice",
+    doc="Takes Input[starts:ends:strides] on each of `axes` (strides may be negative), then drops decrease_axis.",
+    inputs=(
+        In("Input"),
+        In("StartsTensor", None, optional=True),
+        In("StartsTensorList", None, variadic=True, optional=True),
+        In("EndsTensor", None, optional=True),
+        In("EndsTensorList", None, variadic=True, optional=True),
+        In("StridesTensor", None, optional=True),
+        In("StridesTensorList", None, variadic=True, optional=True),
+    ),
+    outputs=(Out("Out"),),
+    types={"T": ALL},
+    attrs=StridedSliceAttrs,
+    ignored_attrs=BACKEND_ATTRS,
+    infer=_strided_slice_infer,
+    cases=(
+        Case(
+            {"Input": f32(3, 6, 4)},
+            {"axes": [1, 2], "starts": [5, 3], "ends": [0, 0], "strides": [-1, -2]},
+            expect=_strided_ref,
+        ),
+        Case(
+            {"Input": f32(6)},
+            {"axes": [0], "starts": [2**31 - 1], "ends": [-(2**31)], "strides": [-1]},
+            expect=_strided_ref,
+        ),
+        Case(
+            {"Input": f32(6)},
+            {"axes": [0], "starts": [-10], "ends": [20], "strides": [4]},
+            expect=_strided_ref,
+        ),
+        Case(
+            {"Input": f32(6)},
+            {"axes": [0], "starts": [1], "ends": [4], "strides": [-1]},
+            expect=_strided_ref,
+        ),
+        Case(
+            {"Input": f32(5, 6)},
+            {"axes": [1], "starts": [2], "ends": [3], "strides": [1], "decrease_axis": [1]},
+            expect=_strided_ref,
+        ),
+        Case(
+            {"Input": f32(5, 6), "StridesTensor": np.array([-2], np.int32)},
+            {"axes": [1], "starts": [-1], "ends": [-100], "strides": [1], "infer_flags": [-1]},
+            expect=_strided_ref,
+        ),
+        Case(
+            {"Input": f32(5, 6)},
+            {"axes": [1], "starts": [-1], "ends": [0], "strides": [1], "infer_flags": [-1]}
+            | {"decrease_axis": [1]},
+            expect=lambda x, *_: x[:, -1],  # Paddle's placeholder bounds for x[:, -1]
+        ),
+        Case(
+            {"Input": f32(6)},
+            {"axes": [0], "starts": [0], "ends": [6], "strides": [0]},
+            raises="expected non-zero strides",
+        ),
+        Case(
+            {"Input": f32(6)},
+            {"axes": [0], "starts": [0], "ends": [6], "strides": []},
+            raises="expected 1 strides like axes",
+        ),
+        Case(
+            {"Input": f32(5, 6)},
+            {"axes": [-1], "starts": [0], "ends": [6], "strides": [2]},
+            raises="axes must be in [0, 2)",
+        ),
+    ),
+)
+
+# --- expand_v2, tile ---------------------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class ExpandAttrs:
+    shape: tuple[int, ...] = ()
+
+
+def _expand_dim(i: int, size: int | None, dim: int | None) -> int:
+    """Output dim i for the requested `size` (None: unknown) and X's `dim` (None: a new dim)."""
+    if size is not None and size < -1:
+        raise AttrError(f"expected shape values >= -1, got {size} at {i}")
+    if dim is None:
+        if size == -1:
+            raise ShapeError(f"shape[{i}] = -1 keeps a dim that X does not have")
+        return UNKNOWN if size is None else size
+    if size is None:
+        return dim if dim >= 0 and dim != 1 else UNKNOWN  # only a 1 can grow
+    if size == -1:
+        return dim
+    if dim not in (1, UNKNOWN, size):
+        raise ShapeError(f"shape[{i}]: cannot expand a dim of {dim} to {size}")
+    return size
+
+
+def _expand_v2_infer(
+    x: TensorType,
+    shape: TensorType | None,
+    shape_list: tuple[TensorType, ...] | None,
+    a: ExpandAttrs,
+) -> Shape | TensorType:
+    spec = int_operand(a.shape, ("Shape", shape), ("expand_shapes_tensor", shape_list))
+    lead = len(spec) - x.rank
+    if lead < 0:
+        raise ShapeError(
+            f"expected at least {x.rank} shape values for X {list(x.shape)}, got {spec}"
+        )
+    check_rank(len(spec))
+    out = tuple(
+        _expand_dim(i, s, x.shape[i - lead] if i >= lead else None) for i, s in enumerate(spec)
+    )
+    return carry(x, out, lambda v: np.broadcast_to(v, out))
+
+
+def _expand_ref(x: np.ndarray, shape: Any, shape_list: Any, a: ExpandAttrs) -> np.ndarray:
+    spec = (
+        shape.tolist()
+        if shape is not None
+        else [t.item() for t in shape_list]
+        if shape_list
+        else list(a.shape)
+    )
+    lead = len(spec) - x.ndim
+    return np.broadcast_to(x, [x.shape[i - lead] if s == -1 else s for i, s in enumerate(spec)])
+
+
+EXPAND_V2 = OpDef(
+    op_type="expand_v2",
+    doc="Broadcasts X to `shape` (or the Shape / expand_shapes_tensor tensors); -1 keeps a dim.",
+    inputs=(
+        In("X"),
+        In("Shape", None, optional=True),
+        In("expand_shapes_tensor", None, variadic=True, optional=True),
+    ),
+    outputs=(Out("Out"),),
+    types={"T": ALL},
+    attrs=ExpandAttrs,
+    ignored_attrs=BACKEND_ATTRS,
+    infer=_expand_v2_infer,
+    cases=(
+        Case({"X": f32(2, 1, 4)}, {"shape": [-1, 3, 4]}, expect=_expand_ref),
+        Case({"X": f32(1, 4)}, {"shape": [2, 3, 4]}, expect=_expand_ref),
+        Case({"X": f32()}, {"shape": [3]}, expect=_expand_ref),
+        Case({"X": f32(1, 4)}, {"shape": [0, 4]}, expect=_expand_ref),
+        Case({"X": i64(1, 4), "Shape": np.array([3, 4], np.int32)}, expect=_expand_ref),
+        Case({"X": f32(2, 4)}, {"shape": [3, 4]}, raises="cannot expand a dim of 2 to 3"),
+        Case({"X": f32(1, 4)}, {"shape": [-1, 3, 4]}, raises="keeps a dim that X does not have"),
+        Case({"X": f32(1, 4)}, {"shape": [-2, 4]}, raises="expected shape values >= -1"),
+        Case({"X": f32(1, 4, 5)}, {"shape": [4, 5]}, raises="expected at least 3 shape values"),
+        Case({"X": f32(1)}, {"shape": [1] * 10}, raises="rank <= 9, got 10"),
+    ),
+)
+
+
+@dataclass(frozen=True, slots=True)
+class TileAttrs:
+    repeat_times: tuple[int, ...] = ()
+
+
+def _tile_infer(
+    x: TensorType,
+    repeat_times: TensorType | None,
+    repeat_list: tuple[TensorType, ...] | None,
+    a: TileAttrs,
+) -> Shape | TensorType:
+    reps = int_operand(
+        a.repeat_times, ("RepeatTimes", repeat_times), ("repeat_times_tensor", repeat_list)
+    )
+    if any(r is not None and r < 1 for r in reps):
+        raise AttrError(f"expected repeat_times >= 1, got {reps}")
+    rank = max(x.rank, len(reps))
+    check_rank(rank)
+    padded: Operand = [1] * (rank - len(reps))
+    padded += reps
+    dims = (1,) * (rank - x.rank) + x.shape
+    out = tuple(UNKNOWN if r is None or d < 0 else d * r for d, r in zip(dims, padded, strict=True))
+    counts = [1 if r is None else r for r in padded]  # used only when all are known
+    return carry(x, out, lambda v: np.tile(v, counts))
+
+
+def _tile_ref(x: np.ndarray, rt: Any, rl: Any, a: TileAttrs) -> np.ndarray:
+    reps = rt.tolist() if rt is not None else [t.item() for t in rl] if rl else list(a.repeat_times)
+    return np.tile(x, reps)
+
+
+TILE = OpDef(
+    op_type="tile",
+    doc="Repeats X `repeat_times` times along each dim (or RepeatTimes / repeat_times_tensor).",
+    inputs=(
+        In("X"),
+        In("RepeatTimes", None, optional=True),
+        In("repeat_times_tensor", None, variadic=True, optional=True),
+    ),
+    outputs=(Out("Out"),),
+    types={"T": ALL},
+    attrs=TileAttrs,
+    ignored_attrs=BACKEND_ATTRS,
+    infer=_tile_infer,
+    cases=(
+        Case({"X": f32(2, 1, 4)}, {"repeat_times": [1, 2, 3]}, expect=_tile_ref),
+        Case({"X": f32(2, 3, 4)}, {"repeat_times": [2]}, expect=_tile_ref),
+        Case({"X": f32(3)}, {"repeat_times": [2, 2]}, expect=_tile_ref),
+        Case({"X": i64()}, {"repeat_times": []}, expect=_tile_ref),
+        Case({"X": f32(3), "repeat_times_tensor": (np.array([2], np.int32),)}, expect=_tile_ref),
+        Case({"X": f32(3)}, {"repeat_times": [0]}, raises="expected repeat_times >= 1, got [0]"),
+        Case({"X": f32(3)}, {"repeat_times": [1] * 10}, raises="rank <= 9, got 10"),
+    ),
+)
+
+OPS = (SLICE, STRIDED_SLICE, EXPAND_V2, TILE)
