@@ -18,6 +18,12 @@ class ElementwiseAttrs:
     axis: int = -1
 
 
+@dataclass(frozen=True, slots=True)
+class CompareAttrs(ElementwiseAttrs):
+    # Paddle 3.3.1 writes force_cpu into every legacy comparison; it only picks a device.
+    force_cpu: bool = False
+
+
 def paddle_align(x: Shape, y: Shape, axis: int) -> tuple[Shape, Shape]:
     """Pads the lower-rank operand with 1s so that it starts at `axis` of the other.
 
@@ -59,6 +65,7 @@ def binary(
     types: frozenset[DType] = NUMERIC,
     out: DType | None = None,
     x: Callable[..., np.ndarray] = f32,
+    attrs: type[ElementwiseAttrs] = ElementwiseAttrs,
 ) -> OpDef:
     """Declares a two-input elementwise op with Paddle broadcasting."""
     ref = _aligned(reference)
@@ -68,7 +75,7 @@ def binary(
         inputs=(In("X"), In("Y")),
         outputs=(Out("Out", out if out is not None else "T"),),
         types={"T": types},
-        attrs=ElementwiseAttrs,
+        attrs=attrs,
         infer=_elementwise_infer,
         cases=(
             Case({"X": x(2, 3, 4), "Y": x(2, 3, 4)}, expect=ref),
@@ -90,12 +97,12 @@ ELEMENTWISE_DIV = binary("elementwise_div", np.divide, x=pos32)
 ELEMENTWISE_MAX = binary("elementwise_max", np.maximum)
 ELEMENTWISE_MIN = binary("elementwise_min", np.minimum)
 ELEMENTWISE_POW = binary("elementwise_pow", np.power, x=pos32)
-EQUAL = binary("equal", np.equal, types=ALL, out=DType.BOOL, x=i64)
-NOT_EQUAL = binary("not_equal", np.not_equal, types=ALL, out=DType.BOOL, x=i64)
-GREATER_THAN = binary("greater_than", np.greater, types=NUMERIC, out=DType.BOOL)
-GREATER_EQUAL = binary("greater_equal", np.greater_equal, types=NUMERIC, out=DType.BOOL)
-LESS_THAN = binary("less_than", np.less, types=NUMERIC, out=DType.BOOL)
-LESS_EQUAL = binary("less_equal", np.less_equal, types=NUMERIC, out=DType.BOOL)
+EQUAL = binary("equal", np.equal, types=ALL, out=DType.BOOL, x=i64, attrs=CompareAttrs)
+NOT_EQUAL = binary("not_equal", np.not_equal, types=ALL, out=DType.BOOL, x=i64, attrs=CompareAttrs)
+GREATER_THAN = binary("greater_than", np.greater, out=DType.BOOL, attrs=CompareAttrs)
+GREATER_EQUAL = binary("greater_equal", np.greater_equal, out=DType.BOOL, attrs=CompareAttrs)
+LESS_THAN = binary("less_than", np.less, out=DType.BOOL, attrs=CompareAttrs)
+LESS_EQUAL = binary("less_equal", np.less_equal, out=DType.BOOL, attrs=CompareAttrs)
 LOGICAL_AND = binary("logical_and", np.logical_and, types=frozenset({DType.BOOL}), x=boolean)
 LOGICAL_OR = binary("logical_or", np.logical_or, types=frozenset({DType.BOOL}), x=boolean)
 
