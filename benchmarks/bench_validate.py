@@ -71,14 +71,20 @@ def median_seconds(fn: object, repeat: int) -> float:
 
 def peak_rss_validating(program: Path, params: Path) -> dict[str, float]:
     """Peak RSS of a fresh process that reads both files and validates them (no Paddle loaded)."""
+    # ru_maxrss survives fork+exec (it would report the parent's peak), so the child resets its
+    # high-water mark through /proc/self/clear_refs and reads VmHWM (Linux).
     script = (
-        "import resource, json, sys\n"
+        "import json, sys\n"
         f"sys.path.insert(0, {str(ROOT)!r})\n"
+        "def status(key):\n"
+        "    for line in open('/proc/self/status'):\n"
+        "        if line.startswith(key):\n"
+        "            return int(line.split()[1]) / 1024\n"
+        "open('/proc/self/clear_refs', 'w').write('5')\n"
         "from validator import validate\n"
-        "base = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss\n"
+        "base = status('VmRSS:')\n"
         f"v = validate(open({str(program)!r}, 'rb').read(), open({str(params)!r}, 'rb').read())\n"
-        "peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss\n"
-        "print(json.dumps({'base_mb': base / 1024, 'peak_mb': peak / 1024}))\n"
+        "print(json.dumps({'base_mb': base, 'peak_mb': status('VmHWM:')}))\n"
     )
     out = subprocess.run([sys.executable, "-c", script], check=True, capture_output=True, text=True)
     return dict(json.loads(out.stdout.strip().splitlines()[-1]))

@@ -135,13 +135,15 @@ def _parse_desc(raw: bytes, index: int) -> tuple[int, tuple[int, ...]]:
             f"tensor {index}: expected a TensorDesc protobuf, got undecodable bytes",
             index=index,
         ) from None
-    size = desc.ByteSize()
+    # ByteSize() raises on a message missing a required field, so check that first.
+    initialized = desc.IsInitialized()
+    size = desc.ByteSize() if initialized else 0
     desc.DiscardUnknownFields()
-    if not desc.IsInitialized() or desc.ByteSize() != size:
+    if not initialized or desc.ByteSize() != size:
         raise FormatError(
             "PARAMS_HEADER",
             f"tensor {index}: expected a TensorDesc with data_type and dims only, got "
-            + ("no data_type" if not desc.IsInitialized() else "unknown fields or enum values"),
+            + ("no known data_type" if not initialized else "unknown fields or enum values"),
             index=index,
         )
     if len(desc.dims) > MAX_RANK:

@@ -8,7 +8,7 @@ from dataclasses import dataclass
 from graph_proto.types import numel
 from validator.bind import BoundOp
 from validator.diagnostics import Code, Diagnostic
-from validator.infer import gather_inputs, infer_op, tensor_bytes
+from validator.infer import gather_inputs, infer_op
 from validator.ops._def import GraphError, TensorType
 from validator.policy import Policy
 
@@ -59,8 +59,8 @@ def measure(
     bounded, batch = bounded_feeds(feeds, policy)
     types: dict[str, TensorType] = {**params, **bounded}
     last_use = _last_use(ops, fetches)
-    live = sum(tensor_bytes(t) for t in bounded.values())
-    peak, largest, flops = live, max(map(tensor_bytes, bounded.values()), default=0), 0
+    # NOTE: feeds become live when their feed op runs (it is one of `ops`), not before.
+    live = peak = largest = flops = 0
     for op in ops:
         try:
             inferred = infer_op(op, types)
@@ -70,14 +70,14 @@ def measure(
         types.update(inferred)
         sizes = [_bounded_bytes(t, policy) for t in inferred.values()]
         for (name, t), size in zip(inferred.items(), sizes, strict=True):
-            if size > policy.max_tensor_bytes:
-                out.append(
-                    _diag(
-                        Code.TENSOR_TOO_LARGE,
-                        op,
-                        f"output {name!r} {t.dtype.label}{list(t.shape)} at batch {batch}: expected at most {policy.max_tensor_bytes} bytes, got {size}",
-                    )
-                )
+            problem = (
+                f"expected at most {policy.max_tensor_bytes} bytes, got {size}"
+                if size > policy.max_tensor_bytes
+                else dim_over_cap(t, policy)
+            )
+            if problem is not None:
+                shown = f"output {name!r} {t.dtype.label}{list(t.shape)} at batch {batch}"
+                out.append(_diag(Code.TENSOR_TOO_LARGE, op, f"{shown}: {problem}"))
                 return None
         flops += _op_flops(op, types, inferred)
         live += sum(sizes)
@@ -89,6 +89,15 @@ def measure(
     cost = Cost(batch, flops, peak, largest)
     _check(cost, policy, out)
     return cost
+
+
+def dim_over_cap(t: TensorType, policy: Policy) -> str | None:
+    """Why a tensor's dims are over the cap, or None. Empty tensors escape the byte cap, so
+    without this a chain of tile/concat on a 0-size input grows dims without bound."""
+    largest = max(t.shape, default=0)
+    if largest > policy.max_dim:
+        return f"expected dims <= {policy.max_dim}, got {largest}"
+    return None
 
 
 def _last_use(ops: Sequence[BoundOp], fetches: Sequence[str]) -> dict[str, int]:

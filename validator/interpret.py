@@ -2,16 +2,21 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+import itertools
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
+from typing import Final
 
 from graph_proto import framework_pb2 as pb
 from validator.bind import BindError, BoundOp, bind
+from validator.budget import dim_over_cap
 from validator.diagnostics import Code, Diagnostic
 from validator.infer import check_dims, infer_op, tensor_bytes
 from validator.ops._def import GraphError, Registry, TensorType
 from validator.policy import Policy, forbidden_reason, is_training_op
 from validator.structure import Structure
+
+_MAX_VAR_PROBLEMS_PER_OP: Final = 8
 
 
 @dataclass
@@ -42,7 +47,7 @@ def interpret(
             failed.update(a for v in op.outputs for a in v.arguments)
             continue
         problem = _check_def_use(bound, s, defined, unused, failed, out)
-        if problem:
+        if problem or not _feed_is_typed(bound, result):
             failed.update(bound.writes())
             continue
         _infer(bound, result, policy, out, failed)
@@ -94,75 +99,57 @@ def _check_def_use(
     out: list[Diagnostic],
 ) -> bool:
     """True when the op cannot be inferred (a problem was reported, or it reads a failed var)."""
-    reads = bound.reads()
-    if failed.intersection(reads):
+    if failed.intersection(bound.reads()):
         return True
-    problem = False
-    for name in reads:
-        if name in unused:
-            out.append(
-                _diag(
-                    Code.VAR_READS_UNUSED,
-                    bound.index,
-                    bound.op_type,
-                    f"reads {name!r}, a training-only output that has no defined value",
-                    var=name,
-                )
-            )
-            problem = True
+    problems = itertools.chain(
+        _read_problems(bound, s, defined, unused), _write_problems(bound, s, defined)
+    )
+    # NOTE: one op may name a million undefined vars; a few diagnostics say enough.
+    shown = list(itertools.islice(problems, _MAX_VAR_PROBLEMS_PER_OP))
+    out.extend(_diag(code, bound.index, bound.op_type, msg, var=name) for code, name, msg in shown)
+    return bool(shown)
+
+
+Problem = tuple[Code, str, str]  # code, var, message
+
+
+def _read_problems(
+    bound: BoundOp, s: Structure, defined: set[str], unused: set[str]
+) -> Iterator[Problem]:
+    holders = {s.feed_holder, s.fetch_holder} - {None}
+    for name in dict.fromkeys(bound.reads()):  # once per var, even when read by two slots
+        if name in holders and bound.op_type != "feed":
+            yield Code.VAR_TYPE, name, f"reads {name!r}, a feed/fetch holder, not a tensor"
+        elif name in unused:
+            message = f"reads {name!r}, a training-only output that has no defined value"
+            yield Code.VAR_READS_UNUSED, name, message
         elif name not in defined:
-            out.append(
-                _diag(
-                    Code.VAR_UNDEFINED,
-                    bound.index,
-                    bound.op_type,
-                    f"reads {name!r}, which is not fed, a parameter, or written by an earlier op",
-                    var=name,
-                )
-            )
-            problem = True
+            message = f"reads {name!r}, which is not fed, a parameter, or written by an earlier op"
+            yield Code.VAR_UNDEFINED, name, message
+
+
+def _write_problems(bound: BoundOp, s: Structure, defined: set[str]) -> Iterator[Problem]:
+    if bound.op_type == "fetch":
+        return
     aliases = _inplace_aliases(bound)
-    vars0 = s.vars[0]
     for name in bound.writes():
-        var = vars0.get(name)
-        if bound.op_type == "fetch":
-            continue
+        var = s.vars[0].get(name)
         if var is None:
-            out.append(
-                _diag(
-                    Code.VAR_UNDECLARED,
-                    bound.index,
-                    bound.op_type,
-                    f"writes {name!r}, which has no VarDesc in block 0",
-                    var=name,
-                )
-            )
-            problem = True
+            yield Code.VAR_UNDECLARED, name, f"writes {name!r}, which has no VarDesc in block 0"
         elif name in aliases:
             continue
         elif var.persistable:
-            out.append(
-                _diag(
-                    Code.VAR_WRITES_PARAM,
-                    bound.index,
-                    bound.op_type,
-                    f"writes {name!r}, a persistable parameter; parameters are read-only",
-                    var=name,
-                )
-            )
-            problem = True
+            message = f"writes {name!r}, a persistable parameter; parameters are read-only"
+            yield Code.VAR_WRITES_PARAM, name, message
         elif name in defined and bound.op_type != "feed":
-            out.append(
-                _diag(
-                    Code.VAR_REDEFINED,
-                    bound.index,
-                    bound.op_type,
-                    f"writes {name!r}, which an earlier op or feed already defined",
-                    var=name,
-                )
-            )
-            problem = True
-    return problem
+            message = f"writes {name!r}, which an earlier op or feed already defined"
+            yield Code.VAR_REDEFINED, name, message
+
+
+def _feed_is_typed(bound: BoundOp, result: Interpretation) -> bool:
+    """A feed whose target has no declared type (bad col, holder or VarDesc, all reported by the
+    structure checks) cannot be inferred."""
+    return bound.op_type != "feed" or all(n in result.types for n in bound.writes())
 
 
 def _inplace_aliases(bound: BoundOp) -> set[str]:
@@ -199,13 +186,19 @@ def _infer(
         for name, tensor in inferred.items():
             check_dims(tensor)
             size = tensor_bytes(tensor)
-            if size > policy.max_tensor_bytes:
+            problem = (
+                f"expected at most {policy.max_tensor_bytes} bytes, got {size}"
+                if size > policy.max_tensor_bytes
+                else dim_over_cap(tensor, policy)
+            )
+            if problem is not None:
+                shown = f"output {name!r} {tensor.dtype.label}{list(tensor.shape)}"
                 out.append(
                     _diag(
                         Code.TENSOR_TOO_LARGE,
                         bound.index,
                         bound.op_type,
-                        f"output {name!r} {tensor.dtype.label}{list(tensor.shape)}: expected at most {policy.max_tensor_bytes} bytes, got {size}",
+                        f"{shown}: {problem}",
                         var=name,
                     )
                 )

@@ -19,6 +19,7 @@ _MAX_RANK: Final = 64
 _ELEMENT_LIMIT: Final = 2**62  # numel * itemsize must stay far from int64 overflow
 FEED_OP: Final = "feed"
 FETCH_OP: Final = "fetch"
+_HOLDERS: Final = {VT.FEED_MINIBATCH: "feed_holder", VT.FETCH_LIST: "fetch_holder"}
 
 
 @dataclass
@@ -52,6 +53,7 @@ def check_structure(program: pb.ProgramDesc, policy: Policy, out: list[Diagnosti
 
 
 def _check_sizes(program: pb.ProgramDesc, policy: Policy, out: list[Diagnostic]) -> None:
+    # NOTE: each count is checked before anything iterates over what it counts.
     blocks = len(program.blocks)
     if blocks > policy.max_blocks:
         out.append(
@@ -60,6 +62,7 @@ def _check_sizes(program: pb.ProgramDesc, policy: Policy, out: list[Diagnostic])
                 f"expected at most {policy.max_blocks} blocks, got {blocks}",
             )
         )
+        return
     ops = sum(len(b.ops) for b in program.blocks)
     if ops > policy.max_ops:
         out.append(_d(Code.TOO_MANY_OPS, f"expected at most {policy.max_ops} ops, got {ops}"))
@@ -71,6 +74,8 @@ def _check_sizes(program: pb.ProgramDesc, policy: Policy, out: list[Diagnostic])
                 f"expected at most {policy.max_vars} vars, got {var_count}",
             )
         )
+    if ops > policy.max_ops or var_count > policy.max_vars:
+        return
     for b, i, op in _all_ops(program):
         if len(op.attrs) > policy.max_attrs_per_op:
             out.append(
@@ -116,7 +121,7 @@ def _check_blocks(program: pb.ProgramDesc, policy: Policy, out: list[Diagnostic]
             out.append(
                 _d(
                     Code.BLOCK_INDEX,
-                    f"block {i}: expected idx {i} and parent_idx {expected_parent}, got idx {block.idx} and parent_idx {block.parent_idx}",
+                    f"expected idx {i} and parent_idx {expected_parent}, got idx {block.idx} and parent_idx {block.parent_idx}",
                     block=i,
                 )
             )
@@ -125,7 +130,7 @@ def _check_blocks(program: pb.ProgramDesc, policy: Policy, out: list[Diagnostic]
             out.append(
                 _d(
                     Code.TRAINING_PROGRAM,
-                    f"block {i}: expected forward_block_idx -1 (inference), got {block.forward_block_idx}",
+                    f"expected forward_block_idx -1 (inference), got {block.forward_block_idx}",
                     block=i,
                 )
             )
@@ -140,7 +145,7 @@ def _check_blocks(program: pb.ProgramDesc, policy: Policy, out: list[Diagnostic]
                 out.append(
                     _d(
                         Code.BLOCK_CYCLE,
-                        f"block {i}: expected parent_idx links to end at block 0, got a cycle",
+                        "expected parent_idx links to end at block 0, got a cycle",
                         block=i,
                     )
                 )
@@ -150,7 +155,7 @@ def _check_blocks(program: pb.ProgramDesc, policy: Policy, out: list[Diagnostic]
             out.append(
                 _d(
                     Code.NESTING_TOO_DEEP,
-                    f"block {i}: expected nesting depth <= {policy.max_nesting}, got {depth}",
+                    f"expected nesting depth <= {policy.max_nesting}, got {depth}",
                     block=i,
                 )
             )
@@ -171,7 +176,8 @@ def _check_sub_block_refs(program: pb.ProgramDesc, out: list[Diagnostic]) -> Non
                 else []
             )
             for ref in refs:
-                if not 1 <= ref < count:
+                # NOTE: block 0 is every block's ancestor, so a reference to it is a cycle.
+                if not 0 <= ref < count:
                     out.append(
                         _op(
                             Code.BLOCK_REFERENCE,
@@ -218,7 +224,7 @@ def _check_sub_block_refs(program: pb.ProgramDesc, out: list[Diagnostic]) -> Non
             out.append(
                 _d(
                     Code.BLOCK_UNREFERENCED,
-                    f"block {ref}: expected a sub-block owned by one op, got none",
+                    "expected a sub-block owned by one op, got none",
                     block=ref,
                 )
             )
@@ -288,11 +294,8 @@ def _declared_type(
     var: pb.VarDesc, b: int, policy: Policy, s: Structure, out: list[Diagnostic]
 ) -> TensorType | None:
     kind = var.type.type
-    if kind == VT.FEED_MINIBATCH and b == 0 and var.persistable:
-        s.feed_holder = var.name
-        return None
-    if kind == VT.FETCH_LIST and b == 0 and var.persistable:
-        s.fetch_holder = var.name
+    if kind in _HOLDERS and b == 0 and var.persistable:
+        _register_holder(var.name, kind, s, out)
         return None
     if kind != VT.DENSE_TENSOR:
         out.append(
@@ -347,6 +350,24 @@ def _declared_type(
         )
         return None
     return TensorType(dtype, dims)
+
+
+def _register_holder(
+    name: str, kind: pb.VarType.Type.ValueType, s: Structure, out: list[Diagnostic]
+) -> None:
+    attr = _HOLDERS[kind]
+    first = getattr(s, attr)
+    if first is None:
+        setattr(s, attr, name)
+        return
+    out.append(
+        _d(
+            Code.FEED_FETCH_INVALID,
+            f"expected one {VT.Type.Name(kind)} holder var, got {name!r} after {first!r}",
+            block=0,
+            var=name,
+        )
+    )
 
 
 def _dims_ok(dims: tuple[int, ...], dtype: DType, policy: Policy) -> bool:

@@ -13,7 +13,8 @@ def f32(*shape: int) -> np.ndarray:
 
 def pos32(*shape: int) -> np.ndarray:
     """Strictly positive floats (for log, sqrt, pow)."""
-    return (_RNG.random(shape) + 0.5).astype(np.float32)
+    # NOTE: np.asarray: for shape () numpy returns a scalar, which onnxruntime does not take.
+    return np.asarray(_RNG.random(shape) + 0.5).astype(np.float32)
 
 
 def i64(*shape: int, high: int = 5) -> np.ndarray:
@@ -25,4 +26,4 @@ def i32(*shape: int, high: int = 5) -> np.ndarray:
 
 
 def boolean(*shape: int) -> np.ndarray:
-    return _RNG.random(shape) > 0.5
+    return np.asarray(_RNG.random(shape) > 0.5)

@@ -12,7 +12,7 @@ from typing import Final
 import numpy as np
 
 from graph_proto.types import INDICES, UNKNOWN, Shape, numel
-from validator.ops._def import DTypeError, ShapeError, TensorType
+from validator.ops._def import AttrError, DTypeError, ShapeError, TensorType
 from validator.ops._shape import MAX_RANK, VALUE_LIMIT
 
 # oneDNN and quantizer flags ("extra" attrs) that exporters may leave on data-movement ops.
@@ -79,6 +79,14 @@ def int_operand(attr: Sequence[int], *sources: Source) -> Operand:
 def int_scalar(t: TensorType, slot: str) -> int | None:
     """The value of a 1-element int tensor (AxisTensor); None when unknown."""
     (value,) = _from_list((t,), slot)
+    return value
+
+
+def constant_axis(t: TensorType, slot: str) -> int:
+    """An axis given by a tensor must be a constant (threats.md 7.12): ONNX needs it statically."""
+    value = int_scalar(t, slot)
+    if value is None:
+        raise AttrError(f"{slot}: expected a constant axis, got a value known only at run time")
     return value
 
 

@@ -91,6 +91,11 @@ def unary(
     )
 
 
+# Values across every branch of the formulas below (lowering cases in float64 and float16).
+_GRID: Final = np.linspace(-6.0, 6.0, 24).reshape(2, 3, 4)
+_HALF_TOL: Final = 2e-3  # float16 cases: one rounding of difference
+
+
 def _sigmoid(x: np.ndarray) -> np.ndarray:
     return np.asarray(1 / (1 + np.exp(-x)))
 
@@ -127,6 +132,10 @@ class EluAttrs:
 
 def _elu_check(a: EluAttrs) -> None:
     require_finite("alpha", a.alpha)
+
+
+def _elu(x: np.ndarray, a: EluAttrs) -> np.ndarray:
+    return np.where(x > 0, x, a.alpha * np.expm1(x))
 
 
 @dataclass(frozen=True, slots=True)
@@ -200,7 +209,16 @@ def _softplus(x: np.ndarray, a: SoftplusAttrs) -> np.ndarray:
     return np.where(bx > a.threshold, x, np.log1p(np.exp(np.minimum(bx, a.threshold))) / a.beta)
 
 
-RELU = unary("relu", "max(x, 0).", lambda x: np.maximum(x, 0), ignored=_CUDNN | _ONEDNN_DTYPE)
+RELU = unary(
+    "relu",
+    "max(x, 0).",
+    lambda x: np.maximum(x, 0),
+    ignored=_CUDNN | _ONEDNN_DTYPE,
+    cases=(
+        Case({"X": _GRID}, expect=lambda x, a: np.maximum(x, 0)),
+        Case({"X": _GRID.astype(np.float16)}, expect=lambda x, a: np.maximum(x, 0)),
+    ),
+)
 RELU6 = unary(
     "relu6",
     "min(max(x, 0), 6).",
@@ -219,17 +237,28 @@ LEAKY_RELU = unary(
     ignored=_ONEDNN,
     cases=(
         Case({"X": f32(2, 3)}, {"alpha": 0.1}, expect=_leaky_relu),
+        Case({"X": _GRID}, {"alpha": 0.1}, expect=_leaky_relu),
         Case({"X": f32(2)}, {"alpha": math.inf}, raises="alpha: expected a finite number, got inf"),
     ),
 )
 ELU = unary(
     "elu",
     "x if x > 0 else alpha * (exp(x) - 1).",
-    lambda x, a: np.where(x > 0, x, a.alpha * np.expm1(x)),
+    _elu,
     attrs=EluAttrs,
     check=_elu_check,
     ignored=_ONEDNN,
-    cases=(Case({"X": f32(2)}, {"alpha": math.nan}, raises="alpha: expected a finite number"),),
+    cases=(
+        Case({"X": f32(2)}, {"alpha": math.nan}, raises="alpha: expected a finite number"),
+        Case({"X": _GRID}, {"alpha": 0.5}, expect=_elu),
+        Case(
+            {"X": _GRID.astype(np.float16)},
+            {"alpha": 0.5},
+            expect=_elu,
+            rtol=_HALF_TOL,
+            atol=_HALF_TOL,
+        ),
+    ),
 )
 GELU = unary(
     "gelu",
@@ -237,7 +266,17 @@ GELU = unary(
     _gelu,
     attrs=GeluAttrs,
     ignored=_ONEDNN | _ONEDNN_DTYPE,
-    cases=(Case({"X": f32(2, 3)}, {"approximate": True}, expect=_gelu),),
+    cases=(
+        Case({"X": f32(2, 3)}, {"approximate": True}, expect=_gelu),
+        Case({"X": _GRID}, expect=_gelu, rtol=1e-12, atol=1e-14),  # float64 erf to the last bits
+        Case({"X": _GRID}, {"approximate": True}, expect=_gelu, rtol=1e-12, atol=1e-14),
+        Case(
+            {"X": _GRID.astype(np.float16)},
+            expect=lambda x, a: _gelu(x, a).astype(x.dtype),
+            rtol=_HALF_TOL,
+            atol=_HALF_TOL,
+        ),
+    ),
 )
 SILU = unary("silu", "x * sigmoid(x).", lambda x: x * _sigmoid(x))
 SWISH = unary(
@@ -259,6 +298,7 @@ HARD_SIGMOID = unary(
     ignored=frozenset(),
     cases=(
         Case({"X": f32(3)}, {"slope": 1 / 6, "offset": 0.5}, expect=_hard_sigmoid),
+        Case({"X": _GRID}, {"slope": 1 / 6, "offset": 0.5}, expect=_hard_sigmoid),
         Case({"X": f32(2)}, {"slope": -math.inf}, raises="slope: expected a finite number"),
     ),
 )
@@ -271,6 +311,8 @@ HARD_SWISH = unary(
     ignored=_ONEDNN,
     cases=(
         Case({"X": f32(2)}, {"threshold": 6.0, "scale": 6.0, "offset": 3.0}, expect=_hard_swish),
+        Case({"X": _GRID}, expect=_hard_swish),
+        Case({"X": _GRID.astype(np.float16)}, expect=_hard_swish, rtol=_HALF_TOL, atol=_HALF_TOL),
         Case({"X": f32(2)}, {"offset": 1.0}, raises="offset: expected 3.0", code=Code.ATTR_VALUE),
     ),
 )
@@ -283,6 +325,11 @@ SOFTPLUS = unary(
     check=_softplus_check,
     cases=(
         Case({"X": f32(2, 3)}, {"beta": 2.0, "threshold": 10.0}, expect=_softplus),
+        Case({"X": _GRID}, {"beta": 2.0, "threshold": 10.0}, expect=_softplus),
+        Case(
+            {"X": 4 * _GRID.astype(np.float32)}, {"beta": -2.0, "threshold": 3.0}, expect=_softplus
+        ),
+        Case({"X": np.array([-100, -20, 0, 19.5, 20.5, 100], np.float32)}, expect=_softplus),
         Case(
             {"X": f32(2)}, {"beta": 0.0}, raises="beta: expected a finite non-zero number, got 0.0"
         ),
@@ -327,6 +374,14 @@ def _softmax_cases(reference: Callable[..., np.ndarray]) -> tuple[Case, ...]:
         Case({"X": f32(2, 3, 4)}, expect=reference),
         Case({"X": f32(2, 3, 4)}, {"axis": 1}, expect=reference),
         Case({"X": f32()}, {"axis": 0}, expect=reference),
+        Case({"X": _GRID}, {"axis": -3}, expect=reference),
+        Case(
+            {"X": _GRID.astype(np.float16)},
+            {"axis": 0},
+            expect=reference,
+            rtol=_HALF_TOL,
+            atol=_HALF_TOL,
+        ),
         Case({"X": f32(2, 3)}, {"axis": 2}, raises="axis must be in [-2, 2), got 2"),
         Case({"X": f32()}, {"axis": 1}, raises="axis must be -1 or 0 for a 0-D input, got 1"),
         Case({"X": i64(2, 3)}, raises="input 'X': expected one of", code=Code.DTYPE_MISMATCH),
@@ -421,6 +476,17 @@ PRELU = OpDef(
             expect=_prelu,
         ),
         Case({"X": f32(2, 3, 4), "Alpha": f32(1, 3, 4)}, {"mode": "element"}, expect=_prelu),
+        Case({"X": _GRID, "Alpha": np.array([0.1, 0.2, 0.3])}, {"mode": "channel"}, expect=_prelu),
+        Case(
+            {"X": _GRID.astype(np.float16), "Alpha": np.array([0.5, 2, -1, 0], np.float16)},
+            {"mode": "channel", "data_format": "NHWC"},
+            expect=_prelu,
+        ),
+        Case(  # Paddle reads Alpha's first numel(X[0]) elements; its dim 0 is not checked
+            {"X": _GRID[0, 0], "Alpha": np.array([0.25, 9.0])},
+            {"mode": "element"},
+            expect=lambda x, alpha, a: np.where(x > 0, x, alpha[0] * x),
+        ),
         Case({"X": f32(2, 3), "Alpha": f32(2)}, raises="mode 'all': elements of Alpha"),
         Case(
             {"X": f32(2, 3, 4), "Alpha": f32(4)},
@@ -494,6 +560,8 @@ DROPOUT = OpDef(
     infer=_dropout_infer,
     cases=(
         Case({"X": f32(2, 3)}, {**_TEST, "dropout_prob": 0.3}, expect=_dropout),
+        Case({"X": _GRID}, {**_TEST, "dropout_prob": 0.3}, expect=_dropout),
+        Case({"X": _GRID.astype(np.float16)}, {**_TEST, "dropout_prob": 0.1}, expect=_dropout),
         Case(
             {"X": f32()}, {**_TEST, "dropout_implementation": "upscale_in_train"}, expect=_dropout
         ),

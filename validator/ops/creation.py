@@ -11,7 +11,7 @@ import numpy as np
 from graph_proto import framework_pb2 as pb
 from graph_proto.builder import Attr
 from graph_proto.types import ALL, FLOATS, INDICES, INTEGERS, UNKNOWN, DType, Shape, numel
-from validator.ops._cases import f32, i32, i64
+from validator.ops._cases import boolean, f32, i32, i64
 from validator.ops._def import (
     AttrError,
     Case,
@@ -203,6 +203,49 @@ FILL_CONSTANT = OpDef(
             expect=_fill_constant_ref,
         ),
         Case({"ValueTensor": f32(1)}, {"shape": [2], "dtype": 5}, expect=_fill_constant_ref),
+        # NOTE: str_value keeps integers float32 cannot hold (Paddle parses it as a double).
+        Case(
+            {},
+            {"shape": [2], "dtype": 3, "str_value": "1099511627777", "value": 1.1e12},
+            expect=_fill_constant_ref,
+        ),
+        Case({}, {"shape": [1], "dtype": 2, "str_value": "16777217"}, expect=_fill_constant_ref),
+        Case(
+            {},
+            {"shape": [2], "dtype": 3, "str_value": "-2.7"},
+            expect=lambda *_: np.full(2, -2, np.int64),
+        ),
+        Case({}, {"shape": [2, 1], "dtype": 5, "str_value": "-inf"}, expect=_fill_constant_ref),
+        Case(
+            {},
+            {"shape": [3], "dtype": 4, "value": 0.1},
+            expect=lambda *_: np.full(3, 0.1, np.float16),
+        ),
+        Case({}, {"shape": [2], "dtype": 0, "value": 0.5}, expect=lambda *_: np.full(2, True)),
+        Case({}, {"shape": [0, 3], "dtype": 2, "value": 4.0}, expect=_fill_constant_ref),
+        Case(
+            {"ShapeTensor": np.array([3, 0], np.int64)},
+            {"dtype": 3, "str_value": "5"},
+            expect=_fill_constant_ref,
+        ),
+        Case(
+            {
+                "ValueTensor": np.array([-2.7], np.float32),
+                "ShapeTensor": np.array([2, 2], np.int32),
+            },
+            {"dtype": 3},
+            expect=lambda *_: np.full((2, 2), -2, np.int64),
+        ),
+        Case(
+            {"ValueTensor": np.array(7, np.int64), "ShapeTensorList": (np.array([2], np.int32),)},
+            {"shape": [-1], "dtype": 4},
+            expect=lambda *_: np.full(2, 7, np.float16),
+        ),
+        Case(
+            {"ValueTensor": f32(1)},
+            {"shape": [], "dtype": 0},
+            expect=lambda v, *_: np.asarray(v[0] != 0),
+        ),
         Case({}, {"shape": [-1, 3]}, raises="shape must be >= 0, got [-1, 3]"),
         Case({}, {"shape": [2], "dtype": 3, "str_value": "inf"}, raises="value must be finite"),
         Case({}, {"shape": [2], "dtype": 2, "value": 3e9}, raises="value must fit int32"),
@@ -248,6 +291,15 @@ FILL_ANY_LIKE = OpDef(
         Case({"X": f32(2, 3)}, {"value": 1.0}, expect=_fill_any_like_ref),
         Case({"X": f32(2, 3)}, {"value": 2.0, "dtype": 3}, expect=_fill_any_like_ref),
         Case({"X": i32()}, {"value": 0.0, "dtype": 0}, expect=_fill_any_like_ref),
+        Case({"X": f32(2, 0)}, {"value": 3.0}, expect=_fill_any_like_ref),
+        Case({"X": boolean(3)}, {"value": 0.5}, expect=lambda x, a: np.full(3, True)),
+        Case({"X": i64(2, 2)}, {"value": -2.7}, expect=lambda x, a: np.full((2, 2), -2, np.int64)),
+        Case({"X": f32(2)}, {"value": 0.1, "dtype": 4}, expect=_fill_any_like_ref),
+        Case(
+            {"X": f32(2)},
+            {"value": 0.1, "dtype": 6},
+            expect=lambda x, a: np.full(2, np.float32(0.1), np.float64),
+        ),
         Case({"X": f32(2)}, {"value": math.nan, "dtype": 2}, raises="value must be finite"),
         Case(
             {"X": f32(2)}, {"dtype": 99}, raises="dtype must be a supported VarType number, got 99"
@@ -371,6 +423,26 @@ ASSIGN_VALUE = OpDef(
         Case({}, {"shape": [2], "dtype": 0, "bool_values": [1, 0]}, expect=_assign_value_ref),
         Case(
             {},
+            {"shape": [3], "dtype": 4, "values": Attr(pb.SCALARS, [0.1, -2.5, 65504.0])},
+            expect=_assign_value_ref,
+        ),
+        Case(
+            {},
+            {"shape": [2], "dtype": 6, "values": Attr(pb.SCALARS, [0.1, 1e300])},
+            expect=_assign_value_ref,
+        ),
+        Case(
+            {},
+            {"shape": [1, 2], "dtype": 21, "int32_values": [-128, 127]},
+            expect=_assign_value_ref,
+        ),
+        Case(
+            {},
+            {"shape": [2], "dtype": 3, "int64_values": [2**53 + 1, -(2**62)]},
+            expect=_assign_value_ref,
+        ),
+        Case(
+            {},
             {"shape": [2, 3], "fp32_values": [1.0] * 5},
             raises="values: expected 6 elements for shape [2, 3], got 5",
         ),
@@ -457,6 +529,7 @@ RANGE = OpDef(
         Case(_bounds(0, 10, 3), expect=_range_ref),
         Case(_bounds(5, -1, -2, np.int32, ()), expect=_range_ref),
         Case(_bounds(2, 2, 1), expect=_range_ref),
+        Case(_bounds(-7, 8, 4, np.int64), expect=_range_ref),
         Case(_bounds(0, 4, 0), raises="Step must not be 0, got 0"),
         Case(_bounds(0, 5, -1), raises="Step must move from Start towards End, got 0, 5, -1"),
         Case({**_bounds(0, 1, 1), "Start": i64(2)}, raises="Start: expected 1 element"),
@@ -488,6 +561,7 @@ SHAPE = OpDef(
         Case({"Input": f32(2, 3, 4)}, expect=lambda x, a: np.array(x.shape, np.int32)),
         Case({"Input": f32()}, expect=lambda x, a: np.array(x.shape, np.int32)),
         Case({"Input": i64(5)}, expect=lambda x, a: np.array(x.shape, np.int32)),
+        Case({"Input": boolean(0, 3)}, expect=lambda x, a: np.array(x.shape, np.int32)),
         Case({"Input": np.zeros((2**31, 0), np.float32)}, raises="fit the int32 result"),
     ),
 )

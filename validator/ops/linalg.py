@@ -8,7 +8,7 @@ from typing import Any, Final
 import numpy as np
 
 from graph_proto.types import FLOATS, INDICES, Shape
-from validator.ops._cases import f32, i64
+from validator.ops._cases import f32, i32, i64
 from validator.ops._def import AttrError, AxisError, Case, In, OpDef, Out, ShapeError, TensorType
 from validator.ops._shape import broadcast, merge_dim, product
 
@@ -22,7 +22,7 @@ def _matrix_cost(inner: int, outputs: list[TensorType]) -> int:
 
 def _require_matrix_operands(x: TensorType, y: TensorType) -> None:
     if x.rank == 0 or y.rank == 0:
-        raise ShapeError(
+        raise AxisError(
             f"expected X and Y of rank >= 1, got dims {list(x.shape)} and {list(y.shape)}"
         )
 
@@ -96,6 +96,19 @@ MATMUL_V2 = OpDef(
         Case({"X": f32(2, 3, 4), "Y": f32(4)}, {"trans_y": True}, expect=_matmul_v2_ref),
         Case({"X": f32(4), "Y": f32(4)}, expect=_matmul_v2_ref),
         Case({"X": i64(3, 4), "Y": i64(4, 2)}, expect=_matmul_v2_ref),
+        Case({"X": f32(3, 1, 4, 2), "Y": f32(5, 4, 6)}, {"trans_x": True}, expect=_matmul_v2_ref),
+        Case({"X": f32(4), "Y": f32(2, 5, 4)}, {"trans_y": True}, expect=_matmul_v2_ref),
+        # NOTE: onnxruntime 1.31's Transpose+MatMul fusion got this one wrong (a 1-D Y).
+        Case({"X": f32(2, 4, 3), "Y": f32(4)}, {"trans_x": True}, expect=_matmul_v2_ref),
+        Case({"X": i32(2, 3, 4), "Y": i32(2, 4, 3)}, expect=_matmul_v2_ref),
+        Case({"X": f32(2, 3).astype("f8"), "Y": f32(3, 2).astype("f8")}, expect=_matmul_v2_ref),
+        Case(
+            {"X": f32(2, 3, 4).astype("f2"), "Y": f32(4, 5).astype("f2")},
+            expect=lambda x, y, a: (x.astype("f4") @ y.astype("f4")).astype("f2"),
+            rtol=1e-3,
+            atol=1e-3,
+        ),
+        Case({"X": f32(3, 0), "Y": f32(0, 2)}, expect=_matmul_v2_ref),
         Case(
             {"X": f32(3, 4), "Y": f32(5, 6)},
             raises="inner dimensions of X and Y: expected equal sizes, got 4 and 5",
@@ -201,6 +214,16 @@ MATMUL = OpDef(
         Case({"X": f32(4), "Y": f32(4)}, expect=_matmul_ref),
         Case({"X": f32(2, 3, 4), "Y": f32(4)}, expect=_matmul_ref),
         Case({"X": f32(4), "Y": f32(4, 5)}, {"head_number": 1}, expect=_matmul_ref),
+        Case(
+            {"X": f32(4, 3), "Y": f32(2, 3, 5, 4)},
+            {"transpose_X": True, "transpose_Y": True, "alpha": -0.5},
+            expect=_matmul_ref,
+        ),
+        Case(
+            {"X": f32(2, 3, 4).astype("f8"), "Y": f32(2, 4, 2).astype("f8")},
+            {"alpha": 3.0},
+            expect=_matmul_ref,
+        ),
         Case({"X": f32(3, 4), "Y": f32(5, 6)}, raises="inner dimensions of X and Y"),
         Case(
             {"X": f32(2, 1, 3, 4), "Y": f32(7, 4, 5)},
@@ -271,6 +294,13 @@ MUL = OpDef(
         Case({"X": f32(2, 3, 4), "Y": f32(4, 5)}, {"x_num_col_dims": 2}, expect=_mul_ref),
         Case({"X": f32(2, 3, 4), "Y": f32(12, 5)}, expect=_mul_ref),
         Case({"X": f32(2, 12), "Y": f32(3, 4, 5, 2)}, {"y_num_col_dims": 2}, expect=_mul_ref),
+        Case(
+            {"X": f32(2, 3, 2, 2), "Y": f32(2, 2, 3, 2)},
+            {"x_num_col_dims": 2, "y_num_col_dims": 2},
+            expect=_mul_ref,
+        ),
+        Case({"X": f32(2, 3), "Y": f32(3, 0)}, expect=_mul_ref),
+        Case({"X": f32(2, 4).astype("f8"), "Y": f32(4, 3).astype("f8")}, expect=_mul_ref),
         Case(
             {"X": f32(2, 3, 4), "Y": f32(5, 5)},
             {"x_num_col_dims": 2},

@@ -19,6 +19,7 @@ from validator.ops._operands import (
     Operand,
     carry,
     check_rank,
+    constant_axis,
     int_operand,
     int_scalar,
 )
@@ -39,6 +40,18 @@ def merged_dims(xs: tuple[TensorType, ...], skip: int | None = None) -> list[int
         else reduce(lambda a, b: merge_dim(a, b, f"dim {j} of X"), (t.shape[j] for t in xs))
         for j in range(first.rank)
     ]
+
+
+def _floats(*shape: int) -> np.ndarray:
+    return np.asarray(np.arange(int(np.prod(shape))).reshape(shape) / 4 - 1, np.float32)
+
+
+def _ints(*shape: int) -> np.ndarray:
+    return np.asarray(np.arange(int(np.prod(shape))).reshape(shape) * 3 - 5, np.int64)
+
+
+def _bools(*shape: int) -> np.ndarray:
+    return np.asarray(np.arange(int(np.prod(shape))).reshape(shape) % 3 == 0)
 
 
 # --- reshape2 -------------------------------------------------------------------------------
@@ -136,6 +149,10 @@ RESHAPE2 = OpDef(
         Case({"X": f32(1)}, {"shape": [1] * 10}, raises="rank <= 9, got 10"),
         Case({"X": f32(6), "Shape": f32(2)}, raises="expected int32 or int64, got float32"),
         Case({"X": f32(6), "Shape": i32(2, 1)}, raises="expected a 1-D tensor"),
+        # Lowering variants (deterministic arrays: the shared generator's order stays as it was).
+        Case({"X": _bools(2, 3)}, {"shape": [0, 3, -1]}, expect=_reshape_ref),
+        Case({"X": _ints(2, 3, 4)}, {"shape": [0, 0, 0]}, expect=_reshape_ref),
+        Case({"X": _floats(0, 3)}, {"shape": [4, 0]}, expect=_reshape_ref),
     ),
 )
 
@@ -168,6 +185,8 @@ TRANSPOSE2 = OpDef(
         Case({"X": f32(2, 3, 4)}, {"axis": [2, 0, 1]}, expect=lambda x, a: x.transpose(a.axis)),
         Case({"X": f32(2, 3, 4)}, {"axis": [-1, 0, 1]}, expect=lambda x, a: x.transpose(a.axis)),
         Case({"X": f32()}, {"axis": []}, expect=lambda x, a: x),
+        Case({"X": _bools(2, 3)}, {"axis": [-1, -2]}, expect=lambda x, a: x.transpose(a.axis)),
+        Case({"X": _ints(2, 3)}, {"axis": [0, 1]}, expect=lambda x, a: x),
         Case({"X": f32(2, 3, 4)}, {"axis": [0, 0, 1]}, raises="must not repeat"),
         Case({"X": f32(2, 3, 4)}, {"axis": [0, 1]}, raises="expected axis to permute 3 dims"),
         Case({"X": f32(2, 3)}, {"axis": [0, 2]}, raises="axis must be in [-2, 2), got 2"),
@@ -215,6 +234,8 @@ FLATTEN_CONTIGUOUS_RANGE = OpDef(
         Case({"X": f32(2, 3, 4)}, {"start_axis": 1, "stop_axis": 2}, expect=_flatten_ref),
         Case({"X": f32(2, 3, 4)}, {"start_axis": 0, "stop_axis": -1}, expect=_flatten_ref),
         Case({"X": f32()}, {"start_axis": 0, "stop_axis": -1}, expect=_flatten_ref),
+        Case({"X": _ints(2, 3, 4)}, {"start_axis": 1, "stop_axis": 1}, expect=_flatten_ref),
+        Case({"X": _floats(2, 0, 3)}, {"start_axis": 0, "stop_axis": 1}, expect=_flatten_ref),
         Case({"X": f32(2, 3)}, {"start_axis": 1, "stop_axis": 0}, raises="expected stop_axis >= "),
         Case({"X": f32(2, 3)}, {"start_axis": 0, "stop_axis": 5}, raises="stop_axis must be in"),
         Case({"X": f32()}, {"start_axis": 1, "stop_axis": 1}, raises="for a 0-D X"),
@@ -262,6 +283,8 @@ SQUEEZE2 = OpDef(
         Case({"X": f32(1, 3, 1)}, {"axes": []}, expect=_squeeze_ref),
         Case({"X": f32(2, 3, 1)}, {"axes": [1, -1, -1]}, expect=_squeeze_ref),
         Case({"X": f32()}, {"axes": [0]}, expect=_squeeze_ref),
+        Case({"X": _floats(1)}, {"axes": [-1]}, expect=_squeeze_ref),
+        Case({"X": _bools(2, 3)}, {"axes": [0]}, expect=_squeeze_ref),
         Case({"X": f32(2, 1)}, {"axes": [2]}, raises="axes must be in [-2, 2), got 2"),
         Case({"X": f32()}, {"axes": [1]}, raises="for a 0-D X"),
     ),
@@ -321,6 +344,11 @@ UNSQUEEZE2 = OpDef(
         Case({"X": f32(2, 3)}, {"axes": [-1, 0]}, expect=_unsqueeze_ref),
         Case({"X": f32()}, {"axes": [0]}, expect=_unsqueeze_ref),
         Case({"X": f32(2), "AxesTensor": np.array([0, 2], np.int64)}, expect=_unsqueeze_ref),
+        Case({"X": _floats(2, 3)}, {"axes": [2, 0, -1]}, expect=_unsqueeze_ref),
+        Case(
+            {"X": _ints(2, 3), "AxesTensorList": (np.array([2], np.int32), np.array(-4, np.int64))},
+            expect=_unsqueeze_ref,
+        ),
         Case({"X": f32(2, 3)}, {"axes": [4]}, raises="axes must be in [-3, 2], got 4"),
         Case({"X": f32(2, 3)}, {"axes": [0] * 8}, raises="rank <= 9, got 10"),
         Case({"X": f32(2), "AxesTensor": boolean(1)}, raises="expected int32 or int64, got bool"),
@@ -338,9 +366,7 @@ class AxisAttrs:
 def _concat_infer(
     xs: tuple[TensorType, ...], axis_tensor: TensorType | None, a: AxisAttrs
 ) -> Shape | TensorType:
-    axis_value = a.axis if axis_tensor is None else int_scalar(axis_tensor, "AxisTensor")
-    if axis_value is None:
-        return (UNKNOWN,) * len(merged_dims(xs))
+    axis_value = a.axis if axis_tensor is None else constant_axis(axis_tensor, "AxisTensor")
     axis = norm_axis(axis_value, xs[0].rank)
     dims = merged_dims(xs, skip=axis)
     along = [t.shape[axis] for t in xs]
@@ -369,6 +395,8 @@ CONCAT = OpDef(
         Case(
             {"X": (f32(2, 3), f32(4, 3)), "AxisTensor": np.array([0], np.int32)}, expect=_concat_ref
         ),
+        Case({"X": (_bools(2, 3), _bools(2, 1))}, {"axis": -1}, expect=_concat_ref),
+        Case({"X": (_floats(2, 3),)}, {"axis": 0}, expect=_concat_ref),
         Case({"X": (f32(2, 3), f32(2, 3))}, {"axis": 2}, raises="axis must be in [-2, 2), got 2"),
         Case(
             {"X": (f32(2, 3), f32(3, 3))}, {"axis": 1}, raises="expected equal sizes, got 2 and 3"
@@ -423,16 +451,16 @@ def _split_infer(
     count = a.num or len(sections)
     if not 0 < count <= MAX_OUTPUTS:
         raise AttrError(f"expected 1 to {MAX_OUTPUTS} outputs from num or sections, got {count}")
-    axis_value = a.axis if axis_tensor is None else int_scalar(axis_tensor, "AxisTensor")
-    if axis_value is None:
-        return [((UNKNOWN,) * x.rank,) * count]  # one variadic output: a list of one tuple
+    axis_value = a.axis if axis_tensor is None else constant_axis(axis_tensor, "AxisTensor")
     axis = norm_axis(axis_value, x.rank)
     dim = x.shape[axis]
     if dim < 0:  # NOTE: Paddle keeps every output unknown along the axis, even a given section
         return [(x.shape,) * count]
     sizes = _split_sections(dim, a, sections)
     shapes = [(*x.shape[:axis], s, *x.shape[axis + 1 :]) for s in sizes]
-    cuts = np.cumsum(sizes[:-1]).tolist() if UNKNOWN not in sizes else []
+    if UNKNOWN in sizes:  # a section from a tensor known only at run time: no values to carry
+        return [tuple(shapes)]
+    cuts = np.cumsum(sizes[:-1]).tolist()
     return [
         tuple(
             carry(x, shape, lambda v, i=i: np.split(v, cuts, axis)[i])
@@ -476,6 +504,13 @@ SPLIT = OpDef(
             {"axis": 1},
             expect=_split_ref,
         ),
+        Case({"X": _floats(4, 6)}, {"axis": 0, "num": 1}, expect=_split_ref),
+        Case({"X": _bools(4, 6)}, {"axis": 1, "sections": [0, -1, 0, 2]}, expect=_split_ref),
+        Case(
+            {"X": _ints(4, 6), "AxisTensor": np.array(-2, np.int64)},
+            {"sections": [3, -1]},
+            expect=_split_ref,
+        ),
         Case({"X": f32(4, 6)}, {"axis": 1, "num": 4}, raises="divisible by num 4, got 6"),
         Case({"X": f32(4, 6)}, {"axis": 1, "sections": [2, 3]}, raises="adding up to 6"),
         Case({"X": f32(4, 6)}, {"axis": 1, "sections": [6, -1]}, raises="room for the -1"),
@@ -514,6 +549,7 @@ STACK = OpDef(
         Case({"X": (f32(2, 3), f32(2, 3))}, {"axis": 1}, expect=lambda xs, a: np.stack(xs, a.axis)),
         Case({"X": (f32(2), f32(2), f32(2))}, {"axis": -1}, expect=lambda xs, a: np.stack(xs, -1)),
         Case({"X": (i64(), i64())}, {"axis": 0}, expect=lambda xs, a: np.stack(xs)),
+        Case({"X": (_bools(2, 3),)}, {"axis": -3}, expect=lambda xs, a: np.stack(xs, -3)),
         Case(
             {"X": (f32(2, 3), f32(2, 4))}, {"axis": 0}, raises="expected equal sizes, got 3 and 4"
         ),

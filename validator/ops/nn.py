@@ -349,6 +349,10 @@ _CONV2D_CASES: Final = (
     _cv((1, 1, 5, 5), (1, 1, 3, 3), "padding_algorithm must be one of", padding_algorithm="FULL"),
     _cv((1, 1, 5, 5), (1, 1, 3, 3), "got 'NCDHW'", data_format="NCDHW"),
     _cv((1, 0, 3, 3), (1, 0, 1, 1), "expected non-empty batch, channels and Filter", Code.EMPTY_DIM),
+    # lowering variants
+    _cv((1, 2, 7, 7), (3, 2, 1, 1), padding_algorithm="SAME", strides=[3, 3]),
+    Case({"Input": f32(1, 2, 5, 5).astype(np.float16), "Filter": f32(3, 2, 3, 3).astype(np.float16)},
+         {"paddings": [1, 0, 0, 1]}, expect=_conv2d_ref, rtol=1e-2, atol=1e-2),
 )
 # fmt: on
 
@@ -395,6 +399,11 @@ _CONV2D_TRANSPOSE_CASES: Final = (
     _ct((1, 4, 4, 6), (6, 1, 3, 3), groups=3, data_format="NHWC", padding_algorithm="SAME",
         strides=[2, 2]),
     _ct((1, 2, 3, 3), (2, 2, 2, 2), paddings=[0, 1, 1, 0], dilations=[2, 1]),
+    _ct((1, 3, 5, 5), (3, 4, 3, 3), strides=[3, 3], output_size=[17, 16]),
+    _ct((1, 3, 5, 5), (3, 4, 3, 3), strides=[2, 2], paddings=[1, 0, 0, 2], output_size=[11, 10]),
+    _ct((1, 5, 4, 4), (4, 2, 3, 3), groups=2, data_format="NHWC", strides=[3, 3], paddings=[0, 1, 2, 0],
+        output_padding=[2, 2]),
+    _ct((1, 3, 5, 4), (3, 4, 2, 2), strides=[3, 3], padding_algorithm="SAME"),
     _ct((1, 3, 4, 4), (3, 2, 3, 3), "output_size: expected a value in [7, 9), got 9",
         strides=[2, 2], paddings=[1, 1], output_size=[9, 9]),
     _ct((1, 3, 4, 4), (3, 2, 3, 3), "output_padding must be in [0, max(stride, dilation)) = [0, 2), got 2",

@@ -255,6 +255,10 @@ _BATCH_NORM_CASES: Final = (
     _bn((0, 3), 3, "expected no zero-size dims, got [0, 3]", Code.EMPTY_DIM),
     _bn((2, 3, 4, 4), 3, "data_layout must be one of ['NCHW', 'NHWC'], got 'AnyLayout'",
         data_layout="AnyLayout"),
+    _bn((2, 2, 3, 3, 4), 4, data_layout="NHWC"),
+    Case({"X": f32(2, 3, 4, 4), "Mean": f32(3), "Variance": pos32(3)}, {"is_test": True}, expect=_batch_norm_ref),
+    Case({"X": f32(2, 3, 4).astype(np.float16), "Scale": f32(3), "Bias": f32(3), "Mean": f32(3),
+          "Variance": pos32(3)}, {"is_test": True}, expect=_batch_norm_ref, rtol=2e-3, atol=2e-3),
 )
 _LAYER_NORM_CASES: Final = (
     _ln((2, 3, 4), 12),
@@ -266,6 +270,11 @@ _LAYER_NORM_CASES: Final = (
     _ln((2, 3, 4), 4, "Scale and the normalized size: expected equal sizes, got 12 and 4"),
     _ln((2, 3, 4), 12, "epsilon must be in [0, 0.001], got 0.5", epsilon=0.5),
     _ln((2, 0, 4), 0, "expected non-empty normalized dims", Code.EMPTY_DIM),
+    _ln((2, 3, 4, 5), 60, begin_norm_axis=1),
+    Case({"X": f32(2, 3, 8), "Scale": f32(8)}, {"begin_norm_axis": 2}, expect=_layer_norm_ref),
+    Case({"X": f32(2, 3, 8), "Bias": f32(24)}, expect=_layer_norm_ref),
+    Case({"X": f32(2, 3, 8).astype(np.float16), "Scale": f32(8), "Bias": f32(8)}, {"begin_norm_axis": 2},
+         expect=_layer_norm_ref, rtol=2e-3, atol=2e-3),
 )
 _GROUP_NORM_CASES: Final = (
     _gn((2, 4, 3, 3), 4, groups=2),
@@ -277,6 +286,8 @@ _GROUP_NORM_CASES: Final = (
     _gn((2, 4, 3, 3), 2, "Scale and the channels: expected equal sizes, got 4 and 2", groups=2),
     _gn((2, 4, 0, 3), 4, "expected non-empty channel and spatial dims", Code.EMPTY_DIM, groups=2),
     _gn((2, 4, 3, 3), 4, "epsilon must be >= 0, got -1", epsilon=-1.0),
+    _gn((2, 2, 3, 2, 6), 6, groups=3, data_layout="NHWC"),
+    _gn((3, 6), None, groups=2),
 )
 _INSTANCE_NORM_CASES: Final = (
     _in((2, 3, 4, 4), 3),
@@ -286,6 +297,10 @@ _INSTANCE_NORM_CASES: Final = (
     _in((2, 3, 0, 4), 3, "expected no zero-size dims", Code.EMPTY_DIM),
     _in((3,), 3, "X: expected rank 2..5, got 1"),
     _in((2, 3, 4, 4), 3, "epsilon must be >= 0, got -0.5", epsilon=-0.5),
+    _in((4, 3), 3),
+    Case({"X": f32(2, 3, 4, 4), "Scale": f32(3)}, expect=_instance_norm_ref),
+    Case({"X": f32(2, 3, 5).astype(np.float16), "Scale": f32(3), "Bias": f32(3)}, expect=_instance_norm_ref,
+         rtol=2e-3, atol=2e-3),
 )
 # fmt: on
 

@@ -104,11 +104,21 @@ def _pool2d_cost(x: TensorType, outputs: list[TensorType], a: Pool2dAttrs) -> in
 # numpy reference ---------------------------------------------------------------------------------
 
 
+FLT_MAX: Final = float(np.finfo(np.float32).max)
+
+
 def _pool_bounds(i: int, size: int, out: int, k: int, s: int, pad: int, adaptive: bool) -> slice:
     if adaptive:
         return slice(i * size // out, -(-(i + 1) * size // out))
     start = i * s - pad
     return slice(max(start, 0), min(start + k, size))
+
+
+def _padded_span(i: int, size: int, k: int, s: int, pad: int) -> int:
+    # NOTE: not exclusive, Paddle's CPU kernel counts the window clipped to
+    # [-pad_before, size + pad_before): the leading pad also bounds the end.
+    start = i * s - pad
+    return min(start + k, size + pad) - start
 
 
 def _pool2d_ref(x: np.ndarray, a: Pool2dAttrs) -> np.ndarray:
@@ -123,21 +133,23 @@ def _pool2d_ref(x: np.ndarray, a: Pool2dAttrs) -> np.ndarray:
         k if a.adaptive else int((size + p[0] + p[1] - k + (s - 1) * a.ceil_mode) / s) + 1
         for size, p, k, s in zip(sizes, pads, kernel, a.strides, strict=True)
     ]
+    # NOTE: Paddle's kernel (PoolRawKernel) ignores `adaptive` for max: ksize windows at the
+    # strides, unpadded, ksize outputs; a window past the input is empty and gives -FLT_MAX.
+    adaptive = a.adaptive and a.pooling_type == "avg"
     res = np.zeros((*xs.shape[:2], *outs))
     for i in range(outs[0]):
-        rows = _pool_bounds(i, sizes[0], outs[0], kernel[0], a.strides[0], pads[0][0], a.adaptive)
+        rows = _pool_bounds(i, sizes[0], outs[0], kernel[0], a.strides[0], pads[0][0], adaptive)
         for j in range(outs[1]):
-            cols = _pool_bounds(
-                j, sizes[1], outs[1], kernel[1], a.strides[1], pads[1][0], a.adaptive
-            )
+            cols = _pool_bounds(j, sizes[1], outs[1], kernel[1], a.strides[1], pads[1][0], adaptive)
             win = xs[:, :, rows, cols]
             if a.pooling_type == "max":
-                res[:, :, i, j] = win.max(axis=(2, 3))
+                res[:, :, i, j] = win.max(axis=(2, 3), initial=-FLT_MAX)
             else:
                 count = (
                     win.shape[2] * win.shape[3]
                     if a.exclusive or a.adaptive
-                    else kernel[0] * kernel[1]
+                    else _padded_span(i, sizes[0], kernel[0], a.strides[0], pads[0][0])
+                    * _padded_span(j, sizes[1], kernel[1], a.strides[1], pads[1][0])
                 )
                 res[:, :, i, j] = win.sum(axis=(2, 3)) / count
     return from_nchw(res, last, x)
@@ -172,6 +184,28 @@ _POOL2D_CASES: Final = (
     _pl((1, 2, 4, 4), "got kernel 2, stride 1, padding [2, 2]", paddings=[2, 2]),
     _pl((1, 2, 0, 4), "expected non-empty spatial dims", Code.EMPTY_DIM, adaptive=True),
     _pl((2, 4, 4), "X: expected rank [4], got 3", Code.AXIS_INVALID),
+    # lowering variants: Paddle's divisors, truncated windows, adaptive bins
+    _pl((1, 2, 7, 7), pooling_type="avg", strides=[2, 2], padding_algorithm="SAME", exclusive=False),
+    _pl((1, 2, 6, 6), pooling_type="avg", ksize=[3, 3], strides=[2, 2], paddings=[0, 1, 1, 2], ceil_mode=True,
+        exclusive=False),
+    _pl((1, 2, 2, 3), pooling_type="avg", ksize=[3, 4], strides=[2, 2], ceil_mode=True),
+    _pl((1, 5, 6, 3), pooling_type="avg", ksize=[3, 3], strides=[2, 2], paddings=[1, 1], data_format="NHWC"),
+    _pl((1, 2, 7, 6), ksize=[3, 3], strides=[2, 2], padding_algorithm="SAME"),
+    _pl((2, 3, 5, 6), pooling_type="avg", global_pooling=True),
+    _pl((1, 2, 3, 4), pooling_type="avg", ksize=[5, 7], adaptive=True),
+    _pl((1, 7, 5, 3), pooling_type="avg", ksize=[3, 2], adaptive=True, data_format="NHWC"),
+    _pl((1, 2, 8, 9), pooling_type="avg", ksize=[2, 3], adaptive=True),
+    _pl((1, 2, 5, 7), pooling_type="avg", ksize=[1, 3], adaptive=True),
+    _pl((1, 3, 5, 6), pooling_type="avg", ksize=[1, 1], adaptive=True),
+    _pl((1, 2, 4, 5), ksize=[9, 2], adaptive=True),
+    _pl((1, 2, 3, 4), pooling_type="avg", global_pooling=True, adaptive=True),
+    _pl((1, 2, 3, 4), global_pooling=True, adaptive=True),
+    Case({"X": f32(1, 2, 6, 5).astype(np.float16)}, {"pooling_type": "avg", "ksize": [3, 3], "paddings": [1, 1]},
+         expect=_pool2d_ref, rtol=2e-3, atol=2e-3),
+    Case({"X": f32(1, 2, 6, 5).astype(np.float16)}, {"pooling_type": "max", "ksize": [3, 3], "strides": [2, 2],
+         "ceil_mode": True}, expect=_pool2d_ref),
+    Case({"X": f32(1, 2, 6, 5).astype(np.float64)}, {"pooling_type": "max", "ksize": [2, 3], "paddings": [1, 0]},
+         expect=_pool2d_ref),
 )
 # fmt: on
 

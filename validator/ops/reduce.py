@@ -23,6 +23,19 @@ from validator.ops._shape import (
 
 INT32_MAX: Final = 2**31 - 1
 FLOAT_OR_INDEX: Final = FLOATS | INDICES
+HALF: Final = {"rtol": 1e-3, "atol": 1e-3}  # tolerances for float16 cases
+
+
+def f16(*shape: int) -> np.ndarray:
+    return f32(*shape).astype(np.float16)
+
+
+def _f16_ref(fn: Callable[..., Any]) -> Callable[..., np.ndarray]:
+    """A float16 reference computed in float32 (as the wider accumulators do) and rounded back."""
+    return lambda x, a: np.asarray(fn(x.astype(np.float32), a)).astype(np.float16)
+
+
+TIES: Final = np.array([[0, 2, 1, 2, 0, 1], [3, 3, -1, 3, -1, 3]], np.float32)
 
 
 def _input_cost(x: TensorType, *_: Any) -> int:
@@ -169,6 +182,29 @@ REDUCE_SUM = reduction(
         Case({"X": i32(2, 3)}, {"dim": [1]}, expect=lambda x, a: x.sum(1).astype(np.int64)),
         Case({"X": boolean(2, 3)}, {"reduce_all": True}, expect=lambda x, a: np.int64(x.sum())),
         Case({"X": f32(2, 3)}, {"dim": [1], "out_dtype": 6}, expect=lambda x, a: x.sum(1, "f8")),
+        # NOTE: Paddle casts X to out_dtype first; a bool accumulator makes the sum "any".
+        Case(
+            {"X": np.array([[1, -1, 0], [0, 0, 0]], np.float32)},
+            {"dim": [1], "out_dtype": 0},
+            expect=lambda x, a: x.astype(bool).any(1),
+        ),
+        Case(
+            {"X": np.array([[100, 100, 27], [-128, -1, 5]], np.int8)},
+            {"dim": [1]},
+            expect=lambda x, a: x.sum(1).astype(np.int8),  # wraps like an int8 accumulator
+        ),
+        Case(
+            {"X": f16(2, 3, 4)},
+            {"dim": [0, 2], "reduce_all": True},
+            expect=_f16_ref(lambda x, a: x.sum()),
+            **HALF,
+        ),
+        Case({"X": np.array(7, np.int32)}, {"dim": [0]}, expect=lambda x, a: np.int64(x)),
+        Case(
+            {"X": boolean(2, 3)},
+            {"dim": [0], "keep_dim": True},
+            expect=lambda x, a: x.sum(0, "i8", keepdims=True),
+        ),
         Case({"X": f32(2, 3)}, {"out_dtype": 7}, raises="out_dtype must be a supported VarType"),
     ),
 )
@@ -176,11 +212,47 @@ REDUCE_MEAN = reduction(
     "reduce_mean",
     np.mean,
     types=FLOAT_OR_INDEX,
-    extra=(Case({"X": f32(2, 3)}, {"out_dtype": 6}, raises="out_dtype must be -1 or 5"),),
+    extra=(
+        Case({"X": f32(2, 3)}, {"out_dtype": 6}, raises="out_dtype must be -1 or 5"),
+        # NOTE: an integer mean truncates toward zero.
+        Case(
+            {"X": np.array([[-1, -1, -2], [1, 1, 2]], np.int64)},
+            {"dim": [1]},
+            expect=lambda x, a: np.trunc(x.mean(1)).astype(np.int64),
+        ),
+        Case({"X": i32(2, 3)}, {"dim": []}, expect=lambda x, a: np.int32(np.trunc(x.mean()))),
+        Case({"X": f16(2, 3)}, {"dim": [1]}, expect=_f16_ref(lambda x, a: x.mean(1)), **HALF),
+    ),
 )
-REDUCE_MAX = reduction("reduce_max", np.max, types=FLOAT_OR_INDEX, fold=np.max)
-REDUCE_MIN = reduction("reduce_min", np.min, types=FLOAT_OR_INDEX, fold=np.min)
-REDUCE_PROD = reduction("reduce_prod", np.prod, types=FLOAT_OR_INDEX, nonempty=False, fold=np.prod)
+
+
+def _extremum_cases(fn: Callable[..., Any]) -> tuple[Case, ...]:
+    return (
+        Case({"X": i32(2, 3, 4, high=100)}, {"dim": [0, 2]}, expect=lambda x, a: fn(x, (0, 2))),
+        Case(
+            {"X": TIES}, {"dim": [1], "keep_dim": True}, expect=lambda x, a: fn(x, 1, keepdims=True)
+        ),
+        Case({"X": f16(2, 3)}, {"dim": [0]}, expect=lambda x, a: fn(x, 0)),
+    )
+
+
+REDUCE_MAX = reduction(
+    "reduce_max", np.max, types=FLOAT_OR_INDEX, fold=np.max, extra=_extremum_cases(np.max)
+)
+REDUCE_MIN = reduction(
+    "reduce_min", np.min, types=FLOAT_OR_INDEX, fold=np.min, extra=_extremum_cases(np.min)
+)
+REDUCE_PROD = reduction(
+    "reduce_prod",
+    np.prod,
+    types=FLOAT_OR_INDEX,
+    nonempty=False,
+    fold=np.prod,
+    extra=(
+        Case({"X": i32(2, 3)}, {"dim": [0, 1]}, expect=lambda x, a: np.int32(x.prod())),
+        Case({"X": f16(2, 3)}, {"dim": [1]}, expect=_f16_ref(lambda x, a: x.prod(1)), **HALF),
+    ),
+)
 
 
 # --- logsumexp ----------------------------------------------------------------------------------
@@ -218,6 +290,17 @@ LOGSUMEXP = OpDef(
         Case({"X": f32(2, 3, 4)}, {"axis": [1, 2], "keepdim": True}, expect=_logsumexp_ref),
         Case({"X": f32(2, 3, 4)}, {"axis": [0], "reduce_all": True}, expect=_logsumexp_ref),
         Case({"X": f32()}, {"axis": []}, expect=_logsumexp_ref),
+        Case(
+            {"X": np.array([[1000.0, 1000.5, -1e30], [-1000.0, -1001.0, -1002.0]], np.float32)},
+            {"axis": [-1]},
+            expect=lambda x, a: np.logaddexp.reduce(x.astype(np.float64), axis=-1).astype(x.dtype),
+        ),
+        Case(
+            {"X": f32(3, 4).astype(np.float64)},
+            {"axis": [0, 1], "keepdim": True},
+            expect=_logsumexp_ref,
+        ),
+        Case({"X": f16(2, 3)}, {"axis": [1]}, expect=_f16_ref(_logsumexp_ref), **HALF),
         Case({"X": f32(2, 3)}, {"axis": [2]}, raises="axis must be in [-2, 2), got 2"),
         Case({"X": f32(1, 1, 1, 1, 2)}, {"axis": [4]}, raises="X: expected rank 0..4, got 5"),
         Case({"X": f32(2, 0)}, {"axis": [1]}, raises="expected non-zero dims, got [2, 0]"),
@@ -249,8 +332,20 @@ def _p_norm_infer(x: TensorType, a: PNormAttrs) -> Shape:
     return _reduced_shape(x, axes, a.keepdim)
 
 
+def p_norm_of_nothing(porder: float) -> float:
+    """The norm over zero elements: a sum of nothing (0) to the 1/p, or the max/min of nothing.
+
+    NOTE: Paddle's kernel gives this for a 0-D X without asvector (it reduces over no element;
+    X's value is never read)."""
+    if math.isinf(porder):
+        return -porder
+    return math.inf if porder < 0 else 0.0
+
+
 def _p_norm_ref(x: np.ndarray, a: PNormAttrs) -> np.ndarray:
-    axis = None if a.asvector or x.ndim == 0 else a.axis
+    if x.ndim == 0 and not a.asvector:
+        return np.asarray(p_norm_of_nothing(a.porder), x.dtype)
+    axis = None if a.asvector else a.axis
     m = np.abs(x)
     if math.isinf(a.porder):
         out = (np.max if a.porder > 0 else np.min)(m, axis=axis, keepdims=a.keepdim)
@@ -276,6 +371,38 @@ P_NORM = OpDef(
         Case({"X": f32(2, 3)}, {"asvector": True, "keepdim": True}, expect=_p_norm_ref),
         Case({"X": f32(2, 3)}, {"porder": math.inf, "asvector": True}, expect=_p_norm_ref),
         Case({"X": f32()}, {"axis": 0}, expect=_p_norm_ref),
+        Case(
+            {"X": np.array([[0, 1.5, -2], [0, 0, 3]], np.float32)},
+            {"porder": 0.0},
+            expect=_p_norm_ref,
+        ),
+        Case(
+            {"X": f32(3, 4)}, {"porder": -math.inf, "axis": 0, "keepdim": True}, expect=_p_norm_ref
+        ),
+        Case({"X": f32(2, 3, 4)}, {"porder": 3.0, "asvector": True}, expect=_p_norm_ref),
+        Case({"X": f32(2, 5)}, {"porder": -1.5, "axis": 1}, expect=_p_norm_ref, rtol=1e-4),
+        Case({"X": np.array(-2.5, np.float32)}, {"porder": 0.0}, expect=_p_norm_ref),
+        Case({"X": np.array(-2.5, np.float32)}, {"porder": -1.5}, expect=_p_norm_ref),
+        Case({"X": np.array(-2.5, np.float32)}, {"porder": math.inf}, expect=_p_norm_ref),
+        Case(
+            {"X": np.array(-2.5, np.float32)}, {"porder": 0.0, "asvector": True}, expect=_p_norm_ref
+        ),
+        Case(
+            {"X": np.array(-2.5, np.float32)},
+            {"porder": 3.0, "asvector": True},
+            expect=_p_norm_ref,
+            rtol=1e-4,
+        ),
+        Case(
+            {"X": np.array(-2.5, np.float32)},
+            {"porder": 3.0, "keepdim": True},
+            expect=_p_norm_ref,
+            rtol=1e-4,
+        ),
+        # NOTE: epsilon only guards Paddle's gradient; the forward result ignores it.
+        Case({"X": np.zeros((2, 3), np.float32)}, {"epsilon": 1.0}, expect=_p_norm_ref),
+        Case({"X": f32(2, 3).astype(np.float64)}, {"porder": 2.0, "axis": 0}, expect=_p_norm_ref),
+        Case({"X": f16(2, 3)}, {"porder": 2.0}, expect=_f16_ref(_p_norm_ref), **HALF),
         Case({"X": f32(2, 3, 4)}, {"axis": 3}, raises="axis must be in [-3, 3), got 3"),
         Case({"X": f32(2, 3)}, {"porder": math.nan}, raises="porder must be a number, got nan"),
         Case({"X": f32(0, 3)}, {"porder": -math.inf, "axis": 0}, raises="expected non-zero dims"),
@@ -348,6 +475,14 @@ def arg(paddle_type: str, fn: Callable[..., Any]) -> OpDef:
             Case({"X": f32(2, 3)}, {"axis": 0, "flatten": True, "keepdims": True}, expect=ref),
             Case({"X": i64(5)}, {"axis": 0, "dtype": -1}, expect=ref),
             Case({"X": f32()}, {"axis": -1, "keepdims": True}, expect=ref),
+            # NOTE: Paddle picks the first index among equal values.
+            Case({"X": TIES}, {"axis": 1}, expect=ref),
+            Case({"X": TIES}, {"axis": 0, "flatten": True, "dtype": 2}, expect=ref),
+            Case({"X": TIES.astype(np.int16)}, {"axis": -1, "keepdims": True}, expect=ref),
+            Case({"X": TIES.astype(np.float16)}, {"axis": 0}, expect=ref),
+            Case({"X": np.uint8([[3, 200], [200, 7]])}, {"axis": 1}, expect=ref),
+            Case({"X": f32()}, {"axis": 0, "flatten": True, "keepdims": True}, expect=ref),
+            Case({"X": f32(2, 3, 4)}, {"axis": 1, "flatten": True, "keepdims": True}, expect=ref),
             Case({"X": f32(2, 3)}, {"axis": 1, "dtype": 5}, raises="dtype must be 2 (int32) or 3"),
             Case({"X": f32(2, 3)}, {"axis": 2}, raises="axis must be in [-2, 2), got 2"),
             Case({"X": f32()}, {"axis": 1}, raises="axis of a 0-D input must be 0 or -1, got 1"),
@@ -377,7 +512,9 @@ def _k_of(k_tensor: TensorType | None, a: TopKAttrs) -> int:
         return a.k
     if product(k_tensor.shape) not in (1, UNKNOWN):
         raise ShapeError(f"K: expected 1 element, got dims {list(k_tensor.shape)}")
-    return UNKNOWN if k_tensor.value is None else int(k_tensor.value[0])
+    if k_tensor.value is None:  # threats.md 7.12: k must be a constant, checked before running
+        raise AttrError("K: expected a constant k, got a value known only at run time")
+    return int(k_tensor.value[0])
 
 
 def _top_k_v2_infer(x: TensorType, k_tensor: TensorType | None, a: TopKAttrs) -> list[Shape]:
@@ -421,6 +558,14 @@ TOP_K_V2 = OpDef(
         Case({"X": f32(2, 5)}, {"k": 3, "largest": False}, expect=_top_k_v2_ref),
         Case({"X": f32(2, 5), "K": np.array([4], np.int32)}, {"k": 1}, expect=_top_k_v2_ref),
         Case({"X": f32()}, {"k": 1, "axis": 0}, expect=_top_k_v2_ref),
+        Case(
+            {"X": f32(4, 3), "K": np.array(2, np.int64)},
+            {"axis": 0, "largest": False},
+            expect=_top_k_v2_ref,
+        ),
+        Case({"X": i32(3, 6, high=100)}, {"k": 6}, expect=_top_k_v2_ref),
+        Case({"X": f16(2, 5)}, {"k": 2, "axis": -1}, expect=_top_k_v2_ref),
+        Case({"X": f32(5).astype(np.float64)}, {"k": 5, "largest": False}, expect=_top_k_v2_ref),
         Case({"X": f32(2, 3)}, {"k": 0}, raises="k must be >= 1, got 0"),
         Case({"X": f32(2, 3)}, {"k": 4}, raises="k must be <= 3 (the size of axis 1), got 4"),
         Case({"X": f32(2, 3), "K": np.array([5], np.int64)}, raises="k must be <= 3"),
@@ -481,6 +626,14 @@ CUMSUM = OpDef(
         ),
         Case({"X": f32()}, {"axis": 0}, expect=_cumsum_ref),
         Case({"X": f32()}, {"flatten": True}, expect=_cumsum_ref),
+        Case({"X": f32(2, 3, 4)}, {"axis": 0, "exclusive": True}, expect=_cumsum_ref),
+        Case({"X": f32(2, 3, 4)}, {"axis": -2, "reverse": True}, expect=_cumsum_ref),
+        Case(
+            {"X": i32(2, 3, 4)},
+            {"flatten": True, "reverse": True, "exclusive": True},
+            expect=_cumsum_ref,
+        ),
+        Case({"X": f16(2, 5)}, {"axis": 1}, expect=_f16_ref(_cumsum_ref), **HALF),
         Case({"X": f32(2, 3)}, {"axis": 2}, raises="axis must be in [-2, 2), got 2"),
         Case({"X": f32()}, {"axis": 1}, raises="axis of a 0-D input must be 0 or -1, got 1"),
     ),

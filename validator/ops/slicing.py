@@ -13,6 +13,16 @@ from validator.ops._cases import f32, i32, i64
 from validator.ops._def import AttrError, AxisError, Case, In, OpDef, Out, ShapeError, TensorType
 from validator.ops._operands import BACKEND_ATTRS, Operand, carry, check_rank, int_operand
 
+
+def _floats(*shape: int) -> np.ndarray:
+    """Deterministic values, so that added cases leave the shared generator's order alone."""
+    return np.asarray(np.arange(int(np.prod(shape))).reshape(shape) / 4 - 1, np.float32)
+
+
+def _bools(*shape: int) -> np.ndarray:
+    return np.asarray(np.arange(int(np.prod(shape))).reshape(shape) % 3 == 0)
+
+
 # --- slice, strided_slice ----------------------------------------------------------------------
 
 
@@ -155,6 +165,16 @@ SLICE = OpDef(
         ),
         Case({"Input": f32(5, 6)}, {"axes": [1], "starts": [4], "ends": [2]}, expect=_slice_ref),
         Case(
+            {"Input": _bools(3, 4)},
+            {"axes": [0, 1], "starts": [-1, 2], "ends": [2**31 - 1, 3], "decrease_axis": [0, 1]},
+            expect=_slice_ref,
+        ),
+        Case(
+            {"Input": _floats(2, 0, 3)},
+            {"axes": [1, 2], "starts": [0, -2], "ends": [5, 100]},
+            expect=_slice_ref,
+        ),
+        Case(
             {
                 "Input": f32(5, 6),
                 "StartsTensor": np.array([2], np.int64),
@@ -255,6 +275,38 @@ STRIDED_SLICE = OpDef(
         Case(
             {"Input": f32(6)},
             {"axes": [0], "starts": [1], "ends": [4], "strides": [-1]},
+            expect=_strided_ref,
+        ),
+        # onnxruntime clamps a start before index 0 to 0 and reads an end of INT32_MAX as
+        # "past index 0" for a negative stride; Python (and Paddle) take nothing in both.
+        Case(
+            {"Input": _floats(6)},
+            {"axes": [0], "starts": [-10], "ends": [-(2**31)], "strides": [-1]},
+            expect=_strided_ref,
+        ),
+        Case(
+            {"Input": _floats(6)},
+            {"axes": [0], "starts": [3], "ends": [2**31 - 1], "strides": [-2]},
+            expect=_strided_ref,
+        ),
+        Case(
+            {"Input": _floats(6, 4)},
+            {"axes": [0, 1], "starts": [-7, -1], "ends": [0, -5], "strides": [-1, -3]},
+            expect=_strided_ref,
+        ),
+        Case(
+            {"Input": _floats(0, 4)},
+            {"axes": [0, 1], "starts": [-1, 3], "ends": [-100, 0], "strides": [-1, -1]},
+            expect=_strided_ref,
+        ),
+        Case(
+            {
+                "Input": _bools(5, 6),
+                "StartsTensorList": (np.array([4], np.int64),),
+                "EndsTensor": np.array([-100], np.int32),
+                "StridesTensorList": (np.array(-2, np.int32),),
+            },
+            {"axes": [1], "starts": [-1], "ends": [-1], "strides": [-1], "infer_flags": [-1]},
             expect=_strided_ref,
         ),
         Case(
@@ -366,6 +418,14 @@ EXPAND_V2 = OpDef(
         Case({"X": f32()}, {"shape": [3]}, expect=_expand_ref),
         Case({"X": f32(1, 4)}, {"shape": [0, 4]}, expect=_expand_ref),
         Case({"X": i64(1, 4), "Shape": np.array([3, 4], np.int32)}, expect=_expand_ref),
+        Case({"X": _bools(3, 1)}, {"shape": [2, -1, 4]}, expect=_expand_ref),
+        Case(
+            {
+                "X": _floats(3, 1),
+                "expand_shapes_tensor": (np.array([-1], np.int32), np.array(2, np.int64)),
+            },
+            expect=_expand_ref,
+        ),
         Case({"X": f32(2, 4)}, {"shape": [3, 4]}, raises="cannot expand a dim of 2 to 3"),
         Case({"X": f32(1, 4)}, {"shape": [-1, 3, 4]}, raises="keeps a dim that X does not have"),
         Case({"X": f32(1, 4)}, {"shape": [-2, 4]}, raises="expected shape values >= -1"),
@@ -425,6 +485,8 @@ TILE = OpDef(
         Case({"X": f32(3)}, {"repeat_times": [2, 2]}, expect=_tile_ref),
         Case({"X": i64()}, {"repeat_times": []}, expect=_tile_ref),
         Case({"X": f32(3), "repeat_times_tensor": (np.array([2], np.int32),)}, expect=_tile_ref),
+        Case({"X": _floats()}, {"repeat_times": [2, 3]}, expect=_tile_ref),
+        Case({"X": _bools(2, 3), "RepeatTimes": np.array([3, 1, 2], np.int64)}, expect=_tile_ref),
         Case({"X": f32(3)}, {"repeat_times": [0]}, raises="expected repeat_times >= 1, got [0]"),
         Case({"X": f32(3)}, {"repeat_times": [1] * 10}, raises="rank <= 9, got 10"),
     ),

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Final
 
@@ -29,15 +30,87 @@ def _scalar_tensor(t: TensorType, slot: str) -> None:
         raise ShapeError(f"{slot}: expected a tensor of 1 element, got dims {list(t.shape)}")
 
 
-EXP = unary("exp", "exp(x).", np.exp)
+# Deterministic lowering cases: float64 and float16 math, integer X, Paddle's attribute casts.
+_GRID: Final = np.linspace(-6.0, 6.0, 24).reshape(2, 3, 4)
+_INTS: Final = np.arange(-6, 6).reshape(3, 4)
+_FLT_MAX: Final = 3.4028234663852886e38
+_HALF_TOL: Final = 2e-3  # float16 cases: one rounding of difference
+_ERF_POINTS: Final = np.array(
+    [0.0, 1e-300, 0.3, 0.46875, 0.47, 1.0, 2.5, 3.99, 4.0, 4.01, 5.5, 6.0, 9.0, 27.0, np.inf]
+)
+
+
+def _same(reference: Callable[[np.ndarray], np.ndarray]) -> Callable[..., np.ndarray]:
+    return lambda x, _a: np.asarray(reference(x)).astype(x.dtype)
+
+
+EXP = unary(
+    "exp",
+    "exp(x).",
+    np.exp,
+    cases=(
+        Case({"X": _GRID}, expect=_same(np.exp)),
+        Case({"X": _GRID.astype(np.float16)}, expect=_same(np.exp), rtol=_HALF_TOL, atol=_HALF_TOL),
+    ),
+)
 LOG = unary("log", "natural log(x).", np.log, x=pos32)
 SQRT = unary("sqrt", "sqrt(x).", np.sqrt, x=pos32)
 RSQRT = unary("rsqrt", "1 / sqrt(x).", lambda x: 1 / np.sqrt(x), x=pos32)
-SQUARE = unary("square", "x * x.", np.square, types=FLOATS | INDICES, bad=boolean)
-ABS = unary("abs", "|x|.", np.abs, types=FLOATS | INDICES, ignored=_ONEDNN, bad=boolean)
-FLOOR = unary("floor", "floor(x); integers pass through.", np.floor, types=NUMERIC, bad=boolean)
-CEIL = unary("ceil", "ceil(x); integers pass through.", np.ceil, types=NUMERIC, bad=boolean)
-ERF = unary("erf", "error function erf(x).", erf, ignored=frozenset())
+SQUARE = unary(
+    "square",
+    "x * x.",
+    np.square,
+    types=FLOATS | INDICES,
+    bad=boolean,
+    cases=(Case({"X": _INTS.astype(np.int32)}, expect=_same(np.square)),),
+)
+ABS = unary(
+    "abs",
+    "|x|.",
+    np.abs,
+    types=FLOATS | INDICES,
+    ignored=_ONEDNN,
+    bad=boolean,
+    cases=(
+        Case({"X": _INTS}, expect=_same(np.abs)),
+        Case({"X": _GRID.astype(np.float16)}, expect=_same(np.abs)),
+    ),
+)
+FLOOR = unary(
+    "floor",
+    "floor(x); integers pass through.",
+    np.floor,
+    types=NUMERIC,
+    bad=boolean,
+    cases=(
+        Case({"X": _INTS.astype(np.int32)}, expect=_same(np.floor)),
+        Case({"X": _GRID / 2}, expect=_same(np.floor)),
+    ),
+)
+CEIL = unary(
+    "ceil",
+    "ceil(x); integers pass through.",
+    np.ceil,
+    types=NUMERIC,
+    bad=boolean,
+    cases=(Case({"X": _INTS.astype(np.int8)}, expect=_same(np.ceil)),),
+)
+ERF = unary(
+    "erf",
+    "error function erf(x).",
+    erf,
+    ignored=frozenset(),
+    cases=(
+        # float64 has no onnxruntime Erf kernel: its lowering must still be exact to the last bits
+        Case(
+            {"X": np.concatenate([_ERF_POINTS, -_ERF_POINTS])},
+            expect=_same(erf),
+            rtol=2e-15,
+            atol=0,
+        ),
+        Case({"X": _GRID.astype(np.float16)}, expect=_same(erf), rtol=_HALF_TOL, atol=_HALF_TOL),
+    ),
+)
 SIN = unary("sin", "sin(x).", np.sin)
 COS = unary("cos", "cos(x).", np.cos)
 LOGICAL_NOT = unary(
@@ -49,7 +122,11 @@ LOGICAL_NOT = unary(
     ignored=frozenset(),
     x=boolean,
     bad=lambda *shape: i32(*shape).astype(np.uint8),
-    cases=(Case({"X": i64(2, 3)}, expect=lambda x, _a: np.logical_not(x)),),
+    cases=(
+        Case({"X": i64(2, 3)}, expect=lambda x, _a: np.logical_not(x)),
+        Case({"X": np.array([np.nan, -0.0, 0.0, 0.5, -np.inf])}, expect=lambda x, _a: x == 0),
+        Case({"X": _INTS.astype(np.int8)}, expect=lambda x, _a: x == 0),
+    ),
 )
 
 
@@ -84,6 +161,29 @@ POW = OpDef(
         Case({"X": pos32()}, {"factor": 0.5}, expect=_pow),
         Case({"X": i64(4)}, {"factor": 3.0}, expect=_pow),
         Case({"X": pos32(2, 3), "FactorTensor": pos32(1)}, expect=_pow),
+        # Paddle casts the factor to X's dtype: 2.5 is 2 for integers
+        Case({"X": _INTS}, {"factor": 2.5}, expect=lambda x, f, a: x * x),
+        Case({"X": _INTS.astype(np.int32)}, {"factor": 0.9}, expect=lambda x, f, a: x**0),
+        Case({"X": _INTS}, {"factor": 1.0}, expect=lambda x, f, a: x),
+        Case(  # integer powers wrap on overflow, exactly
+            {"X": np.array([3, -3, 7, 2**40 + 1])}, {"factor": 41.0}, expect=lambda x, f, a: x**41
+        ),
+        Case(
+            {"X": _INTS.astype(np.int32), "FactorTensor": np.array([2.7], np.float32)},
+            expect=lambda x, f, a: x * x,
+        ),
+        Case(  # the kernel reads a FactorTensor as a C++ float, even a float64 one
+            {"X": np.abs(_GRID), "FactorTensor": np.array(1 / 3)},
+            expect=lambda x, f, a: np.abs(x) ** float(np.float32(1 / 3)),
+            rtol=1e-14,
+        ),
+        Case(
+            {"X": np.abs(_GRID).astype(np.float16)},
+            {"factor": 1.5},
+            expect=_pow,
+            rtol=_HALF_TOL,
+            atol=_HALF_TOL,
+        ),
         Case({"X": pos32(2)}, {"factor": math.nan}, raises="factor: expected a finite number"),
         Case(
             {"X": pos32(2), "FactorTensor": pos32(2)},
@@ -164,6 +264,24 @@ SCALE = OpDef(
         Case({"X": i64(3)}, {"scale": 2.0, "bias": -1.0}, expect=_scale),
         Case({"X": f32(2, 3), "ScaleTensor": f32(1), "BiasTensor": i64(1)}, expect=_scale),
         Case({"X": f32(2, 3), "ScaleTensor": f32()}, {"scale": math.inf}, expect=_scale),
+        # integer X: Paddle casts scale and bias to X's dtype (toward zero) and wraps
+        Case({"X": _INTS}, {"scale": 2.5, "bias": 1.7}, expect=lambda x, s, b, a: x * 2 + 1),
+        Case(
+            {"X": _INTS.astype(np.int32)},
+            {"scale": -2.5, "bias": -1.7, "bias_after_scale": False},
+            expect=lambda x, s, b, a: (x - 1) * -2,
+        ),
+        Case(
+            {"X": np.array([0, 1, 2, 200], np.uint8)},
+            {"scale": -1.0, "bias": 3.0},
+            expect=lambda x, s, b, a: x * np.uint8(255) + np.uint8(3),
+        ),
+        Case(
+            {"X": _INTS, "ScaleTensor": np.array([2.7], np.float32), "BiasTensor": np.array(1.6)},
+            expect=lambda x, s, b, a: x * 2 + 1,
+        ),
+        Case({"X": _GRID}, {"scale": 0.1, "bias": 0.3}, expect=_scale),
+        Case({"X": _GRID.astype(np.float16)}, {"scale": 0.5, "bias": 1.0}, expect=_scale),
         Case({"X": f32(2)}, {"scale": math.inf}, raises="scale: expected a finite number, got inf"),
         Case({"X": f32(2)}, {"bias": math.nan}, raises="bias: expected a finite number, got nan"),
         Case(
@@ -215,6 +333,19 @@ CLIP = OpDef(
         Case({"X": f32(2, 3)}, {"min": -0.5, "max": 0.5}, expect=_clip),
         Case({"X": f32()}, {"min": -_OPEN, "max": 0.5}, expect=_clip),
         Case({"X": i32(4)}, {"min": 1.0, "max": 3.0}, expect=_clip),
+        # an open side (-FLT_MAX) casts to int32's minimum, which clips nothing
+        Case({"X": _INTS.astype(np.int32)}, {"min": -_FLT_MAX, "max": 2.0}, expect=_clip),
+        Case(  # -FLT_MAX is -inf in float16
+            {"X": _GRID.astype(np.float16)},
+            {"min": -_FLT_MAX, "max": 0.5},
+            expect=lambda x, lo, hi, a: np.minimum(x, np.float16(0.5)),
+        ),
+        Case({"X": _GRID}, {"min": -0.3, "max": _FLT_MAX}, expect=_clip),
+        Case(
+            {"X": _INTS, "Min": np.array([-1.7], np.float32), "Max": np.array(2.7)},
+            {"min": 0.0, "max": 0.0},
+            expect=lambda x, lo, hi, a: np.clip(x, -1, 2),
+        ),
         Case(
             {"X": f32(2, 3), "Min": f32(1), "Max": pos32()},
             {"min": 1.0, "max": -1.0},  # ignored: the tensors win
@@ -282,6 +413,35 @@ CAST = OpDef(
         ),
         Case(
             {"X": i64(3)}, {"in_dtype": 5, "out_dtype": 20}, expect=lambda x, a: x.astype(np.uint8)
+        ),
+        # floats to integers truncate toward zero (narrower than int32: through int32, wrapping)
+        Case(
+            {"X": _GRID.astype(np.float32) / 2},
+            {"in_dtype": 5, "out_dtype": 2},
+            expect=lambda x, a: np.trunc(x).astype(np.int32),
+        ),
+        Case(
+            {"X": np.array([-300.5, -2.7, 2.7, 255.9, 300.0])},
+            {"in_dtype": 6, "out_dtype": 20},
+            expect=lambda x, a: np.trunc(x).astype(np.int32).astype(np.uint8),
+        ),
+        Case(
+            {"X": np.array([np.nan, -0.0, 0.0, 1e-30, -np.inf], np.float32)},
+            {"in_dtype": 5, "out_dtype": 0},
+            expect=lambda x, a: x != 0,
+        ),
+        Case(
+            {"X": np.array([2**40 + 5, -(2**40) - 5, 2**31])},
+            {"in_dtype": 3, "out_dtype": 2},
+            expect=lambda x, a: x.astype(np.int32),
+        ),
+        Case(
+            {"X": _GRID}, {"in_dtype": 6, "out_dtype": 4}, expect=lambda x, a: x.astype(np.float16)
+        ),
+        Case(
+            {"X": np.array([True, False])},
+            {"in_dtype": 0, "out_dtype": 3},
+            expect=lambda x, a: x.astype(np.int64),
         ),
         Case(
             {"X": f32(2)},
