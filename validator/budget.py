@@ -7,7 +7,7 @@ from dataclasses import dataclass
 
 from graph_proto.types import numel
 from validator.bind import BoundOp
-from validator.diagnostics import Code, Diagnostic
+from validator.diagnostics import Code, Diagnostic, Severity
 from validator.infer import gather_inputs, infer_op
 from validator.ops._def import GraphError, TensorType
 from validator.policy import Policy
@@ -32,19 +32,29 @@ class Cost:
 
 
 def bounded_feeds(
-    feeds: Mapping[str, TensorType], policy: Policy
+    feeds: Mapping[str, TensorType], policy: Policy, *, batch_only: bool = False
 ) -> tuple[dict[str, TensorType], int]:
-    """Feed types with every -1 bound: the first dim to max_batch, the others to max_dynamic_dim."""
+    """Feed types with -1 dims bound: the first dim to max_batch, the others to max_dynamic_dim
+    (or left unknown with `batch_only`, when the program pins them to sizes of its own)."""
     batch = 1
     bounded: dict[str, TensorType] = {}
     for name, t in feeds.items():
         dims = list(t.shape)
         for axis, d in enumerate(dims):
-            if d < 0:
-                dims[axis] = policy.max_batch if axis == 0 else policy.max_dynamic_dim
-                batch = policy.max_batch if axis == 0 else batch
+            if d < 0 and axis == 0:
+                dims[axis], batch = policy.max_batch, policy.max_batch
+            elif d < 0 and not batch_only:
+                dims[axis] = policy.max_dynamic_dim
         bounded[name] = TensorType(t.dtype, tuple(dims))
     return bounded, batch
+
+
+class _Rejected(Exception):
+    """Inference at the bounds failed; carries the diagnostic to report."""
+
+    def __init__(self, diagnostic: Diagnostic) -> None:
+        super().__init__(diagnostic.message)
+        self.diagnostic = diagnostic
 
 
 def measure(
@@ -55,8 +65,51 @@ def measure(
     policy: Policy,
     out: list[Diagnostic],
 ) -> Cost | None:
-    """Infers at the bounds and checks each budget; None when inference itself fails there."""
-    bounded, batch = bounded_feeds(feeds, policy)
+    """Infers at the bounds and checks each budget; None when inference itself fails there.
+
+    Binding every dynamic dim gives exact figures. When the program itself pins a dynamic dim
+    (a feed of [-1, -1, 5, 5] into a layer of 4 channels), that binding contradicts it; the
+    figures are then taken with only the batch bound, each remaining unknown dim counted at
+    max_dynamic_dim (an upper bound), and a warning says so.
+    """
+    exact, batch = bounded_feeds(feeds, policy)
+    try:
+        cost = _measure_at(ops, exact, batch, params, fetches, policy)
+    except _Rejected as first:
+        if first.diagnostic.code == Code.TENSOR_TOO_LARGE or exact == feeds:
+            out.append(first.diagnostic)
+            return None
+        try:
+            cost = _measure_at(
+                ops,
+                bounded_feeds(feeds, policy, batch_only=True)[0],
+                batch,
+                params,
+                fetches,
+                policy,
+            )
+        except _Rejected as second:
+            out.append(second.diagnostic)
+            return None
+        out.append(
+            Diagnostic(
+                code=Code.BUDGET_UPPER_BOUND,
+                severity=Severity.WARNING,
+                message=f"cost figures are upper bounds: binding every dynamic dim to {policy.max_dynamic_dim} contradicts the program ({first.diagnostic.message})",
+            )
+        )
+    _check(cost, policy, out)
+    return cost
+
+
+def _measure_at(
+    ops: Sequence[BoundOp],
+    bounded: Mapping[str, TensorType],
+    batch: int,
+    params: Mapping[str, TensorType],
+    fetches: Sequence[str],
+    policy: Policy,
+) -> Cost:
     types: dict[str, TensorType] = {**params, **bounded}
     last_use = _last_use(ops, fetches)
     # NOTE: feeds become live when their feed op runs (it is one of `ops`), not before.
@@ -65,8 +118,7 @@ def measure(
         try:
             inferred = infer_op(op, types)
         except GraphError as e:
-            out.append(_diag(e.code, op, f"at batch {batch}: {e}"))
-            return None
+            raise _Rejected(_diag(e.code, op, f"at batch {batch}: {e}")) from None
         types.update(inferred)
         sizes = [_bounded_bytes(t, policy) for t in inferred.values()]
         for (name, t), size in zip(inferred.items(), sizes, strict=True):
@@ -77,18 +129,15 @@ def measure(
             )
             if problem is not None:
                 shown = f"output {name!r} {t.dtype.label}{list(t.shape)} at batch {batch}"
-                out.append(_diag(Code.TENSOR_TOO_LARGE, op, f"{shown}: {problem}"))
-                return None
-        flops += _op_flops(op, types, inferred)
+                raise _Rejected(_diag(Code.TENSOR_TOO_LARGE, op, f"{shown}: {problem}"))
+        flops += _op_flops(op, types, inferred, policy)
         live += sum(sizes)
         peak, largest = max(peak, live), max([largest, *sizes])
         live -= sum(
             _bounded_bytes(types[n], policy) for n in set(op.reads()) | set(inferred)
             if last_use.get(n, -1) <= op.index and n in types and n not in params
         )  # fmt: skip
-    cost = Cost(batch, flops, peak, largest)
-    _check(cost, policy, out)
-    return cost
+    return Cost(batch, flops, peak, largest)
 
 
 def dim_over_cap(t: TensorType, policy: Policy) -> str | None:
@@ -116,12 +165,32 @@ def _bounded_bytes(t: TensorType, policy: Policy) -> int:
 
 
 def _op_flops(
-    op: BoundOp, types: Mapping[str, TensorType], inferred: Mapping[str, TensorType]
+    op: BoundOp,
+    types: Mapping[str, TensorType],
+    inferred: Mapping[str, TensorType],
+    policy: Policy,
 ) -> int:
-    outputs = list(inferred.values())
+    """The op's cost rule, with any dim still unknown counted at max_dynamic_dim."""
+    outputs = [_bound(t, policy) for t in inferred.values()]
     if op.op_def.cost is None:
         return sum(t.numel() for t in outputs)
-    return int(op.op_def.cost(*gather_inputs(op, types), outputs, op.attrs))
+    inputs = [
+        tuple(_bound(t, policy) for t in v)
+        if isinstance(v, tuple)
+        else None
+        if v is None
+        else _bound(v, policy)
+        for v in gather_inputs(op, types)
+    ]
+    return int(op.op_def.cost(*inputs, outputs, op.attrs))
+
+
+def _bound(t: TensorType, policy: Policy) -> TensorType:
+    if t.known:
+        return t
+    return TensorType(
+        t.dtype, tuple(policy.max_dynamic_dim if d < 0 else d for d in t.shape), t.value
+    )
 
 
 def _check(cost: Cost, policy: Policy, out: list[Diagnostic]) -> None:

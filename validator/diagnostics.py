@@ -86,7 +86,8 @@ class Code(enum.StrEnum):
     )
     VAR_DIMS_MISMATCH = (
         "VAR_DIMS_MISMATCH",
-        "the dims stored in a VarDesc contradict the inferred ones",
+        "warning: the dims stored in an intermediate VarDesc contradict the inferred ones "
+        "(Paddle ignores them too; the inferred ones are used)",
     )
     VAR_DTYPE_MISMATCH = (
         "VAR_DTYPE_MISMATCH",
@@ -126,6 +127,10 @@ class Code(enum.StrEnum):
         "peak live activation bytes per sample over the cap",
     )
     FLOPS_TOO_LARGE = "FLOPS_TOO_LARGE", "FLOPs per sample over the policy's cap"
+    BUDGET_UPPER_BOUND = (
+        "BUDGET_UPPER_BOUND",
+        "warning: cost figures are upper bounds (the program pins a dynamic dim)",
+    )
 
 
 class Severity(enum.StrEnum):

@@ -122,6 +122,7 @@ class Policy:
     max_vars: int = 100_000
     max_attrs_per_op: int = 128
     max_attr_items: int = 1 << 20  # elements in one list attribute (assign_value constants)
+    max_slot_args: int = 4096  # variables in one slot (concat inputs, split outputs)
     max_name_length: int = 200
     max_feeds: int = 64
     max_fetches: int = 64

@@ -76,31 +76,28 @@ def _check_sizes(program: pb.ProgramDesc, policy: Policy, out: list[Diagnostic])
         )
     if ops > policy.max_ops or var_count > policy.max_vars:
         return
+    small = min(policy.max_attr_items, policy.max_slot_args)
     for b, i, op in _all_ops(program):
-        if len(op.attrs) > policy.max_attrs_per_op:
-            out.append(
-                _op(
-                    Code.PROGRAM_TOO_COMPLEX,
-                    b,
-                    i,
-                    op,
-                    f"expected at most {policy.max_attrs_per_op} attributes, got {len(op.attrs)}",
-                )
-            )
+        # Every list item and argument takes at least one byte: small ops need no counting.
+        if len(op.attrs) <= policy.max_attrs_per_op and op.ByteSize() <= small:
             continue
-        for attr in op.attrs:
-            items = max(len(attr.ints), len(attr.longs), len(attr.floats), len(attr.strings),
-                        len(attr.float64s), len(attr.bools), len(attr.scalars), len(attr.vars_name))  # fmt: skip
-            if items > policy.max_attr_items:
-                out.append(
-                    _op(
-                        Code.PROGRAM_TOO_COMPLEX,
-                        b,
-                        i,
-                        op,
-                        f"attribute {attr.name!r}: expected at most {policy.max_attr_items} items, got {items}",
-                    )
-                )
+        problem = _op_too_complex(op, policy)
+        if problem is not None:
+            out.append(_op(Code.PROGRAM_TOO_COMPLEX, b, i, op, problem))
+
+
+def _op_too_complex(op: pb.OpDesc, policy: Policy) -> str | None:
+    if len(op.attrs) > policy.max_attrs_per_op:
+        return f"expected at most {policy.max_attrs_per_op} attributes, got {len(op.attrs)}"
+    for var in (*op.inputs, *op.outputs):
+        if len(var.arguments) > policy.max_slot_args:
+            return f"slot {var.parameter!r}: expected at most {policy.max_slot_args} variables, got {len(var.arguments)}"
+    for attr in op.attrs:
+        items = max(len(attr.ints), len(attr.longs), len(attr.floats), len(attr.strings),
+                    len(attr.float64s), len(attr.bools), len(attr.scalars), len(attr.vars_name))  # fmt: skip
+        if items > policy.max_attr_items:
+            return f"attribute {attr.name!r}: expected at most {policy.max_attr_items} items, got {items}"
+    return None
 
 
 def _check_blocks(program: pb.ProgramDesc, policy: Policy, out: list[Diagnostic]) -> bool:
@@ -339,6 +336,10 @@ def _declared_type(
         )
         return None
     dims = tuple(dense.tensor.dims)
+    if not (var.persistable or var.need_check_feed):
+        # NOTE: the stored dims of an intermediate are advisory (Paddle re-infers them), and
+        # Paddle itself writes products of unknowns there (cumsum: [-12], instance_norm: [-3]).
+        dims = tuple(max(d, -1) for d in dims)
     if not _dims_ok(dims, dtype, policy):
         out.append(
             _d(

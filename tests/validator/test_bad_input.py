@@ -232,7 +232,8 @@ def many_reads(count: int) -> Make:
 add("million-empty-ops", Code.PROGRAM_MISSING_FIELD, block_of(b"\x22\x00" * 1_000_000))
 add("ops-200k", Code.TOO_MANY_OPS, block_of(b"\x22\x03\x1a\x01a" * 200_000))
 add("blocks-100k", Code.PROGRAM_TOO_COMPLEX, block_of(b"", 100_000))
-add("op-reads-a-million-undefined-vars", Code.VAR_UNDEFINED, many_reads(1_000_000))
+add("op-reads-a-million-vars", Code.PROGRAM_TOO_COMPLEX, many_reads(1_000_000))
+add("op-reads-4000-undefined-vars", Code.VAR_UNDEFINED, many_reads(4000))
 
 
 # -- 7.3 / 7.4 / 7.5 block indices, cycles and nesting -------------------------------------------
@@ -434,8 +435,9 @@ def tensor_field(field: str, value: int) -> Make:
 
 add("dims-2-31-cubed", Code.VAR_DIMS_INVALID, dims("x", [2**31] * 3))
 add("dims-int64-product-overflow", Code.VAR_DIMS_INVALID, dims("x", [INT32_MAX] * 3))
-add("dims-minus-7", Code.VAR_DIMS_INVALID, dims("xs", [-1, -7]))
-add("dims-int64-min", Code.VAR_DIMS_INVALID, dims("y", [-(2**63)]))
+# Feeds and parameters: their dims are used. (An intermediate's stored dims are advisory.)
+add("dims-minus-7", Code.VAR_DIMS_INVALID, dims("x", [-1, -7]))
+add("dims-int64-min", Code.VAR_DIMS_INVALID, dims("x", [-(2**63)]))
 add("dims-rank-65", Code.VAR_DIMS_INVALID, dims("y", [1] * 65))
 add("dims-parameter-2-40", Code.VAR_DIMS_INVALID, dims("scale", [2**40]))
 add("var-reader", Code.VAR_TYPE, var_kind(VT.READER))
@@ -731,8 +733,6 @@ add("attr-complex-scalar", Code.ATTR_TYPE, op_edit(2, lambda op: op.attrs.add(na
 add("attr-missing", Code.ATTR_MISSING, edited(lambda g: ops_of(g, "fetch")[0].ClearField("attrs")))  # fmt: skip
 add("dtype-mismatch", Code.DTYPE_MISMATCH, edited(_int64_param))
 add("shape-mismatch", Code.SHAPE_MISMATCH, edited(_short_param))
-add("stored-dims-contradict", Code.VAR_DIMS_MISMATCH, dims("y", [-1, 5]))
-add("stored-rank-contradicts", Code.VAR_DIMS_MISMATCH, dims("y", [-1, 4, 1]))
 add("stored-dtype-contradicts", Code.VAR_DTYPE_MISMATCH, edited(lambda g: setattr(var_of(g, "y").type.dense_tensor.tensor, "data_type", VT.INT64)))  # fmt: skip
 
 # -- messages are API: the full text of representative diagnostics -------------------------------
@@ -821,8 +821,6 @@ MESSAGES = {
     "unknown ['evil'] [ATTR_UNKNOWN]",
     "attr-wrong-type": "block 0, op 2 (elementwise_add): attribute 'axis': expected AttrType INT "
     "or LONG, got STRING [ATTR_TYPE]",
-    "stored-dims-contradict": "block 0, var 'y': expected dims [-1, 4] (inferred), got [-1, 5] "
-    "stored [VAR_DIMS_MISMATCH]",
 }
 
 # -- the tests -----------------------------------------------------------------------------------
@@ -858,12 +856,18 @@ def test_row_ids_are_unique_and_messages_name_rows() -> None:
     assert sorted(MESSAGES.keys() - set(ids)) == []
 
 
+WARNING_CODES = {
+    Code.VAR_DIMS_MISMATCH,
+    Code.BUDGET_UPPER_BOUND,
+}  # tests/validator/test_validate.py
+
+
 def test_every_diagnostic_code_has_a_bad_input_row() -> None:
-    assert sorted(set(Code) - {r.code for r in ROWS}) == []
+    assert sorted(set(Code) - WARNING_CODES - {r.code for r in ROWS}) == []
 
 
-def test_one_op_gets_a_few_var_diagnostics_not_a_million() -> None:
-    failed = rejection(many_reads(1_000_000))
+def test_one_op_gets_a_few_var_diagnostics_not_thousands() -> None:
+    failed = rejection(many_reads(4000))
     assert len(failed.diagnostics) == 8
     assert str(failed.diagnostics[-1]) == (
         "block 0, op 4 (concat): reads 'g7', which is not fed, a parameter, or written by an "

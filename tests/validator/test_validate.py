@@ -12,6 +12,8 @@ from graph_proto.builder import set_attr
 from graph_proto.types import DType
 from tests.builders import BOOKKEEPING_ATTRS, FP32, GraphBuilder, V, affine, conv, mlp
 from validator import (
+    DEFAULT_POLICY,
+    Code,
     Policy,
     Report,
     TensorSpec,
@@ -245,3 +247,33 @@ def test_the_holder_vars_need_no_dense_tensor_desc() -> None:
         v.name: v.type.type for v in program.blocks[0].vars if not v.type.HasField("dense_tensor")
     }
     assert holders == {"feed": pb.VarType.FEED_MINIBATCH, "fetch": pb.VarType.FETCH_LIST}
+
+
+def _stored_dims(g: GraphBuilder, name: str, dims: list[int]) -> GraphBuilder:
+    var = next(v for v in g.program.blocks[0].vars if v.name == name)
+    del var.type.dense_tensor.tensor.dims[:]
+    var.type.dense_tensor.tensor.dims.extend(dims)
+    return g
+
+
+@pytest.mark.parametrize("stored", [[-1, 5], [-1, 4, 1], [-1, -12]])
+def test_contradicting_intermediate_dims_are_a_warning_and_inference_wins(
+    stored: list[int],
+) -> None:
+    # Paddle ignores stored intermediate dims and some of its rules record dims its kernels do
+    # not produce (matmul_v2 batch broadcasting): the program is accepted with a warning.
+    program = validated(_stored_dims(affine(), "y", stored))
+    assert program.types["y"].shape == (-1, 4)
+    warnings = [(w.code, w.var) for w in program.report.warnings]
+    expected = [] if stored == [-1, -12] else [(Code.VAR_DIMS_MISMATCH, "y")]
+    assert warnings == expected
+
+
+def test_a_program_pinning_a_dynamic_dim_is_costed_with_an_upper_bound() -> None:
+    # x[-1, -1]: binding the second dim to max_dynamic_dim contradicts the parameter's 4.
+    g = affine()
+    _stored_dims(g, "x", [-1, -1])
+    program = validated(g)
+    assert [w.code for w in program.report.warnings] == [Code.BUDGET_UPPER_BOUND]
+    assert program.report.batch == DEFAULT_POLICY.max_batch
+    assert program.report.peak_activation_bytes_per_sample > 0
