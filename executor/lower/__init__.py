@@ -5,10 +5,42 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any, Final
 
-from executor.lower import elementwise, io
+from executor.lower import (
+    activation,
+    creation,
+    elementwise,
+    index,
+    io,
+    linalg,
+    manipulation,
+    nn,
+    norm,
+    pool,
+    reduce,
+    resize,
+    slicing,
+    spatial,
+    unary_math,
+)
 from executor.lower._builder import IR_VERSION, ONNX_OPSET, LoweringError, OnnxBuilder, Value
 
-FAMILIES: Final = (io, elementwise)
+FAMILIES: Final = (
+    io,
+    elementwise,
+    nn,
+    norm,
+    pool,
+    manipulation,
+    slicing,
+    reduce,
+    linalg,
+    activation,
+    unary_math,
+    creation,
+    resize,
+    spatial,
+    index,
+)
 EMITTERS: Final[dict[str, Callable[..., Any]]] = {
     op_type: emit for family in FAMILIES for op_type, emit in family.EMITTERS.items()
 }

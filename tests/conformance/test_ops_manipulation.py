@@ -4,16 +4,27 @@ accepted, with the dims and dtypes Paddle records (more where shape arithmetic i
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import Any
+from typing import Any, Final
 
+import numpy as np
 import pytest
 
 # Imported first: paddle_util switches Paddle to legacy programs before importing it.
 pytest.importorskip("tests.conformance.paddle_util")
 
+from executor.lower import BOUNDARY_OPS, EMITTERS
 from graph_proto import framework_pb2 as pb
-from tests.conformance.paddle_util import build_and_save, dims_differences, paddle, recorded_types
+from tests.conformance.paddle_util import (
+    Saved,
+    assert_parity,
+    build_and_save,
+    dims_differences,
+    paddle,
+    random_feeds,
+    recorded_types,
+)
 from validator import validate
+from validator.diagnostics import ValidationFailed
 
 pytestmark = pytest.mark.paddle
 
@@ -138,3 +149,130 @@ def test_tensor_elements_with_known_values_are_used() -> None:
     (out,) = saved.fetches
     assert recorded_types(saved.program)[out][1] == (-1, -1, -1, -1)
     assert validated.types[out].shape == (-1, 1, 1, 3)
+
+
+# --- numeric parity with Paddle's Executor ----------------------------------------------------
+
+# (batch, dynamic) sizes for -1 dims. Where the rank of Paddle's result depends on run-time sizes
+# (squeeze2 of an unknown dim), only sizes that keep the inferred rank are compared: elsewhere
+# graphgate fails the request instead (see executor/lower/manipulation.py).
+SIZES: Final = ((1, 5), (3, 4))
+PARITY_SIZES: Final[dict[str, tuple[tuple[int, int], ...]]] = {
+    "squeeze_unknown_axis": ((1, 5),),  # Paddle keeps a listed batch dim that is not 1
+    "squeeze_all": ((3, 5),),  # Paddle drops every run-time 1
+    "split_unknown_axis": ((3, 5), (5, 5)),  # the -1 section must not be empty
+    "split_num_dynamic": ((1, 4), (3, 6)),  # num 2 must divide the dynamic dim
+}
+
+
+def _missing_lowerings(saved: Saved) -> list[str]:
+    ops = _op_types(saved.program) - BOUNDARY_OPS
+    return sorted(ops - EMITTERS.keys())
+
+
+def _check_parity(saved: Saved, sizes: tuple[tuple[int, int], ...], **values: np.ndarray) -> None:
+    """assert_parity at each (batch, dynamic) size, with `values` fed to the named int inputs."""
+    missing = _missing_lowerings(saved)
+    if missing:
+        pytest.skip(f"needs the lowering of {missing}")
+    validated = validate(saved.program, saved.params)
+    if all(d >= 0 for spec in validated.inputs for d in spec.dims):
+        sizes = sizes[:1]
+    for i, (batch, dynamic) in enumerate(sizes):
+        feeds = random_feeds(validated, batch=batch, dynamic=dynamic, seed=i) | values
+        assert_parity(saved, feeds)
+
+
+@pytest.mark.parametrize(("op_type", "build"), PROGRAMS.values(), ids=list(PROGRAMS))
+def test_program_runs_like_paddle(op_type: str, build: Build, request: Any) -> None:
+    name = request.node.callspec.id
+    _check_parity(build_and_save(build), PARITY_SIZES.get(name, SIZES))
+
+
+def _with_ints(fn: Callable[..., Any], x: list[int], *ints: tuple[str, list[int], str]) -> Build:
+    """Feeds x (float32 of shape x) and int tensors (name, shape, dtype) whose values only the
+    run time knows, to `fn(x, *ints)`."""
+
+    def build() -> tuple[list[Any], list[Any]]:
+        feeds = [paddle.static.data("x", x, "float32")]
+        feeds += [paddle.static.data(name, shape, dtype) for name, shape, dtype in ints]
+        out = fn(*feeds)
+        return feeds, list(out) if isinstance(out, (tuple, list)) else [out]
+
+    return build
+
+
+def _i32(*values: int) -> np.ndarray:
+    return np.array(values, np.int32)
+
+
+def _i64(*values: int) -> np.ndarray:
+    return np.array(values, np.int64)
+
+
+_S = ("s", [1], "int32")  # one fed element of a list operand
+
+
+# name: (op type, program, runs: the int feeds of each run); -1 dims take SIZES or PARITY_SIZES.
+FED: dict[str, tuple[str, Build, list[dict[str, np.ndarray]]]] = {
+    "reshape_fed_shape": ("reshape2", _with_ints(paddle.reshape, [-1, 3, 4], ("s", [3], "int32")), [{"s": _i32(0, -1, 2)}, {"s": _i32(2, 0, -1)}, {"s": _i32(-1, 0, 4)}]),
+    "reshape_fed_list": ("reshape2", _with_ints(lambda x, s: paddle.reshape(x, [s, 12]), [-1, 3, 4], _S), [{"s": _i32(0)}, {"s": _i32(-1)}]),
+    "reshape_dynamic_copy": ("reshape2", _with_ints(lambda x: paddle.reshape(x, [0, 0, -1, 2]), [-1, -1, 4]), [{}]),
+    "flatten_dynamic": ("flatten_contiguous_range", _with_ints(lambda x: paddle.flatten(x, 0, 1), [-1, -1, 4]), [{}]),
+    "transpose_dynamic": ("transpose2", _with_ints(lambda x: paddle.transpose(x, [1, 2, 0]), [-1, -1, 4]), [{}]),
+    "unsqueeze_fed_axes": ("unsqueeze2", _with_ints(paddle.unsqueeze, [-1], ("s", [2], "int32")), [{"s": _i32(-1, 0)}, {"s": _i32(1, -2)}, {"s": _i32(0, 0)}]),
+    "split_fed_sections": ("split", _with_ints(lambda x, s, t: paddle.split(x, [s, t], axis=1), [-1, 6], _S, ("t", [1], "int64")), [{"s": _i32(2), "t": _i64(-1)}, {"s": _i32(-1), "t": _i64(4)}]),
+    "split_num_dynamic": ("split", _with_ints(lambda x: paddle.split(x, 2, axis=1), [-1, -1, 2]), [{}]),
+    "stack_dynamic": ("stack", _with_ints(lambda x: paddle.stack([x, x * 2], axis=-2), [-1, -1]), [{}]),
+    "slice_fed_bounds": ("slice", _with_ints(lambda x, s, e: paddle.slice(x, [1, 2], s, e), [-1, 6, 4], ("s", [2], "int64"), ("e", [2], "int64")), [{"s": _i64(-100, 1), "e": _i64(100, -1)}, {"s": _i64(4, -3), "e": _i64(2, 2**31 - 1)}]),
+    "slice_dynamic": ("slice", _with_ints(lambda x: x[:, 1:-1, -2:], [-1, -1, -1]), [{}]),
+    "strided_slice_fed": ("strided_slice", _with_ints(lambda x, s, e, t: paddle.strided_slice(x, [1, 2], s, e, t), [-1, 6, 4], ("s", [2], "int64"), ("e", [2], "int64"), ("t", [2], "int64")), [
+        {"s": _i64(-10, 3), "e": _i64(0, 2**31 - 1), "t": _i64(-1, -2)},
+        {"s": _i64(5, -1), "e": _i64(-(2**31), -5), "t": _i64(-2, -1)},
+        {"s": _i64(-7, 0), "e": _i64(100, 3), "t": _i64(2, 1)},
+    ]),
+    "strided_slice_dynamic": ("strided_slice", _with_ints(lambda x: paddle.strided_slice(x, [1], [-7], [-100], [-1]), [-1, -1]), [{}]),
+    "strided_slice_dynamic_end": ("strided_slice", _with_ints(lambda x: paddle.strided_slice(x, [0, 1], [2**31 - 1, -2], [2**31 - 1, 0], [-1, -2]), [-1, -1]), [{}]),
+    "expand_fed_shape": ("expand_v2", _with_ints(paddle.expand, [-1, 1, 4], ("s", [3], "int32")), [{"s": _i32(-1, 3, 4)}, {"s": _i32(-1, 2, -1)}]),
+    "expand_dynamic": ("expand_v2", _with_ints(lambda x: paddle.expand(x, [2, -1, 3, -1]), [-1, 1, -1]), [{}]),
+    "tile_fed_repeats": ("tile", _with_ints(paddle.tile, [-1, 4], ("s", [2], "int32")), [{"s": _i32(2, 3)}, {"s": _i32(1, 2)}]),
+    "tile_dynamic": ("tile", _with_ints(lambda x: paddle.tile(x, [2, 3]), [-1, -1, 2]), [{}]),
+}  # fmt: skip
+
+
+@pytest.mark.parametrize(("op_type", "build", "runs"), FED.values(), ids=list(FED))
+def test_run_time_operands_run_like_paddle(
+    op_type: str, build: Build, runs: list[dict[str, np.ndarray]], request: Any
+) -> None:
+    saved = build_and_save(build)
+    assert op_type in _op_types(saved.program)
+    for values in runs:
+        _check_parity(saved, PARITY_SIZES.get(request.node.callspec.id, SIZES), **values)
+
+
+def test_an_empty_x_takes_a_0_as_a_size() -> None:
+    # NOTE: Paddle's 0 copies X's dim, but is a size of 0 when X is empty (ONNX would copy).
+    saved = build_and_save(_with_ints(paddle.reshape, [-1, 3, 4], ("s", [3], "int32")))
+    _check_parity(saved, ((0, 5),), s=_i32(4, 0, 3))
+    _check_parity(saved, ((2, 5),), s=_i32(2, 0, 4))
+
+
+@pytest.mark.parametrize("batch", [-1, 2])
+def test_shape_arithmetic_runs_like_paddle(batch: int) -> None:
+    """shape -> slice -> concat -> reshape2, folded when the batch is known, computed if not."""
+    _check_parity(build_and_save(_shape_arithmetic(batch)), SIZES)
+
+
+@pytest.mark.parametrize(
+    "fn",
+    [
+        lambda x, s: paddle.concat([x, x], axis=s),
+        lambda x, s: paddle.split(x, 2, axis=s),
+    ],
+    ids=["concat", "split"],
+)
+def test_an_axis_known_only_at_run_time_is_rejected(fn: Callable[..., Any]) -> None:
+    # ONNX takes the axis as an attribute: the validator rejects it before any lowering.
+    saved = build_and_save(_with_ints(fn, [-1, 4], _S))
+    with pytest.raises(ValidationFailed, match="AxisTensor: expected a constant axis"):
+        validate(saved.program, saved.params)

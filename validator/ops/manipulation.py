@@ -21,7 +21,6 @@ from validator.ops._operands import (
     check_rank,
     constant_axis,
     int_operand,
-    int_scalar,
 )
 from validator.ops._shape import merge_dim, norm_axes, norm_axis, product
 

@@ -1,0 +1,213 @@
+"""ONNX lowering of validator/ops/manipulation.py: reshape, transpose, flatten, squeeze,
+unsqueeze, concat, split and stack.
+
+Target shapes are constants when inference knows every output dim; otherwise they are computed
+at run time from Shape(X) and the shape tensors, so unknown (-1) dims work.
+"""
+
+from __future__ import annotations
+
+from typing import Final
+
+import numpy as np
+
+from executor.lower._builder import LoweringError, OnnxBuilder, Value
+from executor.lower._int_lists import (
+    concat_ints,
+    dims,
+    int_values,
+    int_vector,
+    may_be_empty,
+    nonempty_flag,
+)
+from graph_proto.types import UNKNOWN, DType
+from validator.ops._operands import int_scalar
+from validator.ops._shape import norm_axes, norm_axis
+from validator.ops.manipulation import (
+    AxisAttrs,
+    FlattenAttrs,
+    ReshapeAttrs,
+    SplitAttrs,
+    SqueezeAttrs,
+    TransposeAttrs,
+    UnsqueezeAttrs,
+)
+
+
+def _reshape(b: OnnxBuilder, x: Value, target: str) -> str:
+    # allowzero=1: a 0 in a computed target is a size of 0; Paddle's copying is resolved before.
+    return b.op("Reshape", x.name, target, allowzero=1)
+
+
+def _reshape2_emit(
+    b: OnnxBuilder,
+    x: Value,
+    shape: Value | None,
+    shape_list: tuple[Value, ...] | None,
+    a: ReshapeAttrs,
+) -> str:
+    sources = (("ShapeTensor", shape_list), ("Shape", shape))
+    values = int_values(a.shape, *sources)
+    copying = 0 not in x.shape and any(v in (0, None) for v in values)
+    out = b.out()
+    if out.known and not (copying and may_be_empty(x)):  # else the rule assumed X non-empty
+        return _reshape(b, x, b.ints(out.shape))
+    spec, _ = int_vector(b, a.shape, *sources)
+    if not copying:
+        return _reshape(b, x, spec)  # no 0 to copy (an empty X takes a 0 as a size)
+    # NOTE: Paddle's 0 copies X's dim at the same index, but is a size of 0 when X is empty
+    # (ONNX's allowzero=0 would always copy); -1 is left for ONNX to infer.
+    n = len(values)
+    copies = concat_ints(b, [dims(b, x, 0, min(n, x.rank)), [0] * max(0, n - x.rank)])
+    if may_be_empty(x):
+        copies = b.op("Mul", copies, nonempty_flag(b, x))
+    zero = b.op("Equal", spec, b.ints([0] * n))
+    return _reshape(b, x, b.op("Where", zero, copies, spec))
+
+
+def _transpose2_emit(b: OnnxBuilder, x: Value, a: TransposeAttrs) -> str:
+    perm = list(norm_axes(a.axis, x.rank)) if x.rank else []
+    if perm == list(range(x.rank)):
+        return b.op("Identity", x.name)
+    return b.op("Transpose", x.name, perm=perm)
+
+
+def _flatten_contiguous_range_emit(b: OnnxBuilder, x: Value, a: FlattenAttrs) -> str:
+    out = b.out()
+    if out.known:  # a 0-D X becomes [1]
+        return _reshape(b, x, b.ints(out.shape))
+    start = norm_axis(a.start_axis, x.rank)
+    stop = norm_axis(a.stop_axis, x.rank) + 1
+    merged = dims(b, x, start, stop)
+    if isinstance(merged, str):
+        # The product, not -1: ONNX cannot infer a -1 beside another 0 dim of an empty X.
+        merged = b.op("ReduceProd", merged, keepdims=1)
+    else:
+        merged = [int(np.prod(merged, dtype=np.int64))]
+    target = concat_ints(b, [dims(b, x, 0, start), merged, dims(b, x, stop, x.rank)])
+    return _reshape(b, x, target)
+
+
+def _squeeze2_emit(b: OnnxBuilder, x: Value, a: SqueezeAttrs) -> str:
+    if not a.axes:
+        drop = [i for i, d in enumerate(x.shape) if d == 1]  # an unknown dim stays, as the rule
+    elif x.rank == 0:
+        drop = []
+    else:
+        # NOTE: as the rule: a listed unknown dim is dropped, a listed dim of another size stays.
+        # ONNX Squeeze fails at run time if that unknown dim is not 1, where Paddle would keep it
+        # (another rank than the one inferred): an error, never a wrong result.
+        listed = {norm_axis(axis, x.rank) for axis in a.axes}
+        drop = sorted(i for i in listed if x.shape[i] in (1, UNKNOWN))
+    if not drop:
+        return b.op("Identity", x.name)
+    return b.op("Squeeze", x.name, b.ints(drop))
+
+
+def _unsqueeze_positions(axes: list[int], rank: int) -> list[int]:
+    """Where the new 1s end up: Paddle inserts them one after the other, each axis counting in
+    the rank reached so far; ONNX Unsqueeze takes the final positions."""
+    positions: list[int] = []
+    for k, axis in enumerate(axes):
+        at = axis + rank + k + 1 if axis < 0 else axis
+        positions = [p + 1 if p >= at else p for p in positions] + [at]
+    return positions
+
+
+def _unsqueeze2_emit(
+    b: OnnxBuilder,
+    x: Value,
+    axes_tensor: Value | None,
+    axes_list: tuple[Value, ...] | None,
+    a: UnsqueezeAttrs,
+) -> str:
+    sources = (("AxesTensor", axes_tensor), ("AxesTensorList", axes_list))
+    axes = int_values(a.axes, *sources)
+    if None not in axes:
+        positions = _unsqueeze_positions([v for v in axes if v is not None], x.rank)
+        if not positions:
+            return b.op("Identity", x.name)
+        return b.op("Unsqueeze", x.name, b.ints(positions))
+    name, _ = int_vector(b, a.axes, *sources)
+    return b.op("Unsqueeze", x.name, _run_time_positions(b, name, len(axes), x.rank))
+
+
+def _run_time_positions(b: OnnxBuilder, axes: str, n: int, rank: int) -> str:
+    """_unsqueeze_positions on an int64 vector of n axes known only at run time."""
+    positions = ""
+    for k in range(n):
+        axis = b.op("Slice", axes, b.ints([k]), b.ints([k + 1]))
+        negative = b.op("Less", axis, b.ints([0]))
+        at = b.op("Where", negative, b.op("Add", axis, b.ints([rank + k + 1])), axis)
+        if positions:
+            later = b.cast(b.op("GreaterOrEqual", positions, at), DType.INT64)
+            positions = b.op("Concat", b.op("Add", positions, later), at, axis=0)
+        else:
+            positions = at
+    return positions
+
+
+def _axis(attr: int, axis_tensor: Value | None, rank: int) -> int:
+    """The axis, from AxisTensor when given: its value must be known, ONNX takes an attribute."""
+    value = attr if axis_tensor is None else int_scalar(axis_tensor.type, "AxisTensor")
+    if value is None:
+        raise LoweringError(
+            "AxisTensor: expected a value known before run time, got one computed at run time"
+        )
+    return norm_axis(value, rank)
+
+
+def _concat_emit(
+    b: OnnxBuilder, xs: tuple[Value, ...], axis_tensor: Value | None, a: AxisAttrs
+) -> str:
+    axis = _axis(a.axis, axis_tensor, xs[0].rank)
+    if len(xs) == 1:
+        return b.op("Identity", xs[0].name)
+    return b.op("Concat", *(x.name for x in xs), axis=axis)
+
+
+def _split_emit(
+    b: OnnxBuilder,
+    x: Value,
+    axis_tensor: Value | None,
+    sections_list: tuple[Value, ...] | None,
+    a: SplitAttrs,
+) -> list[tuple[str, ...]]:
+    axis = _axis(a.axis, axis_tensor, x.rank)
+    if a.num:
+        return [b.op_n("Split", x.name, axis=axis, n_outputs=a.num)]
+    sources = (("SectionsTensorList", sections_list),)
+    sections = int_values(a.sections, *sources)
+    outs = b.outputs[0]
+    assert isinstance(outs, tuple)
+    sizes = [t.shape[axis] for t in outs]
+    if UNKNOWN not in sizes and len(sizes) == len(sections):
+        return [b.op_n("Split", x.name, b.ints(sizes), axis=axis, n_outputs=len(sizes))]
+    spec, _ = int_vector(b, a.sections, *sources)
+    if -1 in sections or None in sections:
+        # NOTE: a -1 section takes what the others leave: dim - (sum of all + 1).
+        dim = dims(b, x, axis, axis + 1)
+        total = b.op("ReduceSum", spec, b.ints([0]), keepdims=1)
+        left = b.op("Sub", concat_ints(b, [dim]), b.op("Add", total, b.ints([1])))
+        split = b.op("Where", b.op("Equal", spec, b.ints([-1] * len(sections))), left, spec)
+    else:
+        split = spec
+    return [b.op_n("Split", x.name, split, axis=axis, n_outputs=len(sections))]
+
+
+def _stack_emit(b: OnnxBuilder, xs: tuple[Value, ...], a: AxisAttrs) -> str:
+    axis = norm_axis(a.axis, xs[0].rank + 1)
+    grown = [b.op("Unsqueeze", x.name, b.ints([axis])) for x in xs]
+    return grown[0] if len(grown) == 1 else b.op("Concat", *grown, axis=axis)
+
+
+EMITTERS: Final = {
+    "reshape2": _reshape2_emit,
+    "transpose2": _transpose2_emit,
+    "flatten_contiguous_range": _flatten_contiguous_range_emit,
+    "squeeze2": _squeeze2_emit,
+    "unsqueeze2": _unsqueeze2_emit,
+    "concat": _concat_emit,
+    "split": _split_emit,
+    "stack": _stack_emit,
+}
