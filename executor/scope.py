@@ -50,7 +50,10 @@ class Scope:
                 raise InputTooLarge(
                     f"expected at most {self._max_bytes} input bytes, got more than {total}"
                 )
-            self._feeds[spec.name] = np.ascontiguousarray(value)
+            # NOTE: np.ascontiguousarray makes a 0-D array 1-D; a 0-D array is always contiguous.
+            self._feeds[spec.name] = (
+                value if value.flags.c_contiguous else np.ascontiguousarray(value)
+            )
         return self._feeds
 
     def shapes(self) -> dict[str, tuple[int, ...]]:

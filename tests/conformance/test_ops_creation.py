@@ -12,17 +12,21 @@ import pytest
 # Imported first: paddle_util switches Paddle to legacy programs before importing it.
 pytest.importorskip("tests.conformance.paddle_util")
 
+from executor import SessionOptions, compile
+from executor.errors import RunFailed
 from graph_proto import framework_pb2 as pb
 from tests.conformance.paddle_util import (
+    assert_parity,
     build_and_save,
     building,
     dims_differences,
     install_legacy_compat,
     paddle,
+    random_feeds,
     recorded_types,
     save,
 )
-from validator import validate
+from validator import ValidatedProgram, validate
 
 pytestmark = pytest.mark.paddle
 
@@ -44,6 +48,20 @@ def _int64(x: Any) -> Any:
     return paddle.cast(x, "int64")
 
 
+def _bounds(dtype: str) -> Build:
+    """range with Start, End and Step fed at run time (its length is known only then)."""
+
+    def build() -> tuple[list[Any], list[Any]]:
+        bounds = [paddle.static.data(name, [1], dtype) for name in ("start", "end", "step")]
+        return bounds, [paddle.arange(*bounds)]
+
+    return build
+
+
+def _as_float32(x: Any) -> Any:
+    return paddle.cast(x, "float32")
+
+
 # name: (op type the program must contain, program)
 PROGRAMS: dict[str, tuple[str, Build]] = {
     "full": ("fill_constant", _program(lambda x: x + paddle.full([3, 4], 2.0), [-1, 3, 4])),
@@ -63,6 +81,26 @@ PROGRAMS: dict[str, tuple[str, Build]] = {
     "shape": ("shape", _program(paddle.shape, [-1, 3, 4])),
     "shape_known": ("shape", _program(paddle.shape, [2, 3])),
     "shape_0d": ("shape", _program(lambda x: (x + 1.0, paddle.shape(paddle.sum(x))), [-1])),
+    # Lowering variants: dtypes, values float32 cannot hold, shape and value tensors, bounds.
+    "full_int64_beyond_float32": ("fill_constant", _program(lambda x: x + paddle.full([2], 2**40 + 1, "int64"), [-1, 2], "int64")),
+    "full_int32_beyond_float32": ("fill_constant", _program(lambda x: x + paddle.full([1], 16777217, "int32"), [-1, 1], "int32")),
+    "full_float64_str_value": ("fill_constant", _program(lambda x: x + paddle.full([3], 1.1, "float64"), [-1, 3], "float64")),
+    "full_bool": ("fill_constant", _program(lambda x: (paddle.shape(x), paddle.full([2, 3], False)), [-1, 3])),
+    "full_float16": ("fill_constant", _program(lambda x: (paddle.shape(x), _as_float32(paddle.full([2], 0.1, "float16"))), [-1])),
+    "full_bfloat16": ("fill_constant", _program(lambda x: (paddle.shape(x), _as_float32(paddle.full([2], 1.0048828125, "bfloat16"))), [-1])),
+    "full_empty": ("fill_constant", _program(lambda x: (paddle.shape(x), paddle.full([0, 3], 1.0)), [-1])),
+    "full_value_tensor_int64": ("fill_constant", _program(lambda x: paddle.full([2, 3], paddle.max(x), "int64"), [-1, 3])),
+    "full_shape_list_mixed": ("fill_constant", _program(lambda x: paddle.full([paddle.shape(x)[1], 2, paddle.shape(x)[0]], 1.5), [-1, -1])),
+    "full_shape_tensor_int64": ("fill_constant", _program(lambda x: paddle.full(paddle.shape(x).astype("int64"), 7, "int32"), [-1, 3])),
+    "full_like_float64": ("fill_any_like", _program(lambda x: paddle.full_like(x, 0.1, dtype="float64"), [-1, 3])),
+    "full_like_truncates": ("fill_any_like", _program(lambda x: paddle.full_like(x, -2.7, dtype="int32"), [-1, 2])),
+    "zeros_like_0d": ("fill_any_like", _program(paddle.zeros_like, [], "int64")),
+    "full_like_bfloat16": ("fill_any_like", _program(lambda x: _as_float32(paddle.full_like(x, 1.0048828125, dtype="bfloat16")), [-1, 2])),
+    "arange_float_accumulates": ("range", _program(lambda x: (paddle.shape(x), paddle.arange(0.1, 3.0, 0.1)), [-1])),
+    "arange_float64_descending": ("range", _program(lambda x: x + paddle.arange(2.0, -1.0, -0.75, "float64"), [-1, 4], "float64")),
+    "arange_fed_float": ("range", _bounds("float32")),
+    "arange_fed_int": ("range", _bounds("int64")),
+    "shape_bool": ("shape", _program(paddle.shape, [-1, 2, -1], "bool")),
 }  # fmt: skip
 
 
@@ -112,6 +150,8 @@ def test_assign_value_matches_paddle(array: np.ndarray, legacy_format: bool) -> 
     assert ("fp32_values" in names) == legacy_format and ("values" in names) != legacy_format
     validated = validate(saved.program, saved.params)
     assert dims_differences(validated, saved.program) == []
+    for batch in (1, 3):
+        assert_parity(saved, random_feeds(validated, batch=batch))
     (constant,) = (
         o.outputs[0].arguments[0]
         for o in pb.ProgramDesc.FromString(saved.program).blocks[0].ops
@@ -120,3 +160,52 @@ def test_assign_value_matches_paddle(array: np.ndarray, legacy_format: bool) -> 
     value = validated.types[constant].value
     if array.size <= 64 and array.dtype != np.float64:  # legacy float64 is stored as float32
         assert value == tuple(array.reshape(-1).tolist())
+
+
+# Feeds for programs whose inputs are range bounds (random ones would not be valid bounds).
+BOUNDS: dict[str, list[tuple[float, float, float]]] = {
+    "arange_fed_float": [(0.1, 3.0, 0.1), (2.0, -1.0, -0.75), (1.0, 1.0, 0.5), (-3.0, 100.0, 0.7)],
+    "arange_fed_int": [(0, 10, 3), (5, -1, -2), (2, 2, 1), (-7, 8, 4)],
+}
+
+
+def _bound_feeds(
+    validated: ValidatedProgram, bounds: tuple[float, float, float]
+) -> dict[str, np.ndarray]:
+    dtype = validated.inputs[0].dtype.numpy
+    return {
+        name: np.array([v], dtype) for name, v in zip(("start", "end", "step"), bounds, strict=True)
+    }
+
+
+@pytest.mark.parametrize("name", list(PROGRAMS))
+def test_program_runs_like_paddle(name: str) -> None:
+    saved = build_and_save(PROGRAMS[name][1])
+    validated = validate(saved.program, saved.params)
+    if name in BOUNDS:
+        feed_sets = [_bound_feeds(validated, bounds) for bounds in BOUNDS[name]]
+    else:
+        feed_sets = [
+            {k: np.asarray(v) for k, v in random_feeds(validated, batch=batch, dynamic=4).items()}
+            for batch in (1, 3)
+        ]
+    for feeds in feed_sets:
+        assert_parity(saved, feeds)
+
+
+@pytest.mark.parametrize(
+    "bounds",
+    [(0.0, 4.0, 0.0), (0.0, 5.0, -1.0), (5.0, 0.0, 1.0)],
+    ids=["zero_step", "away_up", "away_down"],
+)
+@pytest.mark.parametrize("name", ["arange_fed_float", "arange_fed_int"])
+def test_range_bounds_paddle_refuses_fail_the_request(
+    name: str, bounds: tuple[float, float, float]
+) -> None:
+    # NOTE: Paddle raises for a zero step or one moving away from End; the lowering makes
+    # onnxruntime fail the request cleanly there (never a division by zero or a huge length).
+    saved = build_and_save(PROGRAMS[name][1])
+    validated = validate(saved.program, saved.params)
+    model = compile(validated, SessionOptions(use_cuda=False))
+    with pytest.raises(RunFailed):
+        model.run(_bound_feeds(validated, bounds))
