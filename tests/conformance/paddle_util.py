@@ -141,7 +141,9 @@ def random_feeds(
     rng = np.random.default_rng(seed)
     feeds = {}
     for spec in validated.inputs:
-        shape = [d if d >= 0 else (batch if axis == 0 else dynamic) for axis, d in enumerate(spec.dims)]
+        shape = [
+            d if d >= 0 else (batch if axis == 0 else dynamic) for axis, d in enumerate(spec.dims)
+        ]
         dtype = spec.dtype.numpy
         if np.issubdtype(dtype, np.floating):
             feeds[spec.name] = rng.standard_normal(shape).astype(dtype)
@@ -158,12 +160,14 @@ def assert_parity(
     *,
     rtol: float = 1e-4,
     atol: float = 1e-5,
+    validate_args: tuple[Any, ...] = (),
 ) -> dict[str, np.ndarray]:
     """graphgate's executor and Paddle's Executor give the same fetches (float within tolerance,
-    integers and booleans exactly, same shapes, 0-D stays 0-D); returns graphgate's outputs."""
+    integers and booleans exactly, same shapes, 0-D stays 0-D); returns graphgate's outputs.
+    `validate_args`: a (policy[, registry]) for validate() other than the defaults."""
     from executor import SessionOptions, compile
 
-    validated = validate(saved.program, saved.params)
+    validated = validate(saved.program, saved.params, *validate_args)
     feeds = feeds if feeds is not None else random_feeds(validated)
     ours = compile(validated, SessionOptions(use_cuda=False)).run(feeds)
     theirs = run_paddle(saved, feeds)
@@ -181,11 +185,11 @@ def assert_parity(
 __all__ = [
     "Saved",
     "assert_parity",
-    "random_feeds",
     "build_and_save",
     "building",
     "dims_differences",
     "paddle",
+    "random_feeds",
     "recorded_types",
     "run_paddle",
     "save",

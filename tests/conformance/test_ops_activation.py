@@ -2,14 +2,26 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
-from typing import Any
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import replace
+from typing import Any, Final
 
+import numpy as np
 import pytest
 
+from executor import SessionOptions, compile
+from executor.lower import LoweringError
 from graph_proto import framework_pb2 as pb
-from tests.conformance.paddle_util import build_and_save, dims_differences, paddle
-from validator import Code, ValidationFailed, validate
+from graph_proto.pdiparams import write_params
+from tests.conformance.paddle_util import (
+    Saved,
+    assert_parity,
+    build_and_save,
+    dims_differences,
+    paddle,
+    random_feeds,
+)
+from validator import Code, Policy, ValidatedProgram, ValidationFailed, validate
 
 pytestmark = pytest.mark.paddle
 
@@ -52,6 +64,16 @@ def op(op_type: str, attrs: dict[str, Any] | None = None, **kwargs: Any) -> Buil
     return unary(lambda x: legacy(op_type, {"X": [x]}, attrs), **kwargs)
 
 
+def bfloat16(op_type: str, attrs: dict[str, Any] | None = None) -> Build:
+    """X float32 -> bfloat16 -> op -> float32: feeds cannot be bfloat16, computed values can."""
+
+    def fn(x: Any) -> Any:
+        half = paddle.cast(x, "bfloat16")
+        return paddle.cast(legacy(op_type, {"X": [half]}, attrs), "float32")
+
+    return unary(fn)
+
+
 def _dropout_with_seed() -> tuple[list[Any], list[Any]]:
     x, seed = data([-1, 4]), data([1], "int32", "seed")
     attrs = {"dropout_prob": 0.2, "is_test": True, "fix_seed": True, "seed": 3}
@@ -64,12 +86,26 @@ def _dropout_with_seed() -> tuple[list[Any], list[Any]]:
 BUILDS: dict[str, Build] = {
     "relu/functional": unary(F.relu),
     "relu/0-D": unary(F.relu, shape=()),
+    "relu/bfloat16": bfloat16("relu"),
+    "relu6/bfloat16": bfloat16("relu6"),
+    "leaky_relu/bfloat16": bfloat16("leaky_relu", {"alpha": 0.1}),
+    "elu/bfloat16": bfloat16("elu", {"alpha": 0.5}),
+    "gelu/bfloat16": bfloat16("gelu", {"approximate": False}),
+    "gelu/bfloat16_tanh": bfloat16("gelu", {"approximate": True}),
+    "sigmoid/bfloat16": bfloat16("sigmoid"),
+    "hard_swish/bfloat16": bfloat16("hard_swish"),
+    "tanh/bfloat16": bfloat16("tanh"),
+    "softmax/bfloat16": bfloat16("softmax", {"axis": 1}),
+    "log_softmax/bfloat16": bfloat16("log_softmax", {"axis": -1}),
     "relu6/functional": unary(F.relu6),
     "leaky_relu/alpha": unary(lambda x: F.leaky_relu(x, 0.1)),
     "leaky_relu/layer": unary(lambda x: paddle.nn.LeakyReLU()(x)),
     "elu/alpha": unary(lambda x: F.elu(x, 0.5)),
     "gelu/exact": op("gelu", {"approximate": False}),
     "gelu/tanh": op("gelu", {"approximate": True}),
+    "gelu/float64": op("gelu", {"approximate": False}, dtype="float64"),
+    "gelu/float64_tanh": op("gelu", {"approximate": True}, dtype="float64"),
+    "elu/float64": op("elu", {"alpha": 0.7}, dtype="float64"),
     "silu/layer": unary(lambda x: paddle.nn.Silu()(x)),
     "swish/functional": unary(F.swish),
     "sigmoid/legacy": op("sigmoid"),
@@ -81,16 +117,22 @@ BUILDS: dict[str, Build] = {
     "tanh/0-D": op("tanh", shape=()),
     "softplus/beta": op("softplus", {"beta": 2.0, "threshold": 10.0}),
     "softplus/defaults": op("softplus"),
+    "softplus/negative_beta": op("softplus", {"beta": -1.5, "threshold": 2.0}),
+    "softplus/float64": op("softplus", {"beta": 3.0, "threshold": 4.0}, dtype="float64"),
     "softmax/default_axis": unary(F.softmax),
     "softmax/axis1": unary(lambda x: F.softmax(x, axis=1)),
     "softmax/0-D": unary(F.softmax, shape=()),
+    "softmax/batch_axis": unary(lambda x: F.softmax(x, axis=0)),
+    "softmax/float64": unary(lambda x: F.softmax(x, axis=-3), dtype="float64"),
     "log_softmax/axis": unary(lambda x: F.log_softmax(x, axis=-2)),
+    "log_softmax/0-D": op("log_softmax", {"axis": -1}, shape=()),
     "prelu/channel": unary(lambda x: paddle.nn.PReLU(3)(x), shape=(-1, 3, -1, -1)),
     "prelu/all": unary(lambda x: paddle.nn.PReLU()(x), shape=(-1, 3, 5)),
     "prelu/nhwc": unary(lambda x: paddle.nn.PReLU(3, data_format="NHWC")(x), shape=(-1, -1, -1, 3)),
     "prelu/static_channel": unary(lambda x: paddle.static.nn.prelu(x, "channel"), shape=(-1, 3, 4)),
     "prelu/element": unary(lambda x: paddle.static.nn.prelu(x, "element"), shape=(-1, 3, 4)),
     "prelu/0-D": unary(lambda x: paddle.nn.PReLU()(x), shape=()),
+    "hard_swish/float64": op("hard_swish", dtype="float64"),
     "dropout/layer": unary(lambda x: paddle.nn.Dropout(0.3)(x)),
     "dropout/downscale": unary(
         lambda x: F.dropout(x, 0.3, training=False, mode="downscale_in_infer")
@@ -126,3 +168,81 @@ def test_rejects_bad_attrs_paddle_writes(build: Build, fragment: str) -> None:
         validate(saved.program, saved.params)
     assert info.value.codes == [Code.ATTR_VALUE]
     assert fragment in str(info.value)
+
+
+# Feeds Paddle's kernels need beyond random normals, by build name.
+FEEDS: Final[dict[str, Callable[[dict[str, np.ndarray]], dict[str, np.ndarray]]]] = {
+    "softplus/defaults": lambda f: {"x": f["x"] * 15},  # both sides of threshold 20
+    "softplus/negative_beta": lambda f: {"x": f["x"] * 3},
+    "softplus/float64": lambda f: {"x": f["x"] * 3},
+}
+
+
+def randomized(saved: Saved, seed: int = 0) -> Saved:
+    """Random parameters in place of Paddle's constant initial ones (PReLU's alpha is 0.25
+    everywhere), which would hide a channel mixed up with another."""
+    if saved.params is None:
+        return saved
+    validated = validate(saved.program, saved.params)
+    rng = np.random.default_rng(seed)
+    tensors = [
+        (validated.types[name].dtype, rng.standard_normal(like.shape).astype(like.dtype))
+        for name, like in sorted(validated.params.items())
+    ]
+    return replace(saved, params=write_params(tensors))
+
+
+def check_parity(
+    saved: Saved,
+    feeds: Callable[[dict[str, np.ndarray]], Mapping[str, np.ndarray]] | None = None,
+    *,
+    rtol: float = 1e-4,
+    atol: float = 1e-5,
+) -> None:
+    """assert_parity at batch 1 (other -1 dims 2) and batch 3 (other -1 dims 5); `feeds` may
+    replace some random feeds with values the op needs."""
+    saved = randomized(saved)
+    validated = validate(saved.program, saved.params)
+    for seed, (batch, dynamic) in enumerate(sizes(validated)):
+        fed = random_feeds(validated, batch=batch, dynamic=dynamic, seed=seed)
+        fed |= dict(feeds(fed)) if feeds is not None else {}
+        assert_parity(saved, fed, rtol=rtol, atol=atol)
+
+
+def sizes(validated: ValidatedProgram) -> tuple[tuple[int, int], ...]:
+    if any(d < 0 for spec in validated.inputs for d in spec.dims):
+        return ((1, 2), (3, 5))
+    return ((1, 1),)
+
+
+@pytest.mark.parametrize("name", sorted(BUILDS))
+def test_outputs_match_paddle(name: str) -> None:
+    check_parity(build_and_save(BUILDS[name]), FEEDS.get(name))
+
+
+def with_dims(saved: Saved, name: str, dims: Sequence[int]) -> Saved:
+    """The program with var `name` recorded as `dims` (Paddle checks some dims only at build)."""
+    program = pb.ProgramDesc.FromString(saved.program)
+    (var,) = [v for v in program.blocks[0].vars if v.name == name]
+    var.type.dense_tensor.tensor.dims[:] = list(dims)
+    return replace(saved, program=program.SerializeToString())
+
+
+def test_prelu_element_with_dims_known_at_run_time_matches_paddle() -> None:
+    # Paddle checks X's per-sample dims against Alpha's only when it builds the program, so an
+    # exported program may lack them; the budget then needs other dims to fit Alpha [1, 3, 4].
+    saved = with_dims(randomized(build_and_save(BUILDS["prelu/element"])), "x", [-1, -1, 4])
+    policy = Policy(max_dynamic_dim=3)
+    validated = validate(saved.program, saved.params, policy)
+    assert validated.types["x"].shape == (-1, -1, 4)
+    for batch in (1, 3):
+        feeds = random_feeds(validated, batch=batch, dynamic=3, seed=batch)
+        assert_parity(saved, feeds, validate_args=(policy,))
+
+
+def assert_lowering_rejects(build: Build, fragment: str) -> None:
+    """Validation accepts the program, the ONNX lowering refuses it with `fragment`."""
+    saved = build_and_save(build)
+    validated = validate(saved.program, saved.params)
+    with pytest.raises(LoweringError, match=fragment):
+        compile(validated, SessionOptions(use_cuda=False))

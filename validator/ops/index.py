@@ -265,6 +265,11 @@ LOOKUP_TABLE_V2 = OpDef(
         Case({"W": f32(6, 4), "Ids": i32(5)}, expect=_lookup_table_v2_reference),
         Case({"W": f32(6, 4), "Ids": np.array(3, np.int64)}, expect=_lookup_table_v2_reference),
         Case(
+            {"W": f32(6, 4), "Ids": np.array([[0, 5], [5, 1]], np.int32)},
+            {"padding_idx": 5},
+            expect=_lookup_table_v2_reference,
+        ),
+        Case(
             {"W": f32(6, 4), "Ids": i64(2, 3)},
             {"padding_idx": 6},
             raises="padding_idx must be -1 or in [0, 6), got 6",
@@ -359,6 +364,11 @@ ONE_HOT_V2 = OpDef(
             expect=_one_hot_v2_reference,
         ),
         Case(
+            {"X": np.array([[0, 7, -1]], np.int64)},
+            {"depth": 4, "allow_out_of_range": True},
+            expect=_one_hot_v2_reference,
+        ),
+        Case(
             {"X": i64(2, 3)}, {"depth": 0}, raises="depth must be > 0, got 0", code=Code.ATTR_VALUE
         ),
         Case({"X": i64(2, 3)}, {}, raises="depth must be > 0, got -1"),
@@ -415,6 +425,14 @@ WHERE = OpDef(
         ),
         Case(
             {"Condition": boolean(), "X": i64(), "Y": i64()},
+            expect=lambda c, x, y, a: np.where(c, x, y),
+        ),
+        Case(
+            {"Condition": boolean(3, 1), "X": boolean(3, 1), "Y": boolean(3, 1)},
+            expect=lambda c, x, y, a: np.where(c, x, y),
+        ),
+        Case(
+            {"Condition": boolean(4), "X": i32(4).astype(np.int16), "Y": i32(4).astype(np.int16)},
             expect=lambda c, x, y, a: np.where(c, x, y),
         ),
         Case(

@@ -71,13 +71,17 @@ def _check_scales(scales: Sequence[float], what: str) -> None:
 
 
 def _scaled(size: int, scale: float) -> int:
-    """int(size * scale), multiplied in float32 as Paddle does; an unknown size stays unknown."""
+    """int(size * scale) as Paddle's kernel computes it: float32 operands multiplied in double.
+
+    NOTE: Paddle's compile-time rule rounds the product to float32 first (10 * 1.3f records 13),
+    but its kernel produces 12: graphgate follows the kernel, and a stored 13 is only a warning.
+    """
     if size < 0:
         return UNKNOWN
     exact = float(np.float32(size)) * float(np.float32(scale))  # exact in float64
     if not exact < INT32_LIMIT:
         raise ShapeError(f"expected an output size below 2**31, got {size} * {_shown([scale])[0]}")
-    out = int(np.float32(exact))
+    out = int(exact)
     if not 0 < out < INT32_LIMIT:
         # NOTE: Paddle records -1 at compile time here, and its kernel then fails.
         raise ShapeError(
@@ -287,6 +291,16 @@ NEAREST_INTERP_V2 = OpDef(
             {**_NEAREST_ATTRS, "out_h": -1, "out_w": 2},
             expect=_NEAREST,
         ),
+        Case(
+            {"X": f32(2, 3, 5, 3)},
+            {**_NEAREST_ATTRS, "out_h": 9, "out_w": 5, "align_corners": True},
+            expect=_NEAREST,
+        ),
+        Case(
+            {"X": i64(1, 2, 3, 4, 2)},
+            {**_NEAREST_ATTRS, "out_d": 3, "out_h": 2, "out_w": 7, "data_layout": "NHWC"},
+            expect=_NEAREST,
+        ),
         *bad_cases(
             {"X": _X4},
             {**_NEAREST_ATTRS, "out_h": 2, "out_w": 2},
@@ -384,6 +398,22 @@ BILINEAR_INTERP_V2 = OpDef(
         Case(
             {"X": _X4, "SizeTensor": (_one(6), _one(2))},
             {**_BILINEAR_ATTRS, "out_h": -1, "out_w": -1},
+            expect=_BILINEAR,
+        ),
+        Case(
+            {"X": f32(2, 3, 4, 5)},
+            {**_BILINEAR_ATTRS, "out_h": 7, "out_w": 3, "align_mode": 1},
+            expect=_BILINEAR,
+        ),
+        Case(
+            {"X": f32(1, 4, 5, 3)},
+            {
+                **_BILINEAR_ATTRS,
+                "out_h": 9,
+                "out_w": 6,
+                "align_corners": True,
+                "data_layout": "NHWC",
+            },
             expect=_BILINEAR,
         ),
         *bad_cases(

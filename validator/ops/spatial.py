@@ -9,7 +9,7 @@ import numpy as np
 
 from graph_proto.types import ALL, INDICES, NUMERIC, UNKNOWN, Shape
 from validator.diagnostics import Code
-from validator.ops._cases import f32
+from validator.ops._cases import boolean, f32, i32
 from validator.ops._def import AttrError, Case, In, OpDef, Out, ShapeError, TensorType
 from validator.ops._shape import norm_axes, require_nonempty, require_rank
 from validator.ops.resize import bad_cases, known_values
@@ -105,6 +105,21 @@ PAD3D = OpDef(
         ),
         Case({"X": _X5}, _pad([3, 0, 1, 1, 0, 2], mode="replicate"), expect=_pad3d_reference),
         Case({"X": _X5}, _pad([1, 2, 1, 1, 1, 1], mode="circular"), expect=_pad3d_reference),
+        Case(
+            {"X": f32(1, 2, 3, 2, 4)},
+            _pad([9, 1, 0, 5, 2, 4], mode="circular", data_format="NDHWC"),
+            expect=_pad3d_reference,
+        ),
+        Case(
+            {"X": _X5, "Paddings": np.array([2, 0, 3, 1, 0, 4], np.int64)},
+            _pad([], mode="replicate"),
+            expect=_pad3d_reference,
+        ),
+        Case(
+            {"X": i32(1, 2, 2, 3, 2).astype(np.int16)},
+            _pad([1, 0, 2, 1, 0, 1], value=-2.5),
+            expect=_pad3d_reference,
+        ),
         Case(
             {"X": _X5, "Paddings": np.array([1, 0, 0, 2, 1, 1], np.int32)},
             _pad([]),
@@ -207,6 +222,7 @@ PIXEL_SHUFFLE = OpDef(
             {"upscale_factor": 3, "data_format": "NHWC"},
             expect=_pixel_shuffle_reference,
         ),
+        Case({"X": i32(2, 4, 3, 2)}, {"upscale_factor": 2}, expect=_pixel_shuffle_reference),
         *bad_cases(
             {"X": f32(1, 8, 2, 2)},
             {"upscale_factor": 2},
@@ -249,6 +265,7 @@ FLIP = OpDef(
         Case({"X": f32(2, 3, 4)}, {"axis": [0, 2]}, expect=lambda x, a: np.flip(x, a.axis)),
         Case({"X": f32(2, 3, 4)}, {"axis": [-1]}, expect=lambda x, a: np.flip(x, a.axis)),
         Case({"X": f32()}, {"axis": []}, expect=lambda x, a: x),
+        Case({"X": boolean(2, 3, 2)}, {"axis": [2, -3]}, expect=lambda x, a: np.flip(x, a.axis)),
         Case(
             {"X": f32(2, 3, 4)},
             {"axis": [3]},
