@@ -29,14 +29,27 @@ class WrongShape(ExecutionError):
     code = "INPUT_SHAPE"
 
 
-class InconsistentDims(ExecutionError):
-    """Feeds whose dims the program's ops cannot combine (e.g. batch 2 here, 3 there)."""
+class IncompatibleInputs(ExecutionError):
+    """Inputs the program's ops cannot take: dims that do not combine (batch 2 here, 3 there),
+    or values that size a tensor impossibly (a range with step 0)."""
 
-    code = "INPUT_DIMS_INCONSISTENT"
+    code = "INPUT_INCOMPATIBLE"
 
 
 class InputTooLarge(ExecutionError):
     code = "INPUT_TOO_LARGE"
+
+
+class SizeUnbounded(ExecutionError):
+    """A tensor sized by input data whose size cannot be known before running."""
+
+    code = "SIZE_UNBOUNDED"
+
+
+class TensorTooLarge(ExecutionError):
+    """A tensor sized by input data would exceed the policy's byte cap."""
+
+    code = "TENSOR_TOO_LARGE"
 
 
 class RunFailed(ExecutionError):

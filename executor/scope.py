@@ -8,7 +8,6 @@ from typing import Final
 import numpy as np
 
 from executor.errors import (
-    InconsistentDims,
     InputTooLarge,
     MissingInput,
     OutputMismatch,
@@ -90,4 +89,4 @@ def check_outputs(outputs: Mapping[str, np.ndarray], expected: Mapping[str, Tens
             )
 
 
-__all__ = ["InconsistentDims", "Scope", "check_outputs"]
+__all__ = ["Scope", "check_outputs"]

@@ -14,10 +14,11 @@ import onnxruntime as ort
 
 from executor import gate
 from executor.convert import lower
-from executor.errors import InconsistentDims, RunFailed
+from executor.errors import IncompatibleInputs, RunFailed, SizeUnbounded, TensorTooLarge
 from executor.scope import DEFAULT_MAX_REQUEST_BYTES, Scope, check_outputs
 from validator import ValidatedProgram
-from validator.ops._def import TensorType
+from validator.infer import tensor_bytes
+from validator.ops._def import Scalar, TensorType
 from validator.runtime import RuntimeShapeError, reinfer
 
 log = logging.getLogger("graphgate.executor")
@@ -25,6 +26,7 @@ log = logging.getLogger("graphgate.executor")
 CUDA: Final = "CUDAExecutionProvider"
 CPU: Final = "CPUExecutionProvider"
 _SHAPE_CACHE_SIZE: Final = 256
+_VALUE_LIMIT: Final = 64  # feeds this small may hold sizes (range bounds, scales)
 
 
 @dataclass(frozen=True, slots=True)
@@ -52,7 +54,7 @@ class CompiledModel:
     provider: str
     output_names: tuple[str, ...]  # ONNX graph outputs, in fetch col order
     max_request_bytes: int
-    _shapes: OrderedDict[tuple[tuple[int, ...], ...], dict[str, TensorType]] = field(
+    _shapes: OrderedDict[tuple[object, ...], dict[str, TensorType]] = field(
         default_factory=OrderedDict
     )
     _lock: threading.Lock = field(default_factory=threading.Lock)
@@ -61,7 +63,7 @@ class CompiledModel:
         """Checks the feeds, runs, checks the fetches; returns them by Paddle var name."""
         scope = Scope(self.program.inputs, self.max_request_bytes)
         checked = scope.feed_all(feeds)
-        expected = self._expected_types(scope.shapes())
+        expected = self._expected_types(scope.shapes(), self._size_values(checked))
         try:
             values = self.session.run(list(self.output_names), checked)
         except (
@@ -77,25 +79,60 @@ class CompiledModel:
         check_outputs(outputs, {spec.name: expected[spec.name] for spec in self.program.outputs})
         return outputs
 
-    def _expected_types(self, shapes: Mapping[str, tuple[int, ...]]) -> dict[str, TensorType]:
-        key = tuple(shapes[spec.name] for spec in self.program.inputs)
+    def _size_values(self, feeds: Mapping[str, np.ndarray]) -> dict[str, tuple[Scalar, ...]]:
+        """Values of small feeds (ints, or floats such as scales), when some size depends on them."""
+        if not self.program.report.data_dependent:
+            return {}
+        return {
+            spec.name: tuple(feeds[spec.name].reshape(-1).tolist())
+            for spec in self.program.inputs
+            if feeds[spec.name].size <= _VALUE_LIMIT
+        }
+
+    def _expected_types(
+        self, shapes: Mapping[str, tuple[int, ...]], values: Mapping[str, tuple[Scalar, ...]]
+    ) -> dict[str, TensorType]:
+        key = (
+            tuple(shapes[spec.name] for spec in self.program.inputs),
+            tuple(sorted(values.items())),
+        )
         with self._lock:
             cached = self._shapes.get(key)
             if cached is not None:
                 self._shapes.move_to_end(key)
                 return cached
         try:
-            types = reinfer(self.program, shapes)
+            types = reinfer(self.program, shapes, values)
         except RuntimeShapeError as e:
-            raise InconsistentDims(f"the input dims do not fit the program: {e}") from None
+            raise IncompatibleInputs(f"the inputs do not fit the program: {e}") from None
+        self._check_data_dependent(types)
         with self._lock:
             self._shapes[key] = types
             if len(self._shapes) > _SHAPE_CACHE_SIZE:
                 self._shapes.popitem(last=False)
         return types
 
+    def _check_data_dependent(self, types: Mapping[str, TensorType]) -> None:
+        """Tensors sized by input data are bounded before anything runs (threats.md 3.3)."""
+        cap = self.program.policy.max_tensor_bytes
+        for name in self.program.report.data_dependent:
+            t = types[name]
+            if not t.known:
+                raise SizeUnbounded(
+                    f"tensor {name!r} is sized by input data graphgate cannot read before "
+                    f"running (dims {list(t.shape)}); expected sizes computed from small "
+                    "integer inputs"
+                )
+            if tensor_bytes(t) > cap:
+                raise TensorTooLarge(
+                    f"tensor {name!r} {t.dtype.label}{list(t.shape)}: expected at most {cap} "
+                    f"bytes, got {tensor_bytes(t)} for these inputs"
+                )
 
-def _session(model: bytes, options: ort.SessionOptions, providers: list[str]) -> ort.InferenceSession:
+
+def _session(
+    model: bytes, options: ort.SessionOptions, providers: list[str]
+) -> ort.InferenceSession:
     if providers[0] != CUDA:
         return ort.InferenceSession(model, options, providers=providers)
     # Without CUDA libraries onnxruntime logs a multi-line error at its default level while

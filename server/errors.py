@@ -19,7 +19,10 @@ async def _bad_request(_request: Request, exc: Exception) -> JSONResponse:
     first = exc.errors()[0] if exc.errors() else {"msg": "invalid request"}
     where = ".".join(str(p) for p in first.get("loc", ()))
     return JSONResponse(
-        {"error": f"{where}: {first['msg']}" if where else str(first["msg"]), "code": "BAD_REQUEST"},
+        {
+            "error": f"{where}: {first['msg']}" if where else str(first["msg"]),
+            "code": "BAD_REQUEST",
+        },
         status_code=400,
     )
 

@@ -21,6 +21,9 @@ class Cost:
     flops: int
     peak_activation_bytes: int
     largest_tensor_bytes: int
+    # Outputs whose size comes from input data (range bounds, a fill shape fed by the user):
+    # their bytes are checked per request by the executor, before it runs anything.
+    data_dependent: tuple[str, ...] = ()
 
     @property
     def flops_per_sample(self) -> int:
@@ -49,6 +52,9 @@ def bounded_feeds(
     return bounded, batch
 
 
+_FINAL = frozenset({Code.TENSOR_TOO_LARGE})
+
+
 class _Rejected(Exception):
     """Inference at the bounds failed; carries the diagnostic to report."""
 
@@ -74,9 +80,9 @@ def measure(
     """
     exact, batch = bounded_feeds(feeds, policy)
     try:
-        cost = _measure_at(ops, exact, batch, params, fetches, policy)
+        cost = _measure_at(ops, exact, batch, params, fetches, policy, exact_dims=True)
     except _Rejected as first:
-        if first.diagnostic.code == Code.TENSOR_TOO_LARGE or exact == feeds:
+        if first.diagnostic.code in _FINAL or exact == feeds:
             out.append(first.diagnostic)
             return None
         try:
@@ -98,6 +104,16 @@ def measure(
                 message=f"cost figures are upper bounds: binding every dynamic dim to {policy.max_dynamic_dim} contradicts the program ({first.diagnostic.message})",
             )
         )
+    if cost.data_dependent:
+        shown = ", ".join(repr(n) for n in cost.data_dependent[:5])
+        more = f" and {len(cost.data_dependent) - 5} more" if len(cost.data_dependent) > 5 else ""
+        out.append(
+            Diagnostic(
+                code=Code.DATA_DEPENDENT_SHAPE,
+                severity=Severity.WARNING,
+                message=f"the sizes of {shown}{more} come from input data; each request is checked against the tensor byte cap before it runs",
+            )
+        )
     _check(cost, policy, out)
     return cost
 
@@ -109,7 +125,13 @@ def _measure_at(
     params: Mapping[str, TensorType],
     fetches: Sequence[str],
     policy: Policy,
+    *,
+    exact_dims: bool = False,
 ) -> Cost:
+    """With `exact_dims`, every feed dim is bound, so a dim still unknown after an op was computed
+    from the data itself (range bounds, a fill shape, an expand target fed by the user): no
+    static budget holds such a tensor, so it is recorded for the run-time check (threats.md 3.3)."""
+    data_dependent: list[str] = []
     types: dict[str, TensorType] = {**params, **bounded}
     last_use = _last_use(ops, fetches)
     # NOTE: feeds become live when their feed op runs (it is one of `ops`), not before.
@@ -120,6 +142,8 @@ def _measure_at(
         except GraphError as e:
             raise _Rejected(_diag(e.code, op, f"at batch {batch}: {e}")) from None
         types.update(inferred)
+        if exact_dims:
+            data_dependent.extend(name for name, t in inferred.items() if not t.known)
         sizes = [_bounded_bytes(t, policy) for t in inferred.values()]
         for (name, t), size in zip(inferred.items(), sizes, strict=True):
             problem = (
@@ -137,7 +161,7 @@ def _measure_at(
             _bounded_bytes(types[n], policy) for n in set(op.reads()) | set(inferred)
             if last_use.get(n, -1) <= op.index and n in types and n not in params
         )  # fmt: skip
-    return Cost(batch, flops, peak, largest)
+    return Cost(batch, flops, peak, largest, tuple(data_dependent))
 
 
 def dim_over_cap(t: TensorType, policy: Policy) -> str | None:

@@ -127,6 +127,11 @@ class Code(enum.StrEnum):
         "peak live activation bytes per sample over the cap",
     )
     FLOPS_TOO_LARGE = "FLOPS_TOO_LARGE", "FLOPs per sample over the policy's cap"
+    DATA_DEPENDENT_SHAPE = (
+        "DATA_DEPENDENT_SHAPE",
+        "warning: a tensor's size comes from input data (range bounds, fill shapes); the "
+        "executor checks it against the byte cap per request, before running",
+    )
     BUDGET_UPPER_BOUND = (
         "BUDGET_UPPER_BOUND",
         "warning: cost figures are upper bounds (the program pins a dynamic dim)",

@@ -33,6 +33,7 @@ class Report:
     flops_per_sample: int
     peak_activation_bytes_per_sample: int
     largest_tensor_bytes: int
+    data_dependent: tuple[str, ...] = ()  # vars sized by input data: checked per request
     warnings: tuple[Diagnostic, ...] = ()
 
     def to_json(self) -> dict[str, Any]:
@@ -47,6 +48,7 @@ class Report:
                 "flops_per_sample": self.flops_per_sample,
                 "peak_activation_bytes_per_sample": self.peak_activation_bytes_per_sample,
                 "largest_tensor_bytes": self.largest_tensor_bytes,
+                "sized_by_input_data": list(self.data_dependent),
             },
             "warnings": [w.to_json() for w in self.warnings],
         }

@@ -6,7 +6,7 @@ from collections.abc import Mapping
 
 from graph_proto.types import Shape
 from validator.infer import infer_op
-from validator.ops._def import GraphError, TensorType
+from validator.ops._def import GraphError, Scalar, TensorType
 from validator.validate import ValidatedProgram
 
 
@@ -20,14 +20,22 @@ class RuntimeShapeError(GraphError):
         self.cause = error
 
 
-def reinfer(program: ValidatedProgram, feed_shapes: Mapping[str, Shape]) -> dict[str, TensorType]:
-    """Types of every var for these concrete feed shapes; raises RuntimeShapeError."""
+def reinfer(
+    program: ValidatedProgram,
+    feed_shapes: Mapping[str, Shape],
+    feed_values: Mapping[str, tuple[Scalar, ...]] | None = None,
+) -> dict[str, TensorType]:
+    """Types of every var for these concrete feed shapes (and the values of small integer feeds,
+    which fix the sizes of data-dependent tensors); raises RuntimeShapeError."""
+    values = feed_values or {}
     types: dict[str, TensorType] = {
         name: TensorType(program.types[name].dtype, tuple(array.shape))
         for name, array in program.params.items()
     }
     for spec in program.inputs:
-        types[spec.name] = TensorType(spec.dtype, tuple(feed_shapes[spec.name]))
+        types[spec.name] = TensorType(
+            spec.dtype, tuple(feed_shapes[spec.name]), values.get(spec.name)
+        )
     for op in program.ops:
         try:
             types.update(infer_op(op, types))

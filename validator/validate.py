@@ -177,5 +177,6 @@ def _report(
         flops_per_sample=cost.flops_per_sample,
         peak_activation_bytes_per_sample=cost.peak_activation_bytes_per_sample,
         largest_tensor_bytes=cost.largest_tensor_bytes,
+        data_dependent=cost.data_dependent,
         warnings=tuple(d for d in out if d.severity == Severity.WARNING),
     )

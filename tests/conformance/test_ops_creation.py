@@ -13,7 +13,7 @@ import pytest
 pytest.importorskip("tests.conformance.paddle_util")
 
 from executor import SessionOptions, compile
-from executor.errors import RunFailed
+from executor.errors import IncompatibleInputs
 from graph_proto import framework_pb2 as pb
 from tests.conformance.paddle_util import (
     assert_parity,
@@ -202,10 +202,10 @@ def test_program_runs_like_paddle(name: str) -> None:
 def test_range_bounds_paddle_refuses_fail_the_request(
     name: str, bounds: tuple[float, float, float]
 ) -> None:
-    # NOTE: Paddle raises for a zero step or one moving away from End; the lowering makes
-    # onnxruntime fail the request cleanly there (never a division by zero or a huge length).
+    # NOTE: Paddle raises for a zero step or one moving away from End; graphgate re-infers the
+    # range with the request's values and refuses it before running anything.
     saved = build_and_save(PROGRAMS[name][1])
     validated = validate(saved.program, saved.params)
     model = compile(validated, SessionOptions(use_cuda=False))
-    with pytest.raises(RunFailed):
+    with pytest.raises(IncompatibleInputs, match=r"op \d+ \(range\)"):
         model.run(_bound_feeds(validated, bounds))

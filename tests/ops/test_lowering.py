@@ -13,11 +13,10 @@ from onnx import helper
 from executor import gate
 from executor.lower import BOUNDARY_OPS, EMITTERS, IR_VERSION, ONNX_OPSET, OnnxBuilder, Value
 from executor.lower._builder import ONNX_DTYPE
+from tests.ops.cases import decoded_attrs, reference_outputs, tensor_type
 from validator.infer import infer_values
 from validator.ops import REGISTRY
 from validator.ops._def import Case, OpDef, TensorType
-
-from tests.ops.cases import decoded_attrs, reference_outputs, tensor_type
 
 RUNNABLE = [
     pytest.param(op, case, id=f"{op.op_type}-{i}")
@@ -29,7 +28,9 @@ RUNNABLE = [
 
 
 def _value_info(name: str, t: TensorType) -> Any:
-    return helper.make_tensor_value_info(name, ONNX_DTYPE[t.dtype], [d if d >= 0 else None for d in t.shape])
+    return helper.make_tensor_value_info(
+        name, ONNX_DTYPE[t.dtype], [d if d >= 0 else None for d in t.shape]
+    )
 
 
 def run_lowered(op: OpDef, case: Case) -> list[np.ndarray]:
@@ -48,9 +49,12 @@ def run_lowered(op: OpDef, case: Case) -> list[np.ndarray]:
             values.append(Value(name, t))
             graph_inputs.append(_value_info(name, t))
             feeds[name] = array
-        inputs.append(None if value is None else tuple(values) if isinstance(value, tuple) else values[0])
+        inputs.append(
+            None if value is None else tuple(values) if isinstance(value, tuple) else values[0]
+        )
     typed_inputs = [
-        None if v is None else tuple(x.type for x in v) if isinstance(v, tuple) else v.type for v in inputs
+        None if v is None else tuple(x.type for x in v) if isinstance(v, tuple) else v.type
+        for v in inputs
     ]
     b.outputs = infer_values(op, typed_inputs, attrs)
     result = EMITTERS[op.op_type](b, *inputs, attrs)
@@ -66,7 +70,9 @@ def run_lowered(op: OpDef, case: Case) -> list[np.ndarray]:
         b.nodes.append(helper.make_node("Identity", [name], [out]))
         outputs.append(_value_info(out, t))
     graph = helper.make_graph(b.nodes, op.op_type, graph_inputs, outputs, b.initializers)
-    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", ONNX_OPSET)], ir_version=IR_VERSION)
+    model = helper.make_model(
+        graph, opset_imports=[helper.make_opsetid("", ONNX_OPSET)], ir_version=IR_VERSION
+    )
     gate.check(model)
     session = ort.InferenceSession(model.SerializeToString(), providers=["CPUExecutionProvider"])
     return [np.asarray(v) for v in session.run(None, feeds)]

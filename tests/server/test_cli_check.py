@@ -83,7 +83,9 @@ def test_rejected_program_as_json_lists_every_diagnostic(tmp_path: Path) -> None
     ids=["no-command", "no-file", "unreadable", "unknown-flag"],
 )
 def test_usage_and_io_errors_exit_2(tmp_path: Path, args: list[str]) -> None:
-    result = CliRunner().invoke(app, [a if a != "missing.pdmodel" else str(tmp_path / a) for a in args])
+    result = CliRunner().invoke(
+        app, [a if a != "missing.pdmodel" else str(tmp_path / a) for a in args]
+    )
     assert result.exit_code == 2
 
 

@@ -856,10 +856,8 @@ def test_row_ids_are_unique_and_messages_name_rows() -> None:
     assert sorted(MESSAGES.keys() - set(ids)) == []
 
 
-WARNING_CODES = {
-    Code.VAR_DIMS_MISMATCH,
-    Code.BUDGET_UPPER_BOUND,
-}  # tests/validator/test_validate.py
+# Warnings are tested in tests/validator/test_validate.py and tests/executor/.
+WARNING_CODES = {Code.VAR_DIMS_MISMATCH, Code.BUDGET_UPPER_BOUND, Code.DATA_DEPENDENT_SHAPE}
 
 
 def test_every_diagnostic_code_has_a_bad_input_row() -> None:

@@ -71,6 +71,7 @@ def test_report_json() -> None:
             "flops_per_sample": 8,
             "peak_activation_bytes_per_sample": 32,
             "largest_tensor_bytes": 512,
+            "sized_by_input_data": [],
         },
         "warnings": [],
     }

@@ -19,10 +19,11 @@ def _check_col(a: ColAttrs) -> None:
         raise AttrError(f"col must be >= 0, got {a.col}")
 
 
-def _feed_infer(x: TensorType, a: ColAttrs) -> Shape:
-    # The engine hands the feed target's declared type in as X (the holder var has none).
+def _feed_infer(x: TensorType, a: ColAttrs) -> TensorType:
+    # The engine hands the feed target's type in as X (the holder var has none); at run time
+    # it carries the values of small integer feeds, which size data-dependent tensors.
     _check_col(a)
-    return x.shape
+    return x
 
 
 def _fetch_infer(_x: TensorType, a: ColAttrs) -> list[Shape]:
