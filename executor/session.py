@@ -15,6 +15,7 @@ import onnxruntime as ort
 from executor import gate
 from executor.convert import lower
 from executor.errors import IncompatibleInputs, RunFailed, SizeUnbounded, TensorTooLarge
+from executor.lower import LoweringError
 from executor.scope import DEFAULT_MAX_REQUEST_BYTES, Scope, check_outputs
 from validator import ValidatedProgram
 from validator.infer import tensor_bytes
@@ -26,6 +27,12 @@ log = logging.getLogger("graphgate.executor")
 CUDA: Final = "CUDAExecutionProvider"
 CPU: Final = "CPUExecutionProvider"
 _SHAPE_CACHE_SIZE: Final = 256
+_ORT_ERRORS: Final = (
+    ort.capi.onnxruntime_pybind11_state.Fail,
+    ort.capi.onnxruntime_pybind11_state.InvalidGraph,
+    ort.capi.onnxruntime_pybind11_state.NotImplemented,
+    ort.capi.onnxruntime_pybind11_state.InvalidArgument,
+)
 _VALUE_LIMIT: Final = 64  # feeds this small may hold sizes (range bounds, scales)
 
 
@@ -148,13 +155,25 @@ def compile(program: ValidatedProgram, options: SessionOptions = SessionOptions(
     """Lowers, gates and builds the session. Raises GateError or LoweringError (both GraphErrors)."""
     lowered = lower(program)
     gate.check(lowered.model)
+    if disagreements := gate.cross_check_shapes(lowered.model, lowered.values):
+        # A bug in a rule or a lowering, never the uploader's fault: refuse to serve it.
+        raise gate.GateError(
+            f"ONNX shape inference disagrees with the validator on {len(disagreements)} values: "
+            + "; ".join(disagreements[:5])
+        )
     model_bytes = lowered.model.SerializeToString()
     session_options = ort.SessionOptions()
     session_options.intra_op_num_threads = options.intra_op_threads
     session_options.inter_op_num_threads = options.inter_op_threads
     session_options.log_severity_level = 3  # a missing CUDA library is our one log line, below
     providers = choose_providers(options.use_cuda)
-    session = _session(model_bytes, session_options, providers)
+    try:
+        session = _session(model_bytes, session_options, providers)
+    except _ORT_ERRORS as e:
+        # e.g. no kernel for a dtype (onnxruntime's CPU has no float64 Conv): refused, typed.
+        raise LoweringError(
+            f"onnxruntime cannot build a session for this model: {str(e).splitlines()[0][:300]}"
+        ) from None
     chosen = session.get_providers()[0]
     if providers[0] == CUDA and chosen != CUDA:
         log.warning("CUDA execution provider unavailable (missing CUDA libraries?); running on CPU")
