@@ -15,6 +15,7 @@ import onnx
 from onnx import TensorProto
 
 from executor.lower import ONNX_OPSET, Value
+from validator.diagnostics import Code
 from validator.ops._def import GraphError
 
 MAX_LOOP_TRIPS: Final = 1024
@@ -133,6 +134,8 @@ _FORBIDDEN_MARKERS: Final = ("_ORT_MEM_ADDR_", "_ORT_NATIVE_ENDIAN_MEM_ADDR_")
 
 class GateError(GraphError):
     """The produced ONNX model breaks a gate rule; it is never handed to onnxruntime."""
+
+    code = Code.ONNX_GATE
 
 
 def check(model: onnx.ModelProto) -> None:

@@ -35,11 +35,15 @@ class Scope:
 
     def feed_all(self, feeds: Mapping[str, np.ndarray]) -> dict[str, np.ndarray]:
         """Checks names, dtypes, ranks, fixed dims and the byte cap; returns the feeds by name."""
-        expected = {spec.name for spec in self._signature}
-        if missing := [name for name in (s.name for s in self._signature) if name not in feeds]:
-            raise MissingInput(f"expected inputs {sorted(expected)}, missing {missing}")
-        if extra := sorted(set(feeds) - expected):
-            raise UnexpectedInput(f"expected inputs {sorted(expected)}, got unknown {extra}")
+        expected = [spec.name for spec in self._signature]
+        if missing := [name for name in expected if name not in feeds]:
+            raise MissingInput(
+                f"expected inputs {expected}, got {sorted(feeds)}: missing {missing}"
+            )
+        if extra := sorted(set(feeds) - set(expected)):
+            raise UnexpectedInput(
+                f"expected inputs {expected}, got {sorted(feeds)}: unknown {extra}"
+            )
         total = 0
         for spec in self._signature:
             value = np.asarray(feeds[spec.name])

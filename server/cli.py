@@ -1,10 +1,11 @@
-"""The `graphgate` command line: `check` validates a program offline, without Paddle."""
+"""The `graphgate` command line: check, convert and run programs offline (no Paddle), serve."""
 
 from __future__ import annotations
 
 import json
+from dataclasses import replace
 from pathlib import Path
-from typing import Annotated, Final
+from typing import Annotated, Any, Final, NoReturn
 
 import typer
 
@@ -26,43 +27,138 @@ def main() -> None:
     """graphgate: a secure model-serving service for serialized Paddle programs."""
 
 
+ProgramArg = Annotated[Path, typer.Argument(help="The .pdmodel file (a legacy ProgramDesc).")]
+ParamsOpt = Annotated[
+    Path | None,
+    typer.Option(
+        "--params",
+        help="The .pdiparams file; by default the one beside the program with the same stem.",
+    ),
+]
+
+
 @app.command()
 def check(
-    program: Annotated[Path, typer.Argument(help="The .pdmodel file (a legacy ProgramDesc).")],
-    params: Annotated[
-        Path | None,
-        typer.Option(
-            "--params",
-            help="The .pdiparams file; by default the one beside the program with the same stem.",
-        ),
-    ] = None,
+    program: ProgramArg,
+    params: ParamsOpt = None,
     as_json: Annotated[bool, typer.Option("--json", help="Print one JSON document.")] = False,
     max_batch: Annotated[
         int | None, typer.Option(help="Batch size the budgets are evaluated at.", min=1)
     ] = None,
 ) -> None:
     """Validate a program: diagnostics like a compiler, or the report. Exit 0 valid, 1 rejected."""
-    from validator import DEFAULT_POLICY, ValidationFailed, validate
-
     params = params if params is not None else _params_beside(program)
-    program_bytes = _read(program)
-    params_bytes = _read(params) if params is not None else None
-    policy = DEFAULT_POLICY
-    if max_batch is not None:
-        from dataclasses import replace
-
-        policy = replace(policy, max_batch=max_batch)
-    try:
-        validated = validate(program_bytes, params_bytes, policy)
-    except ValidationFailed as failed:
-        _print_rejection(program, failed, as_json)
-        raise typer.Exit(EXIT_REJECTED) from None
+    validated = _validated(program, params, as_json, max_batch)
     if as_json:
         typer.echo(json.dumps({"valid": True, "report": validated.report.to_json()}, indent=2))
     else:
         from server.cli_render import render_report
 
         render_report(program, params, validated.report)
+
+
+@app.command()
+def convert(
+    program: ProgramArg,
+    output: Annotated[Path, typer.Option("-o", "--output", help="Where to write the .onnx.")],
+    params: ParamsOpt = None,
+) -> None:
+    """Convert a legacy Paddle program to ONNX offline: validated, exact, gated. No Paddle needed."""
+    from executor import gate
+    from executor.convert import lower
+    from validator.ops._def import GraphError
+
+    validated = _validated(program, _or_beside(program, params), False, None)
+    try:
+        lowered = lower(validated)
+        gate.check(lowered.model)
+    except GraphError as e:
+        _fail(program, str(e), e.code)
+    try:
+        output.write_bytes(lowered.model.SerializeToString())
+    except OSError as e:
+        typer.echo(f"graphgate: cannot write {output}: {e.strerror or e}", err=True)
+        raise typer.Exit(EXIT_USAGE) from None
+    typer.echo(
+        f"{output}: {len(lowered.model.graph.node)} ONNX nodes, opset {lowered.model.opset_import[0].version}"
+    )
+
+
+@app.command()
+def run(
+    program: ProgramArg,
+    inputs: Annotated[
+        list[str], typer.Option("--input", "-i", help="NAME=FILE.npy, once per program input.")
+    ],
+    params: ParamsOpt = None,
+    output: Annotated[
+        Path | None, typer.Option("-o", "--output", help="Write the outputs to this .npz.")
+    ] = None,
+) -> None:
+    """Run a program on .npy inputs with onnxruntime: prints the outputs or writes an .npz."""
+    import numpy as np
+
+    from executor import ExecutionError, SessionOptions, compile
+    from validator.ops._def import GraphError
+
+    validated = _validated(program, _or_beside(program, params), False, None)
+    feeds = {name: _load_npy(name, path) for name, path in map(_name_and_path, inputs)}
+    try:
+        outputs = compile(validated, SessionOptions()).run(feeds)
+    except GraphError as e:
+        _fail(program, str(e), e.code)
+    except ExecutionError as e:
+        _fail(program, str(e), e.code)
+    if output is not None:
+        with output.open("wb") as f:
+            save: Any = np.savez  # numpy's stubs read **arrays as its allow_pickle flag
+            save(f, **outputs)
+        typer.echo(f"{output}: {', '.join(outputs)}")
+        return
+    with np.printoptions(threshold=20, edgeitems=3, precision=6):
+        for name, value in outputs.items():
+            typer.echo(f"{name}: {value.dtype}{list(value.shape)}\n{value}")
+
+
+def _validated(program: Path, params: Path | None, as_json: bool, max_batch: int | None) -> Any:
+    from validator import DEFAULT_POLICY, ValidationFailed, validate
+
+    program_bytes = _read(program)
+    params_bytes = _read(params) if params is not None else None
+    policy = DEFAULT_POLICY if max_batch is None else replace(DEFAULT_POLICY, max_batch=max_batch)
+    try:
+        return validate(program_bytes, params_bytes, policy)
+    except ValidationFailed as failed:
+        _print_rejection(program, failed, as_json)
+        raise typer.Exit(EXIT_REJECTED) from None
+
+
+def _or_beside(program: Path, params: Path | None) -> Path | None:
+    return params if params is not None else _params_beside(program)
+
+
+def _name_and_path(spec: str) -> tuple[str, Path]:
+    name, sep, path = spec.partition("=")
+    if not sep or not name or not path:
+        typer.echo(f"graphgate: expected --input NAME=FILE.npy, got {spec!r}", err=True)
+        raise typer.Exit(EXIT_USAGE)
+    return name, Path(path)
+
+
+def _load_npy(name: str, path: Path) -> Any:
+    import numpy as np
+
+    try:
+        # allow_pickle=False: an .npy never makes graphgate run code.
+        return np.load(path, allow_pickle=False)
+    except (OSError, ValueError) as e:
+        typer.echo(f"graphgate: cannot read input {name!r} from {path}: {e}", err=True)
+        raise typer.Exit(EXIT_USAGE) from None
+
+
+def _fail(program: Path, message: str, code: object) -> NoReturn:
+    typer.echo(f"{program}: {message} [{code}]", err=True)
+    raise typer.Exit(EXIT_REJECTED)
 
 
 def _params_beside(program: Path) -> Path | None:

@@ -127,6 +127,14 @@ class Code(enum.StrEnum):
         "peak live activation bytes per sample over the cap",
     )
     FLOPS_TOO_LARGE = "FLOPS_TOO_LARGE", "FLOPs per sample over the policy's cap"
+    LOWERING_UNSUPPORTED = (
+        "LOWERING_UNSUPPORTED",
+        "an op or attribute value the ONNX lowering cannot compute exactly (never approximated)",
+    )
+    ONNX_GATE = (
+        "ONNX_GATE",
+        "the lowered ONNX model breaks a rule of the ONNX gate (a graphgate bug, refused)",
+    )
     DATA_DEPENDENT_SHAPE = (
         "DATA_DEPENDENT_SHAPE",
         "warning: a tensor's size comes from input data (range bounds, fill shapes); the "

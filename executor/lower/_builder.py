@@ -12,6 +12,7 @@ import onnx
 from onnx import TensorProto, helper, numpy_helper
 
 from graph_proto.types import DType
+from validator.diagnostics import Code
 from validator.ops._def import GraphError, TensorType
 
 ONNX_OPSET: Final = 17
@@ -33,6 +34,8 @@ ONNX_DTYPE: Final = {
 
 class LoweringError(GraphError):
     """An op or attribute value the ONNX lowering cannot compute exactly: rejected, never approximated."""
+
+    code = Code.LOWERING_UNSUPPORTED
 
 
 @dataclass(frozen=True, slots=True)
