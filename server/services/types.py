@@ -1,0 +1,67 @@
+"""Values and domain errors shared by the services and the routes (no FastAPI here)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import ClassVar
+
+from executor import CompiledModel
+
+
+@dataclass(frozen=True, slots=True)
+class Principal:
+    """Who is calling: always derived from the API key, never from the request body or path."""
+
+    tenant_id: str  # "" for the admin
+    key_id: str
+    is_admin: bool
+
+
+@dataclass(frozen=True, slots=True)
+class LoadedModel:
+    """One ready model version of one tenant, with its compiled session."""
+
+    tenant_id: str
+    name: str
+    version: int
+    compiled: CompiledModel
+
+
+class ServiceError(Exception):
+    """A domain error with a stable code; server/errors.py maps each class to an HTTP status."""
+
+    code: ClassVar[str] = "SERVICE_ERROR"
+
+    def __init__(self, message: str) -> None:
+        super().__init__(message)
+        self.message = message
+
+
+class NotFound(ServiceError):
+    """Unknown model or version, or one of another tenant (existence is never revealed)."""
+
+    code = "NOT_FOUND"
+
+
+class Unauthorized(ServiceError):
+    code = "UNAUTHORIZED"
+
+
+class Forbidden(ServiceError):
+    code = "FORBIDDEN"
+
+
+class BadRequest(ServiceError):
+    code = "BAD_REQUEST"
+
+
+class PayloadTooLarge(ServiceError):
+    code = "PAYLOAD_TOO_LARGE"
+
+
+class TooManyRequests(ServiceError):
+    code = "TOO_MANY_REQUESTS"
+
+    def __init__(self, message: str, retry_after_s: int) -> None:
+        super().__init__(message)
+        self.retry_after_s = retry_after_s
