@@ -92,6 +92,11 @@ def recorded_types(program_bytes: bytes) -> dict[str, tuple[int, tuple[int, ...]
     return found
 
 
+def op_types(program_bytes: bytes) -> set[str]:
+    """The op types in block 0 of a saved program."""
+    return {op.type for op in pb.ProgramDesc.FromString(program_bytes).blocks[0].ops}
+
+
 def dims_differences(
     validated: ValidatedProgram, program_bytes: bytes, exempt: Sequence[str] = ()
 ) -> list[str]:
@@ -188,6 +193,7 @@ __all__ = [
     "build_and_save",
     "building",
     "dims_differences",
+    "op_types",
     "paddle",
     "random_feeds",
     "recorded_types",

@@ -13,13 +13,13 @@ import pytest
 pytest.importorskip("tests.conformance.paddle_util")
 
 from executor import ExecutionError, SessionOptions, compile
-from graph_proto import framework_pb2 as pb
 from tests.conformance.paddle_util import (
     assert_parity,
     build_and_save,
     building,
     dims_differences,
     install_legacy_compat,
+    op_types,
     paddle,
     random_feeds,
     recorded_types,
@@ -99,14 +99,10 @@ PROGRAMS: dict[str, tuple[str, Build]] = {
 }  # fmt: skip
 
 
-def _op_types(program: bytes) -> set[str]:
-    return {op.type for op in pb.ProgramDesc.FromString(program).blocks[0].ops}
-
-
 @pytest.mark.parametrize(("op_type", "build"), PROGRAMS.values(), ids=list(PROGRAMS))
 def test_program_matches_paddle(op_type: str, build: Build) -> None:
     saved = build_and_save(build)
-    assert op_type in _op_types(saved.program)
+    assert op_type in op_types(saved.program)
     validated = validate(saved.program, saved.params)
     assert dims_differences(validated, saved.program) == []
 
@@ -204,7 +200,7 @@ _FEED_VALUES: dict[str, dict[str, np.ndarray]] = {
 @pytest.mark.parametrize("name", list(PARITY_PROGRAMS))
 def test_lowered_program_matches_paddle(name: str, batch: int) -> None:
     saved = build_and_save(PARITY_PROGRAMS[name][1])
-    assert PARITY_PROGRAMS[name][0] in _op_types(saved.program)
+    assert PARITY_PROGRAMS[name][0] in op_types(saved.program)
     validated = validate(saved.program, saved.params)
     high = _INT_HIGH.get(name, 10)  # 10: the embeddings' vocabulary
     feeds = random_feeds(validated, batch=batch, int_high=batch if high == "batch" else int(high))

@@ -13,12 +13,12 @@ import pytest
 pytest.importorskip("tests.conformance.paddle_util")
 
 from executor.lower import BOUNDARY_OPS, EMITTERS
-from graph_proto import framework_pb2 as pb
 from tests.conformance.paddle_util import (
     Saved,
     assert_parity,
     build_and_save,
     dims_differences,
+    op_types,
     paddle,
     random_feeds,
     recorded_types,
@@ -99,14 +99,10 @@ PROGRAMS: dict[str, tuple[str, Build]] = {
 }  # fmt: skip
 
 
-def _op_types(program: bytes) -> set[str]:
-    return {op.type for op in pb.ProgramDesc.FromString(program).blocks[0].ops}
-
-
 @pytest.mark.parametrize(("op_type", "build"), PROGRAMS.values(), ids=list(PROGRAMS))
 def test_program_matches_paddle(op_type: str, build: Build) -> None:
     saved = build_and_save(build)
-    assert op_type in _op_types(saved.program)
+    assert op_type in op_types(saved.program)
     validated = validate(saved.program, saved.params)
     assert dims_differences(validated, saved.program) == []
 
@@ -166,7 +162,7 @@ PARITY_SIZES: Final[dict[str, tuple[tuple[int, int], ...]]] = {
 
 
 def _missing_lowerings(saved: Saved) -> list[str]:
-    ops = _op_types(saved.program) - BOUNDARY_OPS
+    ops = op_types(saved.program) - BOUNDARY_OPS
     return sorted(ops - EMITTERS.keys())
 
 
@@ -245,7 +241,7 @@ def test_run_time_operands_run_like_paddle(
     op_type: str, build: Build, runs: list[dict[str, np.ndarray]], request: Any
 ) -> None:
     saved = build_and_save(build)
-    assert op_type in _op_types(saved.program)
+    assert op_type in op_types(saved.program)
     for values in runs:
         _check_parity(saved, PARITY_SIZES.get(request.node.callspec.id, SIZES), **values)
 

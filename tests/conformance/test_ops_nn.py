@@ -22,6 +22,7 @@ from tests.conformance.paddle_util import (
     assert_parity,
     build_and_save,
     dims_differences,
+    op_types,
     paddle,
     random_feeds,
     recorded_types,
@@ -120,14 +121,10 @@ def _layer_program(make: Callable[[], Any], shape: list[int]) -> Callable[[], An
     return build
 
 
-def _op_types(program: bytes) -> set[str]:
-    return {op.type for op in pb.ProgramDesc.FromString(program).blocks[0].ops}
-
-
 @pytest.mark.parametrize(("op_type", "make", "shape"), LAYERS.values(), ids=list(LAYERS))
 def test_layer_matches_paddle(op_type: str, make: Callable[[], Any], shape: list[int]) -> None:
     saved = build_and_save(_layer_program(make, shape))
-    assert op_type in _op_types(saved.program)
+    assert op_type in op_types(saved.program)
     validated = validate(saved.program, saved.params)
     assert dims_differences(validated, saved.program) == []
 

@@ -13,12 +13,12 @@ pytest.importorskip("tests.conformance.paddle_util")
 
 from executor import SessionOptions, compile
 from executor.lower import LoweringError
-from graph_proto import framework_pb2 as pb
 from tests.conformance.paddle_util import (
     assert_parity,
     build_and_save,
     dims_differences,
     install_legacy_compat,
+    op_types,
     paddle,
     random_feeds,
     recorded_types,
@@ -152,14 +152,10 @@ PROGRAMS: dict[str, tuple[str, Build]] = {
 }  # fmt: skip
 
 
-def _op_types(program: bytes) -> set[str]:
-    return {op.type for op in pb.ProgramDesc.FromString(program).blocks[0].ops}
-
-
 @pytest.mark.parametrize(("op_type", "build"), PROGRAMS.values(), ids=list(PROGRAMS))
 def test_program_matches_paddle(op_type: str, build: Build) -> None:
     saved = build_and_save(build)
-    assert op_type in _op_types(saved.program)
+    assert op_type in op_types(saved.program)
     validated = validate(saved.program, saved.params)
     assert dims_differences(validated, saved.program) == []
 

@@ -12,12 +12,12 @@ import pytest
 # Imported first: paddle_util switches Paddle to legacy programs before importing it.
 pytest.importorskip("tests.conformance.paddle_util")
 
-from graph_proto import framework_pb2 as pb
 from tests.conformance.paddle_util import (
     assert_parity,
     build_and_save,
     dims_differences,
     install_legacy_compat,
+    op_types,
     paddle,
     random_feeds,
     recorded_types,
@@ -150,14 +150,10 @@ PARITY_PROGRAMS: dict[str, tuple[str, Build]] = {
 }  # fmt: skip
 
 
-def _op_types(program: bytes) -> set[str]:
-    return {op.type for op in pb.ProgramDesc.FromString(program).blocks[0].ops}
-
-
 @pytest.mark.parametrize(("op_type", "build"), PROGRAMS.values(), ids=list(PROGRAMS))
 def test_program_matches_paddle(op_type: str, build: Build) -> None:
     saved = build_and_save(build)
-    assert op_type in _op_types(saved.program)
+    assert op_type in op_types(saved.program)
     validated = validate(saved.program, saved.params, POLICY, REGISTRY)
     assert dims_differences(validated, saved.program) == []
 
@@ -235,7 +231,7 @@ def _parity_params() -> list[Any]:
 @pytest.mark.parametrize(("name", "batch", "dynamic"), _parity_params())
 def test_lowered_program_matches_paddle(name: str, batch: int, dynamic: int) -> None:
     saved = build_and_save(PARITY_PROGRAMS[name][1])
-    assert PARITY_PROGRAMS[name][0] in _op_types(saved.program)
+    assert PARITY_PROGRAMS[name][0] in op_types(saved.program)
     validated = validate(saved.program, saved.params, POLICY, REGISTRY)
     feeds = random_feeds(validated, batch=batch, dynamic=dynamic, int_high=256)
     feeds.update(_FEED_VALUES.get(name, {}))
