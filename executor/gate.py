@@ -140,8 +140,9 @@ class GateError(GraphError):
 
 def check(model: onnx.ModelProto) -> None:
     """Raises GateError when the model is outside what graphgate runs."""
-    if model.ByteSize() > MAX_MODEL_BYTES:
-        raise GateError(f"expected a model under 2 GiB, got {model.ByteSize()} bytes")
+    size = _approximate_bytes(model)
+    if size > MAX_MODEL_BYTES:
+        raise GateError(f"expected a model under 2 GiB, got about {size} bytes")
     imports = [(o.domain, o.version) for o in model.opset_import]
     if imports != [("", ONNX_OPSET)]:
         raise GateError(f"expected opset_import [('', {ONNX_OPSET})], got {imports}")
@@ -149,9 +150,44 @@ def check(model: onnx.ModelProto) -> None:
         raise GateError(f"expected no functions, got {len(model.functions)}")
     _check_graph(model.graph, depth=0)
     try:
-        onnx.checker.check_model(model, full_check=True)
+        onnx.checker.check_model(structure_of(model), full_check=True)
     except (onnx.checker.ValidationError, onnx.shape_inference.InferenceError) as e:
         raise GateError(f"onnx.checker rejected the lowered model: {e}") from None
+
+
+_SMALL: Final = 64  # initializers up to this many elements keep their values (shape constants)
+
+
+def structure_of(model: onnx.ModelProto) -> onnx.ModelProto:
+    """The model with its large initializers (weights) turned into typed graph inputs.
+
+    The checker and shape inference need each weight's type and dims, not its bytes; handing
+    them 100 MB of ResNet50 weights costs a serialization per call. Small initializers keep
+    their values, since shape inference reads them (Reshape targets, Slice bounds)."""
+    graph = model.graph
+    small = [t for t in graph.initializer if _elements(t) <= _SMALL]
+    weights = [
+        onnx.helper.make_tensor_value_info(t.name, t.data_type, list(t.dims))
+        for t in graph.initializer
+        if _elements(t) > _SMALL
+    ]
+    light = onnx.helper.make_graph(
+        list(graph.node), graph.name, [*graph.input, *weights], list(graph.output), small,
+        value_info=list(graph.value_info),
+    )  # fmt: skip
+    return onnx.helper.make_model(
+        light, opset_imports=list(model.opset_import), ir_version=model.ir_version
+    )
+
+
+def _approximate_bytes(model: onnx.ModelProto) -> int:
+    """The serialized size within a few bytes per weight; ByteSize() would serialize it all."""
+    weights = sum(len(t.raw_data) for t in model.graph.initializer if _elements(t) > _SMALL)
+    return weights + structure_of(model).ByteSize()
+
+
+def _elements(tensor: onnx.TensorProto) -> int:
+    return int(np.prod(tensor.dims, dtype=np.int64))
 
 
 def _check_graph(graph: onnx.GraphProto, depth: int) -> None:
@@ -219,7 +255,7 @@ def cross_check_shapes(model: onnx.ModelProto, values: Mapping[str, Value]) -> l
     """Where ONNX shape inference and the validator both know a dim, they must agree.
 
     Returns the disagreements (each one is a bug in a rule or a lowering)."""
-    inferred = onnx.shape_inference.infer_shapes(model, strict_mode=True)
+    inferred = onnx.shape_inference.infer_shapes(structure_of(model), strict_mode=True)
     known: dict[str, list[int | None]] = {}
     for info in [*inferred.graph.value_info, *inferred.graph.output, *inferred.graph.input]:
         if info.type.HasField("tensor_type") and info.type.tensor_type.HasField("shape"):
