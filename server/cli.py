@@ -9,6 +9,8 @@ from typing import Annotated, Any, Final, NoReturn
 
 import typer
 
+from server.cli_tenants import tenants
+
 app = typer.Typer(
     name="graphgate",
     help="Validate, convert and serve PaddlePaddle inference programs safely.",
@@ -196,7 +198,7 @@ def serve(
         Path | None, typer.Option(help="Data directory (GRAPHGATE_DATA_DIR).")
     ] = None,
 ) -> None:
-    """Run the service (health and metadata endpoints so far)."""
+    """Run the service: the model API (/v1), admin REST (/v1/admin) and KServe V2 (/v2)."""
     import uvicorn
 
     from server.main import create_app
@@ -206,6 +208,8 @@ def serve(
     settings = Settings.model_validate({k: v for k, v in overrides.items() if v is not None})
     uvicorn.run(create_app(settings), host=settings.host, port=settings.port)
 
+
+app.add_typer(tenants, name="tenants")
 
 if __name__ == "__main__":
     app()

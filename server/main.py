@@ -2,16 +2,54 @@
 
 from __future__ import annotations
 
+import logging
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+
 from fastapi import FastAPI
 
 from server import errors
-from server.routes import health
+from server.body_limit import BodyLimit
+from server.db.engine import open_database
+from server.routes import admin, health, models
+from server.services.models import ModelService
+from server.services.tenants import TenantService, announce_admin_token
 from server.settings import Settings
+from server.storage.artifacts import Artifacts
+
+log = logging.getLogger("graphgate.server")
+
+
+def start_services(app: FastAPI, settings: Settings) -> None:
+    """Opens the data directory: migrates the database, sweeps temp files, ensures an admin key."""
+    settings.data_dir.mkdir(parents=True, exist_ok=True)
+    sessions = open_database(settings.data_dir / "graphgate.db")
+    artifacts = Artifacts(settings.data_dir / "artifacts")
+    if swept := artifacts.sweep():
+        log.warning("removed %d temporary files left by an interrupted write", swept)
+    tenants = TenantService(sessions)
+    token = settings.admin_token.get_secret_value() if settings.admin_token else None
+    if (created := tenants.ensure_admin(token)) is not None:
+        announce_admin_token(created)
+    app.state.tenants = tenants
+    app.state.models = ModelService(sessions, artifacts, cache_size=settings.model_cache_size)
 
 
 def create_app(settings: Settings) -> FastAPI:
-    app = FastAPI(title="graphgate", docs_url=None, redoc_url=None, openapi_url=None)
+    @asynccontextmanager
+    async def lifespan(app: FastAPI) -> AsyncIterator[None]:
+        start_services(app, settings)
+        yield
+
+    app = FastAPI(
+        title="graphgate", lifespan=lifespan, docs_url=None, redoc_url=None, openapi_url=None
+    )
     app.state.settings = settings
     errors.install(app)
+    app.add_middleware(
+        BodyLimit, max_bytes=settings.max_upload_bytes, paths=("/v1/models", "/v1/check")
+    )
     app.include_router(health.router)
+    app.include_router(models.router)
+    app.include_router(admin.router)
     return app

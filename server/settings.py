@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from pydantic import Field
+from pydantic import Field, SecretStr, field_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 
@@ -14,3 +14,14 @@ class Settings(BaseSettings):
     host: str = "127.0.0.1"
     port: int = Field(default=8000, ge=1, le=65535)
     data_dir: Path = Path("graphgate-data")
+    # Taken as the admin key when set; otherwise the first start makes one and prints it once.
+    admin_token: SecretStr | None = None
+    max_upload_bytes: int = Field(default=256 * 1024 * 1024, ge=1)
+    model_cache_size: int = Field(default=64, ge=1)  # compiled sessions kept in memory
+
+    @field_validator("admin_token")
+    @classmethod
+    def _strong_admin_token(cls, value: SecretStr | None) -> SecretStr | None:
+        if value is not None and len(value.get_secret_value()) < 32:
+            raise ValueError("admin_token must be at least 32 characters")
+        return value

@@ -65,3 +65,23 @@ class TooManyRequests(ServiceError):
     def __init__(self, message: str, retry_after_s: int) -> None:
         super().__init__(message)
         self.retry_after_s = retry_after_s
+
+
+class Conflict(ServiceError):
+    code = "CONFLICT"
+
+
+class ModelRejected(ServiceError):
+    """The upload failed validation, lowering or the gate; `diagnostics` lists every problem."""
+
+    code = "VALIDATION_FAILED"
+
+    def __init__(self, message: str, diagnostics: list[dict[str, object]]) -> None:
+        super().__init__(message)
+        self.diagnostics = diagnostics
+
+
+class InvalidName(BadRequest):
+    """A model or tenant name outside ^[a-z0-9][a-z0-9_.-]{0,63}$."""
+
+    code = "INVALID_NAME"

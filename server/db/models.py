@@ -1,0 +1,73 @@
+"""Tables: tenants, their API keys, their models and each model's versions."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+
+from sqlalchemy import ForeignKey, String, Text, UniqueConstraint
+from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column, relationship
+
+
+def utcnow() -> datetime:
+    return datetime.now(UTC).replace(tzinfo=None)  # SQLite keeps no zone: naive UTC throughout
+
+
+class Base(DeclarativeBase):
+    pass
+
+
+class Tenant(Base):
+    __tablename__ = "tenants"
+
+    id: Mapped[str] = mapped_column(String(32), primary_key=True)  # server-generated, random
+    name: Mapped[str] = mapped_column(String(64), unique=True)
+    created: Mapped[datetime] = mapped_column(default=utcnow)
+
+
+class ApiKey(Base):
+    """Only the sha256 of the secret is kept; `key_id` is the non-secret lookup prefix."""
+
+    __tablename__ = "api_keys"
+
+    key_id: Mapped[str] = mapped_column(String(32), primary_key=True)
+    tenant_id: Mapped[str | None] = mapped_column(ForeignKey("tenants.id", ondelete="CASCADE"))
+    role: Mapped[str] = mapped_column(String(16))  # "tenant" or "admin"
+    hash: Mapped[str] = mapped_column(String(64))
+    created: Mapped[datetime] = mapped_column(default=utcnow)
+    revoked: Mapped[datetime | None] = mapped_column(default=None)
+
+
+class Model(Base):
+    __tablename__ = "models"
+    __table_args__ = (UniqueConstraint("tenant_id", "name"),)
+
+    id: Mapped[str] = mapped_column(String(32), primary_key=True)
+    tenant_id: Mapped[str] = mapped_column(ForeignKey("tenants.id", ondelete="CASCADE"), index=True)
+    name: Mapped[str] = mapped_column(String(64))
+    # Version numbers are never reused, even after a version is deleted.
+    next_version: Mapped[int] = mapped_column(default=1)
+    created: Mapped[datetime] = mapped_column(default=utcnow)
+    versions: Mapped[list[ModelVersion]] = relationship(
+        back_populates="model",
+        cascade="all, delete-orphan",
+        order_by="ModelVersion.version",
+        passive_deletes=True,
+    )
+
+
+class ModelVersion(Base):
+    """A row exists only once every artifact it names is durably stored."""
+
+    __tablename__ = "model_versions"
+    __table_args__ = (UniqueConstraint("model_id", "version"),)
+
+    id: Mapped[int] = mapped_column(primary_key=True, autoincrement=True)
+    model_id: Mapped[str] = mapped_column(ForeignKey("models.id", ondelete="CASCADE"))
+    version: Mapped[int]
+    status: Mapped[str] = mapped_column(String(16))  # "ready"
+    program_sha256: Mapped[str] = mapped_column(String(64))
+    params_sha256: Mapped[str | None] = mapped_column(String(64))
+    onnx_sha256: Mapped[str] = mapped_column(String(64))
+    report: Mapped[str] = mapped_column(Text)  # the validator's report, JSON
+    created: Mapped[datetime] = mapped_column(default=utcnow)
+    model: Mapped[Model] = relationship(back_populates="versions")

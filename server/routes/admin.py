@@ -1,0 +1,36 @@
+"""Admin REST under /v1/admin: tenants and their keys (admin keys only)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from fastapi import APIRouter, Depends, status
+from pydantic import BaseModel, Field
+
+from server.deps import TenantsDep, require_admin
+
+router = APIRouter(prefix="/v1/admin", tags=["admin"], dependencies=[Depends(require_admin)])
+
+
+class NewTenant(BaseModel):
+    name: str = Field(max_length=64)
+
+
+@router.post("/tenants", status_code=status.HTTP_201_CREATED)
+def create_tenant(body: NewTenant, tenants: TenantsDep) -> dict[str, Any]:
+    return tenants.create_tenant(body.name)
+
+
+@router.get("/tenants")
+def list_tenants(tenants: TenantsDep) -> dict[str, Any]:
+    return {"tenants": tenants.list_tenants()}
+
+
+@router.post("/tenants/{name}/keys", status_code=status.HTTP_201_CREATED)
+def create_key(name: str, tenants: TenantsDep) -> dict[str, Any]:
+    return tenants.create_key(name)
+
+
+@router.delete("/keys/{key_id}")
+def revoke_key(key_id: str, tenants: TenantsDep) -> dict[str, Any]:
+    return tenants.revoke_key(key_id)

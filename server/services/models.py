@@ -1,0 +1,259 @@
+"""Model use cases: upload (validate, compile, store), list, get, delete, download, resolve."""
+
+from __future__ import annotations
+
+import json
+import re
+import threading
+import uuid
+from collections import OrderedDict
+from typing import Any, Final
+
+from sqlalchemy import select
+from sqlalchemy.orm import Session, sessionmaker
+
+from executor import CompiledModel, SessionOptions, compile
+from server.db.models import Model, ModelVersion
+from server.services.types import (
+    Forbidden,
+    InvalidName,
+    LoadedModel,
+    ModelRejected,
+    NotFound,
+    Principal,
+)
+from server.storage.artifacts import Artifacts
+from validator import DEFAULT_POLICY, Policy, ValidatedProgram, ValidationFailed, validate
+from validator.ops._def import GraphError
+
+MODEL_NAME: Final = re.compile(r"^[a-z0-9][a-z0-9_.-]{0,63}$")
+READY: Final = "ready"
+
+_CacheKey = tuple[str, str, int]
+
+
+class ModelService:
+    """Every lookup is by (tenant, name): another tenant's model is NotFound, like a missing one."""
+
+    def __init__(
+        self,
+        sessions: sessionmaker[Session],
+        artifacts: Artifacts,
+        *,
+        policy: Policy = DEFAULT_POLICY,
+        options: SessionOptions | None = None,
+        cache_size: int = 64,
+    ) -> None:
+        self._sessions = sessions
+        self._artifacts = artifacts
+        self._policy = policy
+        self._options = options or SessionOptions()
+        self._cache_size = cache_size
+        self._cache: OrderedDict[_CacheKey, LoadedModel] = OrderedDict()
+        self._cache_lock = threading.Lock()
+        self._build_locks: dict[_CacheKey, threading.Lock] = {}
+        self._register_lock = threading.Lock()
+
+    # -- use cases -------------------------------------------------------------------------
+
+    def check(self, program: bytes, params: bytes | None) -> dict[str, Any]:
+        """Validates, lowers and gates without storing anything; returns the report."""
+        return self._compile(program, params).program.report.to_json()
+
+    def upload(
+        self, principal: Principal, name: str, program: bytes, params: bytes | None
+    ) -> dict[str, Any]:
+        """Adds a version of `name`: artifacts first, the database row last (crash-safe)."""
+        tenant = _tenant_of(principal)
+        _check_name(name)
+        compiled = self._compile(program, params)
+        report = compiled.program.report.to_json()
+        shas = (
+            self._artifacts.put(program),
+            None if params is None else self._artifacts.put(params),
+            self._artifacts.put(compiled.onnx_bytes),
+        )
+        version = self._register(tenant, name, shas, json.dumps(report))
+        self._remember(LoadedModel(tenant, name, version, compiled))
+        return {"name": name, "version": version, "status": READY, "report": report}
+
+    def list_models(self, principal: Principal) -> list[dict[str, Any]]:
+        tenant = _tenant_of(principal)
+        with self._sessions() as s:
+            rows = s.scalars(select(Model).where(Model.tenant_id == tenant).order_by(Model.name))
+            return [
+                {"name": m.name, "versions": [v.version for v in m.versions], **_latest(m)}
+                for m in rows
+            ]
+
+    def get_model(self, principal: Principal, name: str) -> dict[str, Any]:
+        with self._sessions() as s:
+            model = self._model(s, principal, name)
+            return {
+                "name": model.name,
+                **_latest(model),
+                "versions": list(map(_version_json, model.versions)),
+            }
+
+    def delete(self, principal: Principal, name: str, version: int | None = None) -> None:
+        """Deletes one version, or the whole model; the artifacts stay (content-addressed)."""
+        with self._sessions.begin() as s:
+            model = self._model(s, principal, name)
+            if version is None:
+                s.delete(model)
+            else:
+                s.delete(self._version(model, version))
+        self._forget(principal.tenant_id, name, version)
+
+    def onnx(self, principal: Principal, name: str, version: int) -> bytes:
+        with self._sessions() as s:
+            sha = self._version(self._model(s, principal, name), version).onnx_sha256
+        return self._artifacts.get(sha)
+
+    def resolve(self, principal: Principal, name: str, version: int | None) -> LoadedModel:
+        """A ready version (default the latest) of the caller's model, compiled and cached."""
+        with self._sessions() as s:
+            model = self._model(s, principal, name)
+            row = self._version(model, version) if version is not None else _newest(model)
+            key = (model.tenant_id, model.name, row.version)
+            shas = (row.program_sha256, row.params_sha256)
+        if (hit := self._cached(key)) is not None:
+            return hit
+        with self._cache_lock:
+            build_lock = self._build_locks.setdefault(key, threading.Lock())
+        with build_lock:  # one compile per version, however many requests wait for it
+            if (hit := self._cached(key)) is not None:
+                return hit
+            return self._remember(LoadedModel(*key, self._rebuild(*shas)))
+
+    # -- helpers ---------------------------------------------------------------------------
+
+    def _compile(self, program: bytes, params: bytes | None) -> CompiledModel:
+        try:
+            validated = validate(program, params, self._policy)
+        except ValidationFailed as failed:
+            diagnostics = [d.to_json() for d in failed.diagnostics]
+            raise ModelRejected(_rejected(len(diagnostics)), diagnostics) from None
+        return self._compile_validated(validated)
+
+    def _compile_validated(self, validated: ValidatedProgram) -> CompiledModel:
+        try:
+            return compile(validated, self._options)
+        except GraphError as e:
+            diagnostic: dict[str, object] = {
+                "code": str(e.code),
+                "message": str(e),
+                "severity": "error",
+            }
+            raise ModelRejected(_rejected(1), [diagnostic]) from None
+
+    def _rebuild(self, program_sha: str, params_sha: str | None) -> CompiledModel:
+        # NOTE: re-validated on load, so a stricter validator also applies to stored models.
+        program = self._artifacts.get(program_sha)
+        params = None if params_sha is None else self._artifacts.get(params_sha)
+        return self._compile(program, params)
+
+    def _register(
+        self, tenant: str, name: str, shas: tuple[str, str | None, str], report: str
+    ) -> int:
+        with self._register_lock, self._sessions.begin() as s:
+            query = select(Model).where(Model.tenant_id == tenant, Model.name == name)
+            model = s.scalars(query).first()
+            if model is None:
+                model = Model(id=uuid.uuid4().hex, tenant_id=tenant, name=name, next_version=1)
+                s.add(model)
+            version = model.next_version
+            model.next_version = version + 1
+            program, params, onnx = shas
+            s.add(
+                ModelVersion(
+                    model=model,
+                    version=version,
+                    status=READY,
+                    program_sha256=program,
+                    params_sha256=params,
+                    onnx_sha256=onnx,
+                    report=report,
+                )
+            )
+        return version
+
+    def _model(self, s: Session, principal: Principal, name: str) -> Model:
+        tenant = _tenant_of(principal)
+        query = select(Model).where(Model.tenant_id == tenant, Model.name == name)
+        model = s.scalars(query).first()
+        if model is None:
+            raise NotFound(f"no model {name!r}")
+        return model
+
+    @staticmethod
+    def _version(model: Model, version: int) -> ModelVersion:
+        for row in model.versions:
+            if row.version == version:
+                return row
+        raise NotFound(f"model {model.name!r} has no version {version}")
+
+    def _cached(self, key: _CacheKey) -> LoadedModel | None:
+        with self._cache_lock:
+            hit = self._cache.get(key)
+            if hit is not None:
+                self._cache.move_to_end(key)
+            return hit
+
+    def _remember(self, loaded: LoadedModel) -> LoadedModel:
+        with self._cache_lock:
+            self._cache[(loaded.tenant_id, loaded.name, loaded.version)] = loaded
+            while len(self._cache) > self._cache_size:
+                self._cache.popitem(last=False)
+        return loaded
+
+    def _forget(self, tenant: str, name: str, version: int | None) -> None:
+        with self._cache_lock:
+            for key in [k for k in self._cache if k[:2] == (tenant, name)]:
+                if version is None or key[2] == version:
+                    del self._cache[key]
+
+
+def _tenant_of(principal: Principal) -> str:
+    if principal.is_admin or not principal.tenant_id:
+        raise Forbidden("models belong to tenants: use a tenant key")
+    return principal.tenant_id
+
+
+def _check_name(name: str) -> None:
+    if not MODEL_NAME.match(name):
+        raise InvalidName(f"model name must match {MODEL_NAME.pattern}, got {name!r}")
+
+
+def _rejected(count: int) -> str:
+    return f"the program is rejected with {count} error{'s' if count != 1 else ''}"
+
+
+def _newest(model: Model) -> ModelVersion:
+    ready = [v for v in model.versions if v.status == READY]
+    if not ready:
+        raise NotFound(f"model {model.name!r} has no ready version")
+    return ready[-1]
+
+
+def _latest(model: Model) -> dict[str, Any]:
+    ready = [v for v in model.versions if v.status == READY]
+    if not ready:
+        return {"latest_version": None, "signature": None}
+    report = json.loads(ready[-1].report)
+    signature = {"inputs": report["inputs"], "outputs": report["outputs"]}
+    return {"latest_version": ready[-1].version, "signature": signature}
+
+
+def _version_json(row: ModelVersion) -> dict[str, Any]:
+    return {
+        "version": row.version,
+        "status": row.status,
+        "created": row.created.isoformat() + "Z",
+        "sha256": {
+            "program": row.program_sha256,
+            "params": row.params_sha256,
+            "onnx": row.onnx_sha256,
+        },
+        "report": json.loads(row.report),
+    }

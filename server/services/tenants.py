@@ -1,0 +1,134 @@
+"""Tenants and their API keys: creation, listing, revocation and authentication."""
+
+from __future__ import annotations
+
+import hashlib
+import hmac
+import re
+import secrets
+import sys
+import uuid
+from datetime import datetime
+from typing import Any, Final
+
+from sqlalchemy import select
+from sqlalchemy.orm import Session, sessionmaker
+
+from server.db.models import ApiKey, Tenant, utcnow
+from server.services.types import Conflict, InvalidName, NotFound, Principal, Unauthorized
+
+KEY_PREFIX: Final = "gg_"
+ENV_ADMIN_KEY_ID: Final = "env-admin"  # the key row that GRAPHGATE_ADMIN_TOKEN maps to
+TENANT_NAME: Final = re.compile(r"^[a-z0-9][a-z0-9_.-]{0,63}$")
+_KEY_ID: Final = re.compile(r"^[0-9a-f]{16}$")
+
+
+def _digest(secret: str) -> str:
+    # NOTE: the secrets carry 256 random bits, so a plain sha256 cannot be brute-forced.
+    return hashlib.sha256(secret.encode()).hexdigest()
+
+
+def _iso(moment: datetime | None) -> str | None:
+    return None if moment is None else moment.isoformat() + "Z"
+
+
+class TenantService:
+    """Keys look like `gg_<key_id>_<secret>`; only the secret's sha256 is stored."""
+
+    def __init__(self, sessions: sessionmaker[Session]) -> None:
+        self._sessions = sessions
+
+    def ensure_admin(self, token: str | None) -> str | None:
+        """Start-up: installs `token` as the admin key, or makes one on first start and returns it."""
+        with self._sessions.begin() as s:
+            if token is not None:
+                s.merge(ApiKey(key_id=ENV_ADMIN_KEY_ID, role="admin", hash=_digest(token)))
+                return None
+            active = select(ApiKey).where(ApiKey.role == "admin", ApiKey.revoked.is_(None))
+            if s.scalars(active).first() is not None:
+                return None
+            return self._new_key(s, None, "admin")
+
+    def create_tenant(self, name: str) -> dict[str, Any]:
+        """A tenant and its first key; the key is in the answer and never again."""
+        if not TENANT_NAME.match(name):
+            raise InvalidName(f"tenant name must match {TENANT_NAME.pattern}, got {name!r}")
+        with self._sessions.begin() as s:
+            if s.scalars(select(Tenant).where(Tenant.name == name)).first() is not None:
+                raise Conflict(f"tenant {name!r} already exists")
+            tenant = Tenant(id=uuid.uuid4().hex, name=name)
+            s.add(tenant)
+            s.flush()
+            key = self._new_key(s, tenant.id, "tenant")
+        return {"tenant": name, "key_id": key.split("_")[1], "key": key}
+
+    def create_key(self, name: str) -> dict[str, Any]:
+        """An additional key for a tenant (rotation: both work until one is revoked)."""
+        with self._sessions.begin() as s:
+            tenant = s.scalars(select(Tenant).where(Tenant.name == name)).first()
+            if tenant is None:
+                raise NotFound(f"no tenant {name!r}")
+            key = self._new_key(s, tenant.id, "tenant")
+        return {"tenant": name, "key_id": key.split("_")[1], "key": key}
+
+    def list_tenants(self) -> list[dict[str, Any]]:
+        with self._sessions() as s:
+            keys = s.scalars(select(ApiKey).order_by(ApiKey.created)).all()
+            return [
+                {
+                    "tenant": t.name,
+                    "created": _iso(t.created),
+                    "keys": [_key_json(k) for k in keys if k.tenant_id == t.id],
+                }
+                for t in s.scalars(select(Tenant).order_by(Tenant.name))
+            ]
+
+    def revoke_key(self, key_id: str) -> dict[str, Any]:
+        with self._sessions.begin() as s:
+            key = s.get(ApiKey, key_id)
+            if key is None:
+                raise NotFound(f"no key {key_id!r}")
+            if key.revoked is None:
+                key.revoked = utcnow()
+            return _key_json(key)
+
+    def authenticate(self, presented: str) -> Principal:
+        """The caller behind a key; Unauthorized for unknown, wrong or revoked keys alike."""
+        key_id, secret = _split(presented)
+        with self._sessions() as s:
+            key = s.get(ApiKey, key_id)
+            ok = key is not None and hmac.compare_digest(key.hash, _digest(secret))
+            if key is None or not ok or key.revoked is not None:
+                raise Unauthorized("invalid or revoked API key")
+            return Principal(
+                tenant_id=key.tenant_id or "", key_id=key_id, is_admin=key.role == "admin"
+            )
+
+    def _new_key(self, s: Session, tenant_id: str | None, role: str) -> str:
+        key_id, secret = secrets.token_hex(8), secrets.token_urlsafe(32)
+        s.add(ApiKey(key_id=key_id, tenant_id=tenant_id, role=role, hash=_digest(secret)))
+        return f"{KEY_PREFIX}{key_id}_{secret}"
+
+
+def _split(presented: str) -> tuple[str, str]:
+    """(key_id, secret) of a `gg_` key; any other token is checked against the env admin key."""
+    if presented.startswith(KEY_PREFIX):
+        key_id, _, secret = presented[len(KEY_PREFIX) :].partition("_")
+        if _KEY_ID.match(key_id) and secret:
+            return key_id, secret
+    return ENV_ADMIN_KEY_ID, presented
+
+
+def _key_json(key: ApiKey) -> dict[str, Any]:
+    return {
+        "key_id": key.key_id,
+        "role": key.role,
+        "created": _iso(key.created),
+        "revoked": _iso(key.revoked),
+    }
+
+
+def announce_admin_token(token: str) -> None:
+    """Shows a generated admin token once, on stderr; only its hash is stored."""
+    sys.stderr.write(f"graphgate: created the admin token (shown once, store it now):\n  {token}\n")
+    sys.stderr.flush()

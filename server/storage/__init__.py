@@ -1,0 +1,1 @@
+"""Durable bytes: content-addressed artifact files (no knowledge of models or tenants)."""

@@ -1,0 +1,75 @@
+"""Content-addressed artifact files: put(bytes) -> sha256, get(sha256) -> bytes, atomically."""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import re
+import secrets
+from pathlib import Path
+from typing import Final
+
+TMP_PREFIX: Final = ".tmp-"
+_SHA256: Final = re.compile(r"^[0-9a-f]{64}$")
+
+
+class ArtifactMissing(Exception):
+    """A stored artifact is absent or its bytes no longer match its sha256."""
+
+
+class Artifacts:
+    """Files named by the sha256 of their bytes under `root/ab/abcdef...`; written tmp-fsync-rename."""
+
+    def __init__(self, root: Path) -> None:
+        self.root = root
+        root.mkdir(parents=True, exist_ok=True)
+
+    def put(self, data: bytes) -> str:
+        """Stores `data` durably (file and directory entry fsynced) and returns its sha256."""
+        sha = hashlib.sha256(data).hexdigest()
+        final = self._path(sha)
+        if final.is_file():
+            return sha
+        final.parent.mkdir(exist_ok=True)
+        tmp = final.parent / f"{TMP_PREFIX}{secrets.token_hex(8)}"
+        try:
+            with tmp.open("xb") as f:
+                f.write(data)
+                f.flush()
+                os.fsync(f.fileno())
+            os.replace(tmp, final)
+        finally:
+            tmp.unlink(missing_ok=True)
+        _fsync_dir(final.parent)
+        return sha
+
+    def get(self, sha: str) -> bytes:
+        """The bytes stored under `sha`, verified against it."""
+        try:
+            data = self._path(sha).read_bytes()
+        except OSError:
+            raise ArtifactMissing(f"artifact {sha} is missing") from None
+        if hashlib.sha256(data).hexdigest() != sha:
+            raise ArtifactMissing(f"artifact {sha} is corrupt: its bytes hash differently")
+        return data
+
+    def sweep(self) -> int:
+        """Deletes temporary files a crashed write left behind; returns how many. Start-up only."""
+        leftovers = list(self.root.glob(f"*/{TMP_PREFIX}*"))
+        for path in leftovers:
+            path.unlink(missing_ok=True)
+        return len(leftovers)
+
+    def _path(self, sha: str) -> Path:
+        # NOTE: names are only ever our own hex digests, never a client string.
+        if not _SHA256.match(sha):
+            raise ArtifactMissing(f"not a sha256: {sha!r}")
+        return self.root / sha[:2] / sha
+
+
+def _fsync_dir(path: Path) -> None:
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)

@@ -1,0 +1,152 @@
+"""A real `graphgate serve` process on loopback: CLI admin, uploads, restart, SIGKILL mid-upload."""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import signal
+import socket
+import subprocess
+import sys
+import threading
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import httpx2
+import pytest
+from typer.testing import CliRunner
+
+from server.cli import app as cli
+from server.storage.artifacts import TMP_PREFIX
+from tests.builders import affine
+from tests.server.conftest import ADMIN_TOKEN, auth
+
+ROOT = Path(__file__).resolve().parents[2]
+AFFINE = affine().built()
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port: int = s.getsockname()[1]
+        return port
+
+
+class Server:
+    def __init__(self, data_dir: Path) -> None:
+        self.data_dir = data_dir
+        self.port = _free_port()
+        self.url = f"http://127.0.0.1:{self.port}"
+        self.process: subprocess.Popen[bytes] | None = None
+
+    def start(self) -> None:
+        env = {**os.environ, "GRAPHGATE_ADMIN_TOKEN": ADMIN_TOKEN, "PYTHONPATH": str(ROOT)}
+        command = [sys.executable, "-m", "server.cli", "serve", "--port", str(self.port)]
+        self.process = subprocess.Popen(
+            [*command, "--data-dir", str(self.data_dir)], cwd=ROOT, env=env
+        )
+        deadline = time.monotonic() + 30
+        while time.monotonic() < deadline:
+            try:
+                if httpx2.get(f"{self.url}/v2/health/live", timeout=1).status_code == 200:
+                    return
+            except httpx2.HTTPError:
+                time.sleep(0.1)
+        raise AssertionError("graphgate serve did not come up")
+
+    def stop(self, sig: int = signal.SIGTERM) -> None:
+        if self.process is not None and self.process.poll() is None:
+            self.process.send_signal(sig)
+            self.process.wait(timeout=30)
+        self.process = None
+
+
+@pytest.fixture
+def server(tmp_path: Path) -> Iterator[Server]:
+    s = Server(tmp_path / "data")
+    s.start()
+    yield s
+    s.stop()
+
+
+def _tenant(server: Server, name: str) -> str:
+    args = ["tenants", "create", name, "--url", server.url, "--admin-token", ADMIN_TOKEN]
+    result = CliRunner().invoke(cli, args)
+    assert result.exit_code == 0, result.output
+    return result.output.split()[-1]
+
+
+def _upload(server: Server, key: str) -> httpx2.Response:
+    files = {"program": AFFINE.program, "params": AFFINE.params or b""}
+    return httpx2.post(
+        f"{server.url}/v1/models", data={"name": "m"}, files=files, headers=auth(key), timeout=60
+    )
+
+
+def test_cli_tenants_and_restart_keep_everything(server: Server) -> None:
+    key = _tenant(server, "acme")
+    assert key.startswith("gg_")
+    assert _upload(server, key).status_code == 201
+    assert _upload(server, key).status_code == 201
+    before = httpx2.get(f"{server.url}/v1/models/m", headers=auth(key)).json()
+    onnx = httpx2.get(f"{server.url}/v1/models/m/versions/2/onnx", headers=auth(key)).content
+
+    listed = CliRunner().invoke(
+        cli, ["tenants", "list", "--url", server.url, "--admin-token", ADMIN_TOKEN]
+    )
+    assert listed.exit_code == 0 and "acme" in listed.output and "active" in listed.output
+
+    server.stop()
+    server.start()
+    assert httpx2.get(f"{server.url}/v1/models/m", headers=auth(key)).json() == before
+    again = httpx2.get(f"{server.url}/v1/models/m/versions/2/onnx", headers=auth(key))
+    assert again.content == onnx
+
+    key_id = key.split("_")[1]
+    revoke = ["tenants", "revoke-key", key_id, "--url", server.url, "--admin-token", ADMIN_TOKEN]
+    assert CliRunner().invoke(cli, revoke).exit_code == 0
+    assert httpx2.get(f"{server.url}/v1/models", headers=auth(key)).status_code == 401
+
+
+def test_cli_reports_server_errors(server: Server) -> None:
+    args = ["tenants", "list", "--url", server.url, "--admin-token", ADMIN_TOKEN + "x"]
+    result = CliRunner().invoke(cli, args)
+    assert result.exit_code == 1
+    assert "UNAUTHORIZED" in result.output
+
+
+def test_sigkill_mid_upload_leaves_no_model_and_temp_files_are_swept(server: Server) -> None:
+    key = _tenant(server, "acme")
+    sent_half, release = threading.Event(), threading.Event()
+
+    def body() -> Iterator[bytes]:
+        yield b'--xx\r\nContent-Disposition: form-data; name="name"\r\n\r\nm\r\n'
+        yield b'--xx\r\nContent-Disposition: form-data; name="program"; filename="p"\r\n\r\n'
+        yield AFFINE.program[: len(AFFINE.program) // 2]
+        sent_half.set()
+        release.wait(30)
+        yield AFFINE.program[len(AFFINE.program) // 2 :] + b"\r\n--xx--\r\n"
+
+    def client() -> None:
+        headers = {**auth(key), "Content-Type": "multipart/form-data; boundary=xx"}
+        with contextlib.suppress(httpx2.HTTPError):
+            httpx2.post(f"{server.url}/v1/models", content=body(), headers=headers, timeout=30)
+
+    thread = threading.Thread(target=client)
+    thread.start()
+    assert sent_half.wait(30)
+    time.sleep(0.3)
+    # A crash between an artifact's write and its rename leaves a temp file like this one.
+    shard = server.data_dir / "artifacts" / "00"
+    shard.mkdir(parents=True, exist_ok=True)
+    (shard / f"{TMP_PREFIX}interrupted").write_bytes(AFFINE.program[:10])
+    server.stop(signal.SIGKILL)
+    release.set()
+    thread.join(30)
+
+    server.start()
+    assert httpx2.get(f"{server.url}/v1/models/m", headers=auth(key)).status_code == 404
+    assert httpx2.get(f"{server.url}/v1/models", headers=auth(key)).json() == {"models": []}
+    assert list((server.data_dir / "artifacts").glob(f"*/{TMP_PREFIX}*")) == []
+    assert _upload(server, key).json()["version"] == 1
