@@ -11,7 +11,7 @@ from fastapi import FastAPI
 from server import errors
 from server.body_limit import BodyLimit
 from server.db.engine import open_database
-from server.routes import admin, health, models
+from server.routes import admin, health, inference, models
 from server.services.models import ModelService
 from server.services.tenants import TenantService, announce_admin_token
 from server.settings import Settings
@@ -51,5 +51,6 @@ def create_app(settings: Settings) -> FastAPI:
     )
     app.include_router(health.router)
     app.include_router(models.router)
+    app.include_router(inference.router)
     app.include_router(admin.router)
     return app

@@ -18,6 +18,8 @@ class Settings(BaseSettings):
     admin_token: SecretStr | None = None
     max_upload_bytes: int = Field(default=256 * 1024 * 1024, ge=1)
     model_cache_size: int = Field(default=64, ge=1)  # compiled sessions kept in memory
+    # V2 inference bodies (after decompression too); Triton's --http-max-input-size default.
+    max_infer_bytes: int = Field(default=64 * 1024 * 1024, ge=1)
 
     @field_validator("admin_token")
     @classmethod

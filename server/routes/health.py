@@ -23,4 +23,4 @@ def ready() -> dict[str, bool]:
 
 @router.get("/v2")
 def server_metadata() -> dict[str, Any]:
-    return {"name": "graphgate", "version": __version__, "extensions": []}
+    return {"name": "graphgate", "version": __version__, "extensions": ["binary_tensor_data"]}

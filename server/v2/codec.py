@@ -1,0 +1,468 @@
+"""V2 inference requests in and responses out: JSON and the binary tensor extension.
+
+Requests are decoded into numpy feeds checked against the model's signature (names, datatypes,
+shapes, element counts, binary sizes) before anything is allocated from the caller's numbers;
+responses are encoded as JSON, or as a JSON header followed by raw tensor bytes.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import zlib
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any, Final
+
+import numpy as np
+
+from graph_proto.types import DType
+from server.v2.errors import (
+    BinarySizeMismatch,
+    InferBodyTooLarge,
+    InferHeaderLength,
+    InferMalformed,
+    InferUnsupported,
+    InputData,
+    InputDataSource,
+    InputDatatype,
+    InputDuplicate,
+    InputElementCount,
+    InputMissing,
+    InputShape,
+    InputUnknown,
+    OutputDuplicate,
+    OutputUnknown,
+)
+from validator import TensorSpec
+
+DATATYPES: Final[Mapping[DType, str]] = {
+    DType.BOOL: "BOOL",
+    DType.UINT8: "UINT8",
+    DType.INT8: "INT8",
+    DType.INT16: "INT16",
+    DType.INT32: "INT32",
+    DType.INT64: "INT64",
+    DType.FP16: "FP16",
+    DType.FP32: "FP32",
+    DType.FP64: "FP64",
+    DType.BF16: "BF16",  # binary: the upper 2 bytes of a float32; JSON: numbers
+}
+HEADER_LENGTH: Final = "inference-header-content-length"
+JSON_CONTENT: Final = "application/json"
+BINARY_CONTENT: Final = "application/octet-stream"
+_INTEGERS: Final = frozenset({DType.UINT8, DType.INT8, DType.INT16, DType.INT32, DType.INT64})
+_ENCODINGS: Final = {"gzip": 16 + zlib.MAX_WBITS, "deflate": zlib.MAX_WBITS}
+# NOTE: larger dims can only come with zero elements, and would overflow numpy or onnxruntime.
+_MAX_DIM: Final = 2**31 - 1
+
+
+@dataclass(frozen=True, slots=True)
+class RequestedOutput:
+    spec: TensorSpec
+    binary: bool  # raw bytes after the JSON header, else JSON `data`
+
+
+@dataclass(frozen=True, slots=True)
+class InferRequest:
+    id: str | None
+    feeds: dict[str, np.ndarray]
+    outputs: tuple[RequestedOutput, ...]
+
+
+def tensor_metadata(spec: TensorSpec) -> dict[str, Any]:
+    """A signature entry as V2 model metadata writes it: -1 for a variable dim."""
+    return {"name": spec.name, "datatype": DATATYPES[spec.dtype], "shape": list(spec.dims)}
+
+
+def decompress(body: bytes, encoding: str | None, max_bytes: int) -> bytes:
+    """Undoes `Content-Encoding: gzip|deflate`, never inflating past `max_bytes`."""
+    name = (encoding or "identity").strip().lower()
+    if name == "identity":
+        return body
+    if name not in _ENCODINGS:
+        raise InferUnsupported(
+            f"Content-Encoding: expected 'gzip', 'deflate' or 'identity', got {encoding!r}"
+        )
+    inflater = zlib.decompressobj(_ENCODINGS[name])
+    try:
+        out = inflater.decompress(body, max_bytes + 1)
+    except zlib.error as e:
+        raise InferMalformed(f"Content-Encoding {name}: expected {name} data, got: {e}") from None
+    if len(out) > max_bytes:
+        raise InferBodyTooLarge(f"decompressed request body exceeds the {max_bytes}-byte limit")
+    if not inflater.eof:
+        raise InferMalformed(f"Content-Encoding {name}: expected a complete stream, got a cut one")
+    return out
+
+
+def decode_request(
+    body: bytes,
+    header_length: str | None,
+    inputs: Sequence[TensorSpec],
+    outputs: Sequence[TensorSpec],
+) -> InferRequest:
+    """Parses and checks a request; `header_length` is the Inference-Header-Content-Length."""
+    split = _split(header_length, len(body))
+    if split == 0:
+        return _raw_binary(body, inputs, outputs)
+    doc = _parse_json(body if split is None else body[:split])
+    binary = memoryview(body)[len(body) if split is None else split :]
+    request_id = doc.get("id")
+    if request_id is not None and not isinstance(request_id, str):
+        raise InferMalformed(f"'id': expected a string, got {_kind(request_id)}")
+    params = _parameters(doc, "request")
+    binary_default = params.get("binary_data_output", False)
+    if not isinstance(binary_default, bool):
+        raise InferMalformed(
+            f"request parameter 'binary_data_output': expected a boolean, got {_kind(binary_default)}"
+        )
+    feeds = _feeds(_list(doc, "inputs", "request"), inputs, binary)
+    return InferRequest(request_id, feeds, _requested(doc, outputs, binary_default))
+
+
+def encode_response(
+    model_name: str,
+    model_version: str,
+    request_id: str | None,
+    results: Sequence[tuple[RequestedOutput, np.ndarray]],
+) -> tuple[bytes, dict[str, str]]:
+    """The response body and its Content-Type (and header length, when binary data follows)."""
+    entries: list[dict[str, Any]] = []
+    chunks: list[bytes] = []
+    for out, value in results:
+        entry: dict[str, Any] = {
+            "name": out.spec.name,
+            "datatype": DATATYPES[out.spec.dtype],
+            "shape": list(value.shape),
+        }
+        if out.binary:
+            raw = np.ascontiguousarray(value, dtype=out.spec.dtype.numpy).tobytes()
+            entry["parameters"] = {"binary_data_size": len(raw)}
+            chunks.append(raw)
+        else:
+            entry["data"] = _json_data(out.spec.dtype, value)
+        entries.append(entry)
+    doc: dict[str, Any] = {"model_name": model_name, "model_version": model_version}
+    if request_id is not None:
+        doc["id"] = request_id
+    doc["outputs"] = entries
+    # NOTE: ensure_ascii keeps characters == bytes, which is what the header length counts.
+    header = json.dumps(doc, separators=(",", ":")).encode()
+    if not chunks:
+        return header, {"content-type": JSON_CONTENT}
+    return b"".join([header, *chunks]), {
+        "content-type": BINARY_CONTENT,
+        HEADER_LENGTH: str(len(header)),
+    }
+
+
+# -- the request document ------------------------------------------------------------------
+
+
+def _split(header: str | None, size: int) -> int | None:
+    if header is None:
+        return None
+    text = header.strip()
+    if not (text.isascii() and text.isdigit()) or int(text) > size:
+        raise InferHeaderLength(
+            f"Inference-Header-Content-Length: expected an integer from 0 to {size} "
+            f"(the body length), got {header[:40]!r}"
+        )
+    return int(text)
+
+
+def _parse_json(raw: bytes) -> dict[str, Any]:
+    try:
+        doc = json.loads(raw)
+    except (UnicodeDecodeError, json.JSONDecodeError) as e:
+        raise InferMalformed(f"expected a JSON inference request, got invalid JSON: {e}") from None
+    except RecursionError:
+        raise InferMalformed(
+            "expected a JSON inference request, got JSON nested too deeply"
+        ) from None
+    if not isinstance(doc, dict):
+        raise InferMalformed(f"expected a JSON object as the request, got {_kind(doc)}")
+    return doc
+
+
+def _kind(value: object) -> str:
+    """A JSON value's kind as messages name it."""
+    if value is None:
+        return "null"
+    if isinstance(value, bool):
+        return f"the boolean {str(value).lower()}"
+    if isinstance(value, int | float):
+        return f"the number {value!r}"
+    if isinstance(value, str):
+        return f"the string {value[:40]!r}"
+    return "an array" if isinstance(value, list) else "an object"
+
+
+def _object(value: object, where: str) -> dict[str, Any]:
+    if not isinstance(value, dict):
+        raise InferMalformed(f"{where}: expected an object, got {_kind(value)}")
+    return value
+
+
+def _list(obj: Mapping[str, Any], key: str, where: str) -> list[Any]:
+    value = obj.get(key)
+    if not isinstance(value, list):
+        got = "nothing" if value is None and key not in obj else _kind(value)
+        raise InferMalformed(f"{where} {key!r}: expected an array, got {got}")
+    return value
+
+
+def _string(obj: Mapping[str, Any], key: str, where: str) -> str:
+    value = obj.get(key)
+    if not isinstance(value, str):
+        got = "nothing" if key not in obj else _kind(value)
+        raise InferMalformed(f"{where} {key!r}: expected a string, got {got}")
+    return value
+
+
+def _parameters(obj: Mapping[str, Any], where: str) -> dict[str, Any]:
+    params = obj.get("parameters", {})
+    if not isinstance(params, dict):
+        raise InferMalformed(f"{where} 'parameters': expected an object, got {_kind(params)}")
+    if "shared_memory_region" in params:
+        raise InferUnsupported(f"{where}: shared memory is not supported; send the data inline")
+    return params
+
+
+def _feeds(
+    items: list[Any], inputs: Sequence[TensorSpec], binary: memoryview
+) -> dict[str, np.ndarray]:
+    specs = {spec.name: spec for spec in inputs}
+    feeds: dict[str, np.ndarray] = {}
+    offset = 0
+    for i, item in enumerate(items):
+        where = f"inputs[{i}]"
+        obj = _object(item, where)
+        name = _string(obj, "name", where)
+        spec = specs.get(name)
+        if spec is None:
+            raise InputUnknown(
+                f"input {name!r}: expected one of {list(specs)}, got an unknown name"
+            )
+        if name in feeds:
+            raise InputDuplicate(f"input {name!r}: expected once, got twice")
+        _check_datatype(obj, spec, where)
+        shape = _shape(obj, spec)
+        params = _parameters(obj, f"input {name!r}")
+        size = params.get("binary_data_size")
+        if ("data" in obj) == (size is not None):
+            got = "both" if size is not None else "neither"
+            raise InputDataSource(
+                f"input {name!r}: expected exactly one of 'data' or "
+                f"'parameters.binary_data_size', got {got}"
+            )
+        if size is None:
+            feeds[name] = _from_json(spec, shape, obj["data"])
+            continue
+        if isinstance(size, bool) or not isinstance(size, int) or size < 0:
+            raise InferMalformed(
+                f"input {name!r} 'binary_data_size': expected a non-negative integer, got {_kind(size)}"
+            )
+        feeds[name] = _from_binary(spec, shape, size, binary, offset)
+        offset += size
+    if offset != len(binary):
+        raise BinarySizeMismatch(
+            f"binary data: expected {offset} bytes after the JSON header (the sum of the "
+            f"inputs' binary_data_size), got {len(binary)}"
+        )
+    if missing := [spec.name for spec in inputs if spec.name not in feeds]:
+        raise InputMissing(f"expected inputs {list(specs)}, got {list(feeds)}: missing {missing}")
+    return feeds
+
+
+def _check_datatype(obj: Mapping[str, Any], spec: TensorSpec, where: str) -> None:
+    datatype = _string(obj, "datatype", where)
+    want = DATATYPES[spec.dtype]
+    if datatype != want:
+        raise InputDatatype(f"input {spec.name!r}: expected datatype {want!r}, got {datatype!r}")
+
+
+def _shape(obj: Mapping[str, Any], spec: TensorSpec) -> tuple[int, ...]:
+    raw = _list(obj, "shape", f"input {spec.name!r}")
+    if not all(isinstance(d, int) and not isinstance(d, bool) and 0 <= d <= _MAX_DIM for d in raw):
+        raise InputShape(
+            f"input {spec.name!r}: expected a shape of integers from 0 to {_MAX_DIM}, "
+            f"got {raw[:8]!r}"
+        )
+    fits = len(raw) == len(spec.dims) and all(
+        w < 0 or w == g for w, g in zip(spec.dims, raw, strict=True)
+    )
+    if not fits:
+        raise InputShape(f"input {spec.name!r}: expected shape {list(spec.dims)}, got {raw[:8]}")
+    return tuple(raw)
+
+
+def _requested(
+    doc: Mapping[str, Any], outputs: Sequence[TensorSpec], binary_default: bool
+) -> tuple[RequestedOutput, ...]:
+    if doc.get("outputs") in (None, []):
+        return tuple(RequestedOutput(spec, binary_default) for spec in outputs)
+    specs = {spec.name: spec for spec in outputs}
+    chosen: dict[str, RequestedOutput] = {}
+    for i, item in enumerate(_list(doc, "outputs", "request")):
+        obj = _object(item, f"outputs[{i}]")
+        name = _string(obj, "name", f"outputs[{i}]")
+        if name not in specs:
+            raise OutputUnknown(
+                f"requested output {name!r}: expected one of {list(specs)}, got an unknown name"
+            )
+        if name in chosen:
+            raise OutputDuplicate(f"requested output {name!r}: expected once, got twice")
+        params = _parameters(obj, f"requested output {name!r}")
+        if "classification" in params:
+            raise InferUnsupported(f"requested output {name!r}: classification is not supported")
+        binary = params.get("binary_data", binary_default)
+        if not isinstance(binary, bool):
+            raise InferMalformed(
+                f"requested output {name!r} 'binary_data': expected a boolean, got {_kind(binary)}"
+            )
+        chosen[name] = RequestedOutput(specs[name], binary)
+    return tuple(chosen.values())
+
+
+def _raw_binary(
+    body: bytes, inputs: Sequence[TensorSpec], outputs: Sequence[TensorSpec]
+) -> InferRequest:
+    """Inference-Header-Content-Length 0: the body is the one input's bytes; outputs binary."""
+    if len(inputs) != 1:
+        raise InferUnsupported(
+            "a raw binary request (Inference-Header-Content-Length: 0) needs a model with "
+            f"exactly one input, got {len(inputs)}"
+        )
+    spec = inputs[0]
+    free = [axis for axis, d in enumerate(spec.dims) if d < 0]
+    known = math.prod(d for d in spec.dims if d >= 0) * spec.dtype.itemsize
+    shape = list(spec.dims)
+    if len(free) > 1 or (free and known == 0):
+        raise InferUnsupported(
+            "a raw binary request needs an input with at most one variable dim, "
+            f"got dims {list(spec.dims)}"
+        )
+    if free:
+        if len(body) % known:
+            raise BinarySizeMismatch(
+                f"input {spec.name!r}: expected a multiple of {known} bytes "
+                f"(dims {list(spec.dims)}), got {len(body)}"
+            )
+        shape[free[0]] = len(body) // known
+    feed = _from_binary(spec, tuple(shape), len(body), memoryview(body), 0)
+    requested = tuple(RequestedOutput(out, True) for out in outputs)
+    return InferRequest(None, {spec.name: feed}, requested)
+
+
+# -- tensor data ---------------------------------------------------------------------------
+
+
+def _from_binary(
+    spec: TensorSpec, shape: tuple[int, ...], size: int, binary: memoryview, offset: int
+) -> np.ndarray:
+    count = math.prod(shape)
+    want = count * spec.dtype.itemsize
+    if size != want:
+        raise BinarySizeMismatch(
+            f"input {spec.name!r}: expected binary_data_size {want} "
+            f"({DATATYPES[spec.dtype]} {list(shape)}), got {size}"
+        )
+    if offset + size > len(binary):
+        raise BinarySizeMismatch(
+            f"input {spec.name!r}: expected {size} binary bytes, got {len(binary) - offset} "
+            "left in the body"
+        )
+    if count == 0:
+        return np.empty(shape, spec.dtype.numpy)
+    if spec.dtype == DType.BOOL:
+        raw = np.frombuffer(binary, np.uint8, count, offset)
+        if (top := int(raw.max())) > 1:
+            raise InputData(f"input {spec.name!r}: expected BOOL bytes 0 or 1, got {top}")
+        value = raw.view(np.bool_)
+    else:
+        value = np.frombuffer(binary, spec.dtype.numpy, count, offset)
+    # NOTE: an element straddling a word boundary is legal on the wire; onnxruntime wants aligned.
+    return (value if value.flags.aligned else value.copy()).reshape(shape)
+
+
+def _from_json(spec: TensorSpec, shape: tuple[int, ...], data: object) -> np.ndarray:
+    count = math.prod(shape)
+    try:
+        value = np.asarray(data)
+    except (ValueError, OverflowError):
+        raise InputShape(
+            f"input {spec.name!r}: expected data flat or nested as {list(shape)}, "
+            "got arrays of uneven lengths"
+        ) from None
+    if value.size != count:
+        raise InputElementCount(
+            f"input {spec.name!r}: expected {count} elements for shape {list(shape)}, "
+            f"got {value.size}"
+        )
+    if value.ndim > 1 and value.shape != shape:
+        raise InputShape(
+            f"input {spec.name!r}: expected data flat or nested as {list(shape)}, "
+            f"got it nested as {list(value.shape)}"
+        )
+    return _typed(spec, value).reshape(shape)
+
+
+def _typed(spec: TensorSpec, value: np.ndarray) -> np.ndarray:
+    """JSON numbers as the input's dtype; integers must fit, booleans must be booleans."""
+    kind = value.dtype.kind
+    name = DATATYPES[spec.dtype]
+    if value.size == 0:
+        return value.astype(spec.dtype.numpy)
+    if spec.dtype == DType.BOOL:
+        if kind != "b":
+            raise InputData(
+                f"input {spec.name!r}: expected {name} values true/false, got {_got(value)}"
+            )
+        return value
+    if spec.dtype in _INTEGERS:
+        if kind not in "iu":
+            raise InputData(f"input {spec.name!r}: expected {name} integers, got {_got(value)}")
+        limits = np.iinfo(spec.dtype.label)
+        low, high = int(value.min()), int(value.max())
+        if low < limits.min or high > limits.max:
+            bad = low if low < limits.min else high
+            raise InputData(
+                f"input {spec.name!r}: expected {name} integers from {limits.min} to "
+                f"{limits.max}, got {bad}"
+            )
+        return value.astype(spec.dtype.numpy)
+    if kind not in "iuf":
+        raise InputData(f"input {spec.name!r}: expected {name} numbers, got {_got(value)}")
+    narrow = spec.dtype in (DType.FP16, DType.FP32, DType.BF16)
+    kind_of = np.float32 if spec.dtype == DType.BF16 else spec.dtype.numpy
+    with np.errstate(over="ignore"):
+        typed = value.astype(kind_of)
+    if narrow and not np.isfinite(typed).all() and np.isfinite(value).all():
+        top = float(np.finfo(typed.dtype).max)
+        bad = value.reshape(-1)[np.argmax(~np.isfinite(typed).reshape(-1))].item()
+        raise InputData(
+            f"input {spec.name!r}: expected {name} numbers from {-top:g} to {top:g}, got {bad!r}"
+        )
+    if spec.dtype == DType.BF16:  # truncate float32 to its upper half
+        return (typed.view(np.uint32) >> 16).astype(np.uint16)
+    return typed
+
+
+def _got(value: np.ndarray) -> str:
+    kinds = {"b": "booleans", "i": "integers", "u": "integers", "f": "non-integer numbers"}
+    kinds |= {"U": "strings", "S": "strings"}
+    if value.dtype.kind == "O" and all(
+        isinstance(v, int) and not isinstance(v, bool) for v in value.flat
+    ):
+        return "integers outside the 64-bit range"
+    return kinds.get(value.dtype.kind, "values that are not all numbers (null, objects, mixed)")
+
+
+def _json_data(dtype: DType, value: np.ndarray) -> list[Any]:
+    flat = value.reshape(-1)
+    if dtype == DType.BF16:
+        flat = (flat.astype(np.uint32) << 16).view(np.float32)
+    data: list[Any] = flat.tolist()
+    return data

@@ -1,0 +1,220 @@
+"""compile(): the provider it chose, CUDA falling back to CPU, thread options, a session
+onnxruntime cannot build, and the ONNX gate on hand-made models."""
+
+from __future__ import annotations
+
+import logging
+
+import numpy as np
+import onnx
+import pytest
+from onnx import TensorProto, external_data_helper, helper, numpy_helper
+
+from executor import SessionOptions, compile, gate
+from executor.gate import GateError
+from executor.lower import IR_VERSION, ONNX_OPSET, LoweringError
+from graph_proto.types import DType
+from tests.builders import CONV2D_ATTRS, GraphBuilder, V, mlp, weights
+from validator import ValidatedProgram, validate
+
+CPU = "CPUExecutionProvider"
+CUDA = "CUDAExecutionProvider"
+FP64 = DType.FP64
+
+
+def _mlp() -> ValidatedProgram:
+    built = mlp().built()
+    return validate(built.program, built.params)
+
+
+def test_compile_reports_the_provider_it_chose() -> None:
+    model = compile(_mlp(), SessionOptions(use_cuda=False))
+    assert model.provider == CPU
+    assert model.session.get_providers() == [CPU]
+
+
+def test_cuda_requested_but_unavailable_falls_back_to_cpu_with_one_warning(
+    caplog: pytest.LogCaptureFixture, capfd: pytest.CaptureFixture[str]
+) -> None:
+    with caplog.at_level(logging.DEBUG, logger="graphgate.executor"):
+        model = compile(_mlp(), SessionOptions(use_cuda=True))
+
+    records = [(r.name, r.levelname, r.getMessage()) for r in caplog.records]
+    if model.provider == CUDA:  # a machine where CUDA works: nothing to fall back from
+        assert records == []
+        return
+    assert model.provider == CPU
+    assert records == [
+        (
+            "graphgate.executor",
+            "WARNING",
+            "CUDA execution provider unavailable (missing CUDA libraries?); running on CPU",
+        )
+    ]
+    assert capfd.readouterr().err == ""  # onnxruntime's own multi-line error stays quiet
+    x = np.ones((2, 8), np.float32)
+    assert model.run({"x": x})["probs"].shape == (2, 4)
+
+
+def test_thread_options_are_applied_to_the_session() -> None:
+    options = SessionOptions(intra_op_threads=2, inter_op_threads=3, use_cuda=False)
+    applied = compile(_mlp(), options).session.get_session_options()
+    assert (applied.intra_op_num_threads, applied.inter_op_num_threads) == (2, 3)
+
+
+def test_a_float64_conv_is_a_lowering_error_not_an_onnxruntime_error() -> None:
+    """onnxruntime's CPU provider has no float64 Conv kernel: compile refuses the model."""
+    g = GraphBuilder()
+    g.feed("image", FP64, [-1, 3, 8, 8])
+    g.param("conv.w", weights(4, 3, 3, 3, dtype=FP64))
+    g.node(
+        "conv2d",
+        {"Input": ["image"], "Filter": ["conv.w"]},
+        {"Output": [V("conv", [-1, 4, 8, 8], FP64)]},
+        CONV2D_ATTRS,
+    )
+    g.fetch("conv")
+    program = validate(g.program_bytes(), g.params_bytes())
+
+    with pytest.raises(LoweringError) as info:
+        compile(program, SessionOptions(use_cuda=False))
+
+    assert str(info.value) == (
+        "onnxruntime cannot build a session for this model: [ONNXRuntimeError] : 9 : "
+        "NOT_IMPLEMENTED : Could not find an implementation for Conv(11) node with name "
+        "'1_conv2d/node_Conv_2'"
+    )
+    assert info.value.__cause__ is None and info.value.__suppress_context__
+
+
+# --- the ONNX gate on hand-made models ---------------------------------------------------------
+
+
+def _model(
+    nodes: list[onnx.NodeProto],
+    initializers: list[onnx.TensorProto] = (),  # type: ignore[assignment]
+    *,
+    opsets: list[tuple[str, int]] = [("", ONNX_OPSET)],  # noqa: B006
+) -> onnx.ModelProto:
+    """x: float32[2] in, y out; the nodes in between."""
+    graph = helper.make_graph(
+        nodes,
+        "hand-made",
+        [helper.make_tensor_value_info("x", TensorProto.FLOAT, [2])],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, [2])],
+        list(initializers),
+    )
+    return helper.make_model(
+        graph,
+        opset_imports=[helper.make_opsetid(domain, version) for domain, version in opsets],
+        ir_version=IR_VERSION,
+    )
+
+
+def _loop(trips: onnx.TensorProto | None) -> onnx.ModelProto:
+    """y = x, carried through a Loop whose trip count M is the initializer `trips` (or, when
+    None, a value computed at run time)."""
+    body = helper.make_graph(
+        [
+            helper.make_node("Identity", ["cond_in"], ["cond_out"]),
+            helper.make_node("Identity", ["carried_in"], ["carried_out"]),
+        ],
+        "body",
+        [
+            helper.make_tensor_value_info("i", TensorProto.INT64, []),
+            helper.make_tensor_value_info("cond_in", TensorProto.BOOL, []),
+            helper.make_tensor_value_info("carried_in", TensorProto.FLOAT, [2]),
+        ],
+        [
+            helper.make_tensor_value_info("cond_out", TensorProto.BOOL, []),
+            helper.make_tensor_value_info("carried_out", TensorProto.FLOAT, [2]),
+        ],
+    )
+    cond = numpy_helper.from_array(np.array(True), "cond")
+    nodes = [helper.make_node("Loop", ["trips", "cond", "x"], ["y"], name="loop", body=body)]
+    if trips is None:
+        nodes.insert(0, helper.make_node("Size", ["x"], ["trips"], name="size"))
+        return _model(nodes, [cond])
+    return _model(nodes, [trips, cond])
+
+
+def _identity() -> onnx.ModelProto:
+    return _model([helper.make_node("Identity", ["x"], ["y"], name="copy")])
+
+
+def _with_function() -> onnx.ModelProto:
+    model = _identity()
+    model.functions.append(
+        helper.make_function(
+            "", "Twice", ["a"], ["b"], [helper.make_node("Add", ["a", "a"], ["b"])], []
+        )
+    )
+    return model
+
+
+def _external_weights() -> onnx.ModelProto:
+    w = numpy_helper.from_array(np.ones(2, np.float32), "w")
+    external_data_helper.set_external_data(w, location="weights.bin", offset=0, length=8)
+    w.ClearField("raw_data")
+    w.data_location = TensorProto.EXTERNAL
+    return _model([helper.make_node("Add", ["x", "w"], ["y"], name="add")], [w])
+
+
+def _int64(name: str, value: int) -> onnx.TensorProto:
+    return numpy_helper.from_array(np.array(value, np.int64), name)
+
+
+def test_the_gate_passes_a_plain_model_and_a_bounded_loop() -> None:
+    gate.check(_identity())
+    gate.check(_loop(_int64("trips", gate.MAX_LOOP_TRIPS)))
+
+
+@pytest.mark.parametrize(
+    ("model", "message"),
+    [
+        pytest.param(
+            _model([helper.make_node("Gelu", ["x"], ["y"], name="fused", domain="com.microsoft")]),
+            "node 'fused': expected the default domain, got 'com.microsoft'",
+            id="com.microsoft-node",
+        ),
+        pytest.param(
+            _model(
+                [helper.make_node("Gelu", ["x"], ["y"], name="fused", domain="com.microsoft")],
+                opsets=[("", ONNX_OPSET), ("com.microsoft", 1)],
+            ),
+            f"expected opset_import [('', {ONNX_OPSET})], got [('', {ONNX_OPSET}), "
+            "('com.microsoft', 1)]",
+            id="com.microsoft-opset",
+        ),
+        pytest.param(
+            _model([helper.make_node("RandomNormalLike", ["x"], ["y"], name="noise")]),
+            "node 'noise': ONNX op 'RandomNormalLike' is not in the gate's allowlist",
+            id="op-not-allowed",
+        ),
+        pytest.param(
+            _external_weights(),
+            "tensor 'w': expected inline data, got external data",
+            id="external-data",
+        ),
+        pytest.param(_with_function(), "expected no functions, got 1", id="function"),
+        pytest.param(
+            _loop(_int64("trips", 10**9)),
+            "node 'loop': expected a trip count in [0, 1024], got 1000000000",
+            id="loop-huge-trip-count",
+        ),
+        pytest.param(
+            _loop(_int64("trips", -1)),
+            "node 'loop': expected a trip count in [0, 1024], got -1",
+            id="loop-negative-trip-count",
+        ),
+        pytest.param(
+            _loop(None),
+            "node 'loop': expected a Loop with a constant trip count M",
+            id="loop-trip-count-from-data",
+        ),
+    ],
+)
+def test_the_gate_rejects(model: onnx.ModelProto, message: str) -> None:
+    with pytest.raises(GateError) as info:
+        gate.check(model)
+    assert str(info.value) == message

@@ -1,0 +1,167 @@
+"""The V2 routes over HTTP: metadata, readiness, inference, tenant scoping, errors and body caps."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import numpy as np
+from fastapi.testclient import TestClient
+from pydantic import SecretStr
+
+from executor import SessionOptions, compile
+from graph_proto.types import DType
+from server.main import create_app
+from server.settings import Settings
+from tests.builders import Built, GraphBuilder, V, affine
+from tests.server.conftest import ADMIN_TOKEN, auth, new_tenant
+from tests.server.test_models_api import AFFINE, assert_error, upload
+from validator import validate
+
+X = np.arange(8, dtype=np.float32).reshape(2, 4)
+
+
+def _json_infer(x: np.ndarray) -> dict[str, object]:
+    return {
+        "id": "req-7",
+        "inputs": [{"name": "x", "datatype": "FP32", "shape": list(x.shape), "data": x.tolist()}],
+    }
+
+
+def test_server_metadata_advertises_binary_tensor_data(client: TestClient) -> None:
+    assert client.get("/v2").json()["extensions"] == ["binary_tensor_data"]
+
+
+def test_model_metadata_and_ready_at_latest_and_pinned_versions(
+    client: TestClient, key_a: str
+) -> None:
+    upload(client, key_a)
+    upload(client, key_a)
+    expected = {
+        "name": "m",
+        "versions": ["2"],
+        "platform": "onnxruntime_onnx",
+        "inputs": [{"name": "x", "datatype": "FP32", "shape": [-1, 4]}],
+        "outputs": [{"name": "y", "datatype": "FP32", "shape": [-1, 4]}],
+    }
+    response = client.get("/v2/models/m", headers=auth(key_a))
+    assert response.status_code == 200 and response.json() == expected
+    pinned = client.get("/v2/models/m/versions/1", headers=auth(key_a)).json()
+    assert pinned == {**expected, "versions": ["1"]}
+    assert client.get("/v2/models/m/ready", headers=auth(key_a)).json() == {
+        "name": "m",
+        "version": "2",
+        "ready": True,
+    }
+    assert client.get("/v2/models/m/versions/1/ready", headers=auth(key_a)).status_code == 200
+
+
+def test_json_infer_equals_the_local_run(client: TestClient, key_a: str) -> None:
+    upload(client, key_a)
+    response = client.post("/v2/models/m/infer", json=_json_infer(X), headers=auth(key_a))
+    assert response.status_code == 200, response.text
+    assert response.headers["content-type"] == "application/json"
+    body = response.json()
+    assert body["id"] == "req-7" and body["model_version"] == "1"
+    local = compile(validate(AFFINE.program, AFFINE.params), SessionOptions(use_cuda=False))
+    want = local.run({"x": X})["y"]
+    got = np.array(body["outputs"][0]["data"], np.float32).reshape(2, 4)
+    np.testing.assert_array_equal(got, want)
+
+
+def test_binary_infer_without_content_type(client: TestClient, key_a: str) -> None:
+    upload(client, key_a)
+    header = json.dumps(
+        {
+            "inputs": [
+                {
+                    "name": "x",
+                    "datatype": "FP32",
+                    "shape": [2, 4],
+                    "parameters": {"binary_data_size": 32},
+                }
+            ],
+            "outputs": [{"name": "y", "parameters": {"binary_data": True}}],
+        }
+    ).encode()
+    headers = {**auth(key_a), "Inference-Header-Content-Length": str(len(header))}
+    response = client.post(
+        "/v2/models/m/versions/1/infer", content=header + X.tobytes(), headers=headers
+    )
+    assert response.status_code == 200, response.text
+    assert response.headers["content-type"] == "application/octet-stream"
+    length = int(response.headers["inference-header-content-length"])
+    doc = json.loads(response.content[:length])
+    assert doc["outputs"][0]["parameters"] == {"binary_data_size": 32}
+    assert len(response.content) == length + 32
+
+
+def test_bad_requests_are_400_with_their_code(client: TestClient, key_a: str) -> None:
+    upload(client, key_a)
+    bad = {"inputs": [{"name": "x", "datatype": "INT64", "shape": [1, 4], "data": [1, 2, 3, 4]}]}
+    response = client.post("/v2/models/m/infer", json=bad, headers=auth(key_a))
+    assert_error(response, 400, "INFER_DATATYPE")
+    assert response.json()["error"] == "input 'x': expected datatype 'FP32', got 'INT64'"
+    response = client.post("/v2/models/m/infer", content=b"{", headers=auth(key_a))
+    assert_error(response, 400, "INFER_MALFORMED")
+    headers = {**auth(key_a), "Inference-Header-Content-Length": "x"}
+    response = client.post("/v2/models/m/infer", content=b"{}", headers=headers)
+    assert_error(response, 400, "INFER_HEADER_LENGTH")
+
+
+def _two_inputs() -> Built:
+    """y = x + z over x, z FP32[-1, 4]: the batch dims must agree, which only the run can see."""
+    g = GraphBuilder()
+    g.feed("x", DType.FP32, [-1, 4])
+    g.feed("z", DType.FP32, [-1, 4])
+    g.node("elementwise_add", {"X": ["x"], "Y": ["z"]}, {"Out": [V("y", [-1, 4])]})
+    g.fetch("y")
+    return g.built()
+
+
+def test_executor_errors_keep_their_codes(client: TestClient, key_a: str) -> None:
+    upload(client, key_a, "add", _two_inputs())
+    inputs = [
+        {"name": "x", "datatype": "FP32", "shape": [2, 4], "data": [0] * 8},
+        {"name": "z", "datatype": "FP32", "shape": [3, 4], "data": [0] * 12},
+    ]
+    response = client.post("/v2/models/add/infer", json={"inputs": inputs}, headers=auth(key_a))
+    assert_error(response, 400, "INPUT_INCOMPATIBLE")
+
+
+def test_other_tenants_and_unknown_models_are_404(
+    client: TestClient, key_a: str, key_b: str
+) -> None:
+    upload(client, key_a)
+    for path in ("/v2/models/m", "/v2/models/m/ready", "/v2/models/nope/ready"):
+        assert_error(client.get(path, headers=auth(key_b)), 404, "NOT_FOUND")
+    response = client.post("/v2/models/m/infer", json=_json_infer(X), headers=auth(key_b))
+    assert_error(response, 404, "NOT_FOUND")
+    assert_error(client.get("/v2/models/m/versions/9", headers=auth(key_a)), 404, "NOT_FOUND")
+
+
+def test_missing_keys_are_401(client: TestClient, key_a: str) -> None:
+    upload(client, key_a)
+    assert_error(client.get("/v2/models/m"), 401, "UNAUTHORIZED")
+    assert_error(client.post("/v2/models/m/infer", json=_json_infer(X)), 401, "UNAUTHORIZED")
+
+
+def test_bodies_over_the_cap_are_413(tmp_path: Path) -> None:
+    settings = Settings(data_dir=tmp_path, admin_token=SecretStr(ADMIN_TOKEN), max_infer_bytes=200)
+    with TestClient(create_app(settings)) as client:
+        key = new_tenant(client, "acme")
+        upload(client, key, built=affine().built())
+        small = client.post("/v2/models/m/infer", json=_json_infer(X[:1]), headers=auth(key))
+        assert small.status_code == 200, small.text
+        big = client.post(
+            "/v2/models/m/infer", json=_json_infer(np.zeros((50, 4), np.float32)), headers=auth(key)
+        )
+        assert_error(big, 413, "INFER_BODY_TOO_LARGE")
+        assert big.json()["error"] == "request body exceeds the 200-byte limit"
+
+        def chunks():  # no Content-Length: counted as it streams
+            yield b"{" + b" " * 150
+            yield b" " * 150 + b"}"
+
+        streamed = client.post("/v2/models/m/infer", content=chunks(), headers=auth(key))
+        assert_error(streamed, 413, "INFER_BODY_TOO_LARGE")
