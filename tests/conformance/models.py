@@ -48,7 +48,6 @@ _CONVS: Final = frozenset({"conv2d", "depthwise_conv2d"})
 
 def _image_model(make: Callable[[], Any], shape: list[int]) -> Saved:
     """Builds `make()` in eval mode on a float32 feed `image` of `shape`; fetches every output."""
-    _seed_initializers()
     with paddle_util.building() as (main, startup):
         image = paddle.static.data("image", shape, "float32")
         net = make()
@@ -56,15 +55,6 @@ def _image_model(make: Callable[[], Any], shape: list[int]) -> Saved:
         out = net(image)
         fetches = list(out) if isinstance(out, (tuple, list)) else [out]
     return paddle_util.save(main, startup, [image], fetches)
-
-
-def _seed_initializers(seed: int = 0) -> None:
-    """Makes the parameters the same in every process, whatever was built before.
-
-    NOTE: Paddle 3.3.1's initializers draw from the global generator; Program.random_seed, which
-    paddle_util.building() sets, does not fix them.
-    """
-    paddle.seed(seed)
 
 
 @cache
@@ -144,7 +134,6 @@ def alexnet() -> Saved:
 def _transformer(activation: str) -> Saved:
     """Embedding over int64 ids [-1, -1] then a 2-layer TransformerEncoder (d_model 16, 2 heads)."""
     paddle_util.install_legacy_compat()  # matmul and gelu only trace to PIR in Paddle 3.3.1
-    _seed_initializers()
     with paddle_util.building() as (main, startup):
         ids = paddle.static.data("ids", [-1, -1], "int64")
         embedding = paddle.nn.Embedding(100, 16)

@@ -46,6 +46,9 @@ class Saved:
 @contextmanager
 def building(seed: int = 0) -> Iterator[tuple[Any, Any]]:
     """A fresh (main, startup) program pair under program_guard, with a fixed seed."""
+    # NOTE: Paddle 3.3.1's initializers draw from the global generator; Program.random_seed
+    # alone does not fix them, so every program built here gets the same weights every run.
+    paddle.seed(seed)
     main, startup = paddle.static.Program(), paddle.static.Program()
     main.random_seed = startup.random_seed = seed
     with paddle.static.program_guard(main, startup), paddle.utils.unique_name.guard():
