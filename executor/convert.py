@@ -2,14 +2,15 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping
-from dataclasses import dataclass
-from typing import Any
+from collections.abc import Mapping, MutableMapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any, Final
 
 import numpy as np
 import onnx
 from onnx import TensorProto, helper, numpy_helper
 
+from executor.errors import IndexCheck, LoopTripLimitExceeded, TensorTooLarge
 from executor.lower import (
     BOUNDARY_OPS,
     EMITTERS,
@@ -18,12 +19,21 @@ from executor.lower import (
     LoweringError,
     OnnxBuilder,
     Value,
+    control,
 )
 from executor.lower._builder import ONNX_DTYPE
 from graph_proto.types import DType
 from validator import ValidatedProgram
 from validator.bind import BoundOp
+from validator.infer import infer_op
 from validator.ops._def import TensorType
+
+# Hidden graph outputs after the fetches, in a model with loops: true when some loop needed
+# more iterations than the policy's bound, or grew a loop var past the tensor byte cap (the
+# session then raises, never returning what the loop had when it stopped).
+LOOP_BOUND_EXCEEDED: Final = "graphgate:loop_bound_exceeded"
+LOOP_TENSOR_TOO_LARGE: Final = "graphgate:loop_tensor_too_large"
+_HIDDEN: Final = {"trips": LOOP_BOUND_EXCEEDED, "bytes": LOOP_TENSOR_TOO_LARGE}
 
 
 @dataclass(frozen=True, slots=True)
@@ -32,29 +42,35 @@ class Lowered:
 
     model: onnx.ModelProto
     values: Mapping[str, Value]
+    index_checks: Mapping[str, IndexCheck] = field(default_factory=dict)  # by Gather node name
+    hidden_outputs: tuple[str, ...] = ()  # graph outputs after the fetches (_HIDDEN values)
 
 
 def lower(program: ValidatedProgram) -> Lowered:
     b = OnnxBuilder()
     env: dict[str, Value] = {}
     for spec in program.inputs:
-        env[spec.name] = Value(spec.name, program.types[spec.name])
+        env[spec.name] = Value(spec.name, TensorType(spec.dtype, spec.dims))
     initializers = [
         _initializer(name, array, program.types[name]) for name, array in program.params.items()
     ]
     for name in program.params:
         env[name] = Value(name, program.types[name])
-    for op in program.ops:
-        if op.op_type not in BOUNDARY_OPS:
-            env.update(_lower_op(b, op, env, program.types))
+    inputs = [_value_info(spec.name, env[spec.name].type, symbolic=True) for spec in program.inputs]
+    # NOTE: types are re-inferred op by op, not read from program.types: a while rewrites its
+    # loop vars, so a name's type before the loop differs from the one program.types keeps.
+    types: dict[str, TensorType] = {name: value.type for name, value in env.items()}
+    limits = (program.policy.max_loop_trips, program.policy.max_tensor_bytes)
+    flags = control.merge_flags(b, _lower_ops(b, program.ops, env, types, limits))
     outputs = _outputs(b, program, env)
+    hidden = tuple(_HIDDEN[kind] for kind in flags)
+    for kind, flag in flags.items():
+        b.nodes.append(helper.make_node("Identity", [flag], [_HIDDEN[kind]], name=_HIDDEN[kind]))
+        outputs.append(helper.make_tensor_value_info(_HIDDEN[kind], TensorProto.BOOL, []))
     graph = helper.make_graph(
         b.nodes,
         "graphgate",
-        [
-            _value_info(spec.name, program.types[spec.name], symbolic=True)
-            for spec in program.inputs
-        ],
+        inputs,
         outputs,
         initializers + b.initializers,
     )
@@ -64,7 +80,62 @@ def lower(program: ValidatedProgram) -> Lowered:
         ir_version=IR_VERSION,
         producer_name="graphgate",
     )
-    return Lowered(model, env)
+    return Lowered(model, env, b.index_checks, hidden)
+
+
+def check_loop_bound(
+    program: ValidatedProgram, names: Sequence[str], values: Sequence[Any]
+) -> None:
+    """Raises the typed error of the first hidden loop flag the run set."""
+    raised = {name for name, value in zip(names, values, strict=True) if bool(np.asarray(value))}
+    if LOOP_BOUND_EXCEEDED in raised:
+        raise LoopTripLimitExceeded(
+            f"a while loop ran past the policy's trip bound: expected at most "
+            f"{program.policy.max_loop_trips} iterations, got more"
+        )
+    if LOOP_TENSOR_TOO_LARGE in raised:
+        raise TensorTooLarge(
+            f"a while loop grew a loop var past the policy's tensor byte cap: expected at most "
+            f"{program.policy.max_tensor_bytes} bytes, got more"
+        )
+
+
+def _lower_ops(
+    b: OnnxBuilder,
+    ops: Sequence[BoundOp],
+    env: dict[str, Value],
+    types: MutableMapping[str, TensorType],
+    limits: tuple[int | None, int],
+) -> control.Flags:
+    """Lowers ops in order (a block's, or block 0's) into the builder's current node list;
+    returns the loop flags raised on the way."""
+
+    def lower_block(
+        b: OnnxBuilder,
+        ops: Sequence[BoundOp],
+        env: dict[str, Value],
+        types: MutableMapping[str, TensorType],
+    ) -> control.Flags:
+        return _lower_ops(b, ops, env, types, limits)
+
+    flags: control.Flags = {}
+    for op in ops:
+        if op.op_type in control.BLOCK_OPS:
+            inferred = infer_op(op, types)
+            with b.naming(f"{op.block}_{op.index}_{op.op_type}"):
+                produced, raised = control.lower_block_op(
+                    b, op, env, types, inferred, lower_block, limits
+                )
+            for kind, raised_flags in raised.items():
+                flags.setdefault(kind, []).extend(raised_flags)
+        elif op.op_type not in BOUNDARY_OPS:
+            inferred = infer_op(op, types)
+            produced = _lower_op(b, op, env, inferred)
+        else:
+            continue
+        types.update(inferred)
+        env.update(produced)
+    return flags
 
 
 def _lower_op(
@@ -88,7 +159,9 @@ def _lower_op(
         for o in used
         if o.slot in op.outputs
     ]
-    with b.naming(f"{op.index}_{op.op_type}"):
+    with b.naming(
+        f"{op.block}_{op.index}_{op.op_type}" if op.block else f"{op.index}_{op.op_type}"
+    ):
         result = emit(b, *inputs, op.attrs)
     results = result if isinstance(result, list) else [result]
     produced: dict[str, Value] = {}

@@ -60,6 +60,7 @@ ALLOWED_ONNX_OPS: Final = frozenset(
         "GlobalMaxPool",
         "Greater",
         "GreaterOrEqual",
+        "GRU",
         "HardSigmoid",
         "HardSwish",
         "Identity",
@@ -73,6 +74,7 @@ ALLOWED_ONNX_OPS: Final = frozenset(
         "LogSoftmax",
         "Loop",
         "LpNormalization",
+        "LSTM",
         "MatMul",
         "Max",
         "MaxPool",
@@ -101,6 +103,7 @@ ALLOWED_ONNX_OPS: Final = frozenset(
         "Relu",
         "Reshape",
         "Resize",
+        "RNN",
         "ScatterElements",
         "ScatterND",
         "Selu",
@@ -148,7 +151,7 @@ def check(model: onnx.ModelProto) -> None:
         raise GateError(f"expected opset_import [('', {ONNX_OPSET})], got {imports}")
     if model.functions:
         raise GateError(f"expected no functions, got {len(model.functions)}")
-    _check_graph(model.graph, depth=0)
+    _check_graph(model.graph, depth=0, outer={})
     try:
         onnx.checker.check_model(structure_of(model), full_check=True)
     except (onnx.checker.ValidationError, onnx.shape_inference.InferenceError) as e:
@@ -190,12 +193,16 @@ def _elements(tensor: onnx.TensorProto) -> int:
     return int(np.prod(tensor.dims, dtype=np.int64))
 
 
-def _check_graph(graph: onnx.GraphProto, depth: int) -> None:
+def _check_graph(graph: onnx.GraphProto, depth: int, outer: Mapping[str, onnx.TensorProto]) -> None:
+    """`outer`: the initializers of the enclosing graphs, which a subgraph sees by name."""
     if depth > MAX_SUBGRAPH_DEPTH:
         raise GateError(f"expected If/Loop nesting <= {MAX_SUBGRAPH_DEPTH}, got deeper")
     if graph.sparse_initializer:
         raise GateError("expected no sparse initializers")
-    constants = {t.name: t for t in graph.initializer}
+    # NOTE: a name a subgraph produces itself hides the outer constant of that name.
+    produced = {name for node in graph.node for name in node.output} | {i.name for i in graph.input}
+    constants = {n: t for n, t in outer.items() if n not in produced}
+    constants.update({t.name: t for t in graph.initializer})
     for tensor in graph.initializer:
         _check_tensor(tensor)
     for node in graph.node:
@@ -204,7 +211,7 @@ def _check_graph(graph: onnx.GraphProto, depth: int) -> None:
             if attr.type == onnx.AttributeProto.TENSOR:
                 _check_tensor(attr.t)
             for sub in _subgraphs(attr):
-                _check_graph(sub, depth + 1)
+                _check_graph(sub, depth + 1, constants)
 
 
 def _check_node(node: onnx.NodeProto, constants: Mapping[str, onnx.TensorProto]) -> None:

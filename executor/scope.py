@@ -44,15 +44,14 @@ class Scope:
             raise UnexpectedInput(
                 f"expected inputs {expected}, got {sorted(feeds)}: unknown {extra}"
             )
-        total = 0
+        values = {spec.name: np.asarray(feeds[spec.name]) for spec in self._signature}
+        # The cap first: nothing else is looked at in a request over it.
+        total = sum(value.nbytes for value in values.values())
+        if total > self._max_bytes:
+            raise InputTooLarge(f"expected at most {self._max_bytes} input bytes, got {total}")
         for spec in self._signature:
-            value = np.asarray(feeds[spec.name])
+            value = values[spec.name]
             _check_feed(spec, value)
-            total += value.nbytes
-            if total > self._max_bytes:
-                raise InputTooLarge(
-                    f"expected at most {self._max_bytes} input bytes, got more than {total}"
-                )
             # NOTE: np.ascontiguousarray makes a 0-D array 1-D; a 0-D array is always contiguous.
             self._feeds[spec.name] = (
                 value if value.flags.c_contiguous else np.ascontiguousarray(value)

@@ -13,8 +13,15 @@ import numpy as np
 import onnxruntime as ort
 
 from executor import gate
-from executor.convert import lower
-from executor.errors import IncompatibleInputs, RunFailed, SizeUnbounded, TensorTooLarge
+from executor.convert import check_loop_bound, lower
+from executor.errors import (
+    IncompatibleInputs,
+    IndexCheck,
+    SizeUnbounded,
+    TensorTooLarge,
+    named_checks,
+    run_failed,
+)
 from executor.lower import LoweringError
 from executor.scope import DEFAULT_MAX_REQUEST_BYTES, Scope, check_outputs
 from validator import ValidatedProgram
@@ -34,6 +41,11 @@ _ORT_ERRORS: Final = (
     ort.capi.onnxruntime_pybind11_state.InvalidArgument,
 )
 _VALUE_LIMIT: Final = 64  # feeds this small may hold sizes (range bounds, scales)
+_RUN_ERRORS: Final = (
+    ort.capi.onnxruntime_pybind11_state.Fail,
+    ort.capi.onnxruntime_pybind11_state.InvalidArgument,
+    ort.capi.onnxruntime_pybind11_state.RuntimeException,
+)
 
 
 @dataclass(frozen=True, slots=True)
@@ -61,6 +73,7 @@ class CompiledModel:
     provider: str
     output_names: tuple[str, ...]  # ONNX graph outputs, in fetch col order
     max_request_bytes: int
+    index_checks: Mapping[str, IndexCheck] = field(default_factory=dict)  # by guard node name
     _shapes: OrderedDict[tuple[object, ...], dict[str, TensorType]] = field(
         default_factory=OrderedDict
     )
@@ -72,16 +85,16 @@ class CompiledModel:
         checked = scope.feed_all(feeds)
         expected = self._expected_types(scope.shapes(), self._size_values(checked))
         try:
-            values = self.session.run(list(self.output_names), checked)
-        except (
-            ort.capi.onnxruntime_pybind11_state.Fail,
-            ort.capi.onnxruntime_pybind11_state.InvalidArgument,
-        ) as e:
-            raise RunFailed(
-                f"onnxruntime could not run the request: {str(e).splitlines()[0][:300]}"
-            ) from None
+            values = self.session.run(list(self.output_names), checked, _quiet_run())
+        except _RUN_ERRORS as e:
+            shapes = {name: t.shape for name, t in expected.items()}
+            raise run_failed(str(e), self.index_checks, checked, shapes) from None
+        fetched = len(self.program.outputs)
+        # Hidden outputs (loop flags) follow the fetches.
+        check_loop_bound(self.program, self.output_names[fetched:], values[fetched:])
         outputs = {
-            spec.name: np.asarray(v) for spec, v in zip(self.program.outputs, values, strict=True)
+            spec.name: np.asarray(v)
+            for spec, v in zip(self.program.outputs, values[:fetched], strict=True)
         }
         check_outputs(outputs, {spec.name: expected[spec.name] for spec in self.program.outputs})
         return outputs
@@ -137,6 +150,14 @@ class CompiledModel:
                 )
 
 
+def _quiet_run() -> ort.RunOptions:
+    """A failed run is the caller's error, reported typed: onnxruntime must not log it to stderr."""
+    options = ort.RunOptions()
+    options.log_severity_level = 4
+    options.logid = "graphgate"
+    return options
+
+
 def _session(
     model: bytes, options: ort.SessionOptions, providers: list[str]
 ) -> ort.InferenceSession:
@@ -179,5 +200,11 @@ def compile(program: ValidatedProgram, options: SessionOptions = SessionOptions(
         log.warning("CUDA execution provider unavailable (missing CUDA libraries?); running on CPU")
     output_names = tuple(o.name for o in lowered.model.graph.output)
     return CompiledModel(
-        program, model_bytes, session, chosen, output_names, options.max_request_bytes
+        program,
+        model_bytes,
+        session,
+        chosen,
+        output_names,
+        options.max_request_bytes,
+        named_checks(lowered.index_checks, {v.name: p for p, v in lowered.values.items()}),
     )

@@ -2,13 +2,24 @@
 
 from __future__ import annotations
 
+from collections.abc import AsyncIterator, Iterator
+from contextlib import contextmanager
 from typing import Annotated
 
 from fastapi import Depends, Request
 
+from server.services.limits import Limits
+from server.services.metrics import Metrics
 from server.services.models import ModelService
 from server.services.tenants import TenantService
-from server.services.types import BadRequest, Forbidden, LoadedModel, Principal, Unauthorized
+from server.services.types import (
+    BadRequest,
+    Forbidden,
+    LoadedModel,
+    Principal,
+    TooManyRequests,
+    Unauthorized,
+)
 from server.settings import Settings
 
 
@@ -36,12 +47,30 @@ def get_tenants(request: Request) -> TenantService:
 TenantsDep = Annotated[TenantService, Depends(get_tenants)]
 
 
+def get_metrics(request: Request) -> Metrics:
+    metrics: Metrics = request.app.state.metrics
+    return metrics
+
+
+MetricsDep = Annotated[Metrics, Depends(get_metrics)]
+
+
 def get_principal(request: Request, tenants: TenantsDep) -> Principal:
-    """The caller, from `Authorization: Bearer <key>` only; anything else is 401."""
+    """The caller, from `Authorization: Bearer <key>` only; anything else is 401.
+
+    Every request made with a tenant key takes a token from that tenant's bucket (429 when it
+    is empty); admin keys are not rate limited.
+    """
     scheme, _, key = request.headers.get("authorization", "").partition(" ")
     if scheme.lower() != "bearer" or not key.strip():
         raise Unauthorized("missing or malformed Authorization: Bearer <key> header")
-    return tenants.authenticate(key.strip())
+    principal = tenants.authenticate(key.strip())
+    request.state.principal = principal  # a metrics label (server/metrics.py)
+    if not principal.is_admin:
+        limits: Limits = request.app.state.limits
+        with _throttle_counted(request, principal):
+            limits.rate.take(principal.tenant_id)
+    return principal
 
 
 PrincipalDep = Annotated[Principal, Depends(get_principal)]
@@ -61,10 +90,41 @@ def get_loaded_model(
 ) -> LoadedModel:
     """The model `{name}` of the caller's tenant at `{version}` if the path has one, else the
     latest ready version. Another tenant's model is NotFound, like a missing one."""
-    return models.resolve(principal, name, _version(request.path_params.get("version")))
+    loaded = models.resolve(principal, name, _version(request.path_params.get("version")))
+    request.state.model = loaded  # a metrics label (server/metrics.py)
+    return loaded
 
 
 LoadedModelDep = Annotated[LoadedModel, Depends(get_loaded_model)]
+
+
+async def inference_slot(request: Request, principal: PrincipalDep) -> AsyncIterator[None]:
+    """Holds one of the tenant's concurrent inference slots until the request is answered;
+    429 TOO_MANY_CONCURRENT when none is free."""
+    if principal.is_admin:  # the admin has no models to run: resolving them is 403
+        yield
+        return
+    concurrency = request.app.state.limits.concurrency
+    with _throttle_counted(request, principal):
+        concurrency.acquire(principal.tenant_id)
+    try:
+        yield
+    finally:
+        concurrency.release(principal.tenant_id)
+
+
+InferenceSlot = Depends(inference_slot)
+
+
+@contextmanager
+def _throttle_counted(request: Request, principal: Principal) -> Iterator[None]:
+    """Counts a 429 raised in the block in the metrics, by its reason, and lets it through."""
+    try:
+        yield
+    except TooManyRequests as throttled:
+        metrics: Metrics = request.app.state.metrics
+        metrics.throttle(principal.tenant_id, getattr(throttled, "reason", "other"))
+        raise
 
 
 def _version(raw: str | None) -> int | None:

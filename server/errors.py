@@ -59,9 +59,16 @@ def error_response(
     return JSONResponse({"error": message, "code": code}, status_code=status, headers=headers)
 
 
-async def _domain_error(_request: Request, exc: Exception) -> JSONResponse:
+def _noted(request: Request, code: str) -> str:
+    """Leaves the code in the request state: the metrics middleware counts failures by it."""
+    request.state.error_code = code
+    return code
+
+
+async def _domain_error(request: Request, exc: Exception) -> JSONResponse:
     status = next(s for kind, s in _STATUS if isinstance(exc, kind))
-    body: dict[str, object] = {"error": str(exc), "code": str(getattr(exc, "code", "ERROR"))}
+    code = _noted(request, str(getattr(exc, "code", "ERROR")))
+    body: dict[str, object] = {"error": str(exc), "code": code}
     if isinstance(exc, ModelRejected):
         body["diagnostics"] = exc.diagnostics
     return JSONResponse(body, status_code=status, headers=_headers(exc))
@@ -75,18 +82,18 @@ def _headers(exc: Exception) -> dict[str, str] | None:
     return None
 
 
-async def _http_error(_request: Request, exc: Exception) -> JSONResponse:
+async def _http_error(request: Request, exc: Exception) -> JSONResponse:
     assert isinstance(exc, HTTPException)
-    code = _HTTP_CODES.get(exc.status_code, "HTTP_ERROR")
+    code = _noted(request, _HTTP_CODES.get(exc.status_code, "HTTP_ERROR"))
     return error_response(exc.status_code, str(exc.detail), code, exc.headers)
 
 
-async def _bad_request(_request: Request, exc: Exception) -> JSONResponse:
+async def _bad_request(request: Request, exc: Exception) -> JSONResponse:
     assert isinstance(exc, RequestValidationError)
     first = exc.errors()[0] if exc.errors() else {"msg": "invalid request"}
     where = ".".join(str(p) for p in first.get("loc", ()))
     message = f"{where}: {first['msg']}" if where else str(first["msg"])
-    return error_response(400, message, "BAD_REQUEST")
+    return error_response(400, message, _noted(request, "BAD_REQUEST"))
 
 
 async def _internal(request: Request, exc: Exception) -> JSONResponse:

@@ -11,7 +11,10 @@ from fastapi import FastAPI
 from server import errors
 from server.body_limit import BodyLimit
 from server.db.engine import open_database
-from server.routes import admin, health, inference, models
+from server.metrics import InferenceMetrics
+from server.routes import admin, health, inference, metrics, models
+from server.services.limits import Limits
+from server.services.metrics import Metrics, TenantNames
 from server.services.models import ModelService
 from server.services.tenants import TenantService, announce_admin_token
 from server.settings import Settings
@@ -32,6 +35,7 @@ def start_services(app: FastAPI, settings: Settings) -> None:
     if (created := tenants.ensure_admin(token)) is not None:
         announce_admin_token(created)
     app.state.tenants = tenants
+    app.state.metrics.bind_tenant_names(TenantNames(sessions))
     app.state.models = ModelService(sessions, artifacts, cache_size=settings.model_cache_size)
 
 
@@ -45,12 +49,18 @@ def create_app(settings: Settings) -> FastAPI:
         title="graphgate", lifespan=lifespan, docs_url=None, redoc_url=None, openapi_url=None
     )
     app.state.settings = settings
+    app.state.limits = Limits.build(
+        settings.tenant_rate_per_s, settings.tenant_rate_burst, settings.tenant_max_concurrent
+    )
+    app.state.metrics = Metrics()  # its own registry: apps in one process never collide
     errors.install(app)
     app.add_middleware(
         BodyLimit, max_bytes=settings.max_upload_bytes, paths=("/v1/models", "/v1/check")
     )
+    app.add_middleware(InferenceMetrics, metrics=app.state.metrics)
     app.include_router(health.router)
     app.include_router(models.router)
     app.include_router(inference.router)
     app.include_router(admin.router)
+    app.include_router(metrics.router)
     return app

@@ -20,6 +20,11 @@ class Settings(BaseSettings):
     model_cache_size: int = Field(default=64, ge=1)  # compiled sessions kept in memory
     # V2 inference bodies (after decompression too); Triton's --http-max-input-size default.
     max_infer_bytes: int = Field(default=64 * 1024 * 1024, ge=1)
+    # Per tenant (README "Limits and metrics"): a token bucket over every request made with a
+    # tenant key, and a cap on in-flight /v2 inference requests. 0 turns either off.
+    tenant_rate_per_s: float = Field(default=200.0, ge=0)
+    tenant_rate_burst: int = Field(default=400, ge=1)
+    tenant_max_concurrent: int = Field(default=32, ge=0)
 
     @field_validator("admin_token")
     @classmethod

@@ -29,6 +29,8 @@ class BoundOp:
     inputs: Mapping[str, tuple[str, ...]]
     outputs: Mapping[str, tuple[str, ...]]
     attrs: Any
+    # The bound ops of each sub-block the op owns (conditional_block, while), in order.
+    blocks: tuple[tuple[BoundOp, ...], ...] = ()
 
     @property
     def op_type(self) -> str:

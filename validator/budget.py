@@ -8,9 +8,15 @@ from dataclasses import dataclass
 from graph_proto.types import numel
 from validator.bind import BoundOp
 from validator.diagnostics import Code, Diagnostic, Severity
-from validator.infer import gather_inputs, infer_op
+from validator.infer import gather_inputs, infer_op, scope_over
 from validator.ops._def import GraphError, TensorType
+from validator.ops.control import WHILE_OP
 from validator.policy import Policy
+
+# Ops whose output dims may be known only once a branch or loop has run: such a dim is not
+# sized by input data (no feed value fixes it); its tensor is bounded by the branch and loop
+# figures counted here, and checked against the actual output after the run.
+_BRANCH_VALUE_OPS = frozenset({"select_input"})
 
 
 @dataclass(frozen=True, slots=True)
@@ -52,7 +58,7 @@ def bounded_feeds(
     return bounded, batch
 
 
-_FINAL = frozenset({Code.TENSOR_TOO_LARGE})
+_FINAL = frozenset({Code.TENSOR_TOO_LARGE, Code.SUB_BLOCK_DATA_DEPENDENT})
 
 
 class _Rejected(Exception):
@@ -132,6 +138,7 @@ def _measure_at(
     from the data itself (range bounds, a fill shape, an expand target fed by the user): no
     static budget holds such a tensor, so it is recorded for the run-time check (threats.md 3.3)."""
     data_dependent: list[str] = []
+    by_control_flow: set[str] = set()
     types: dict[str, TensorType] = {**params, **bounded}
     last_use = _last_use(ops, fetches)
     # NOTE: feeds become live when their feed op runs (it is one of `ops`), not before.
@@ -142,26 +149,97 @@ def _measure_at(
         except GraphError as e:
             raise _Rejected(_diag(e.code, op, f"at batch {batch}: {e}")) from None
         types.update(inferred)
-        if exact_dims:
-            data_dependent.extend(name for name, t in inferred.items() if not t.known)
+        unknown = [name for name, t in inferred.items() if not t.known]
+        if _after_control_flow(op, by_control_flow):
+            by_control_flow.update(unknown)
+        elif exact_dims:
+            data_dependent.extend(unknown)
         sizes = [_bounded_bytes(t, policy) for t in inferred.values()]
-        for (name, t), size in zip(inferred.items(), sizes, strict=True):
-            problem = (
-                f"expected at most {policy.max_tensor_bytes} bytes, got {size}"
-                if size > policy.max_tensor_bytes
-                else dim_over_cap(t, policy)
-            )
-            if problem is not None:
-                shown = f"output {name!r} {t.dtype.label}{list(t.shape)} at batch {batch}"
-                raise _Rejected(_diag(Code.TENSOR_TOO_LARGE, op, f"{shown}: {problem}"))
-        flops += _op_flops(op, types, inferred, policy)
+        _check_tensors(op, inferred, sizes, policy, f" at batch {batch}")
+        op_flops, transient = _op_cost(op, types, inferred, policy, exact_dims=exact_dims)
+        flops += op_flops
         live += sum(sizes)
-        peak, largest = max(peak, live), max([largest, *sizes])
+        # A sub-block's own tensors live while it runs: counted on top, all at once.
+        peak, largest = max(peak, live + transient), max([largest, *sizes])
         live -= sum(
             _bounded_bytes(types[n], policy) for n in set(op.reads()) | set(inferred)
             if last_use.get(n, -1) <= op.index and n in types and n not in params
         )  # fmt: skip
     return Cost(batch, flops, peak, largest, tuple(data_dependent))
+
+
+def _after_control_flow(op: BoundOp, by_control_flow: set[str]) -> bool:
+    return (
+        bool(op.blocks)
+        or op.op_type in _BRANCH_VALUE_OPS
+        or not by_control_flow.isdisjoint(op.reads())
+    )
+
+
+def _check_tensors(
+    op: BoundOp,
+    inferred: Mapping[str, TensorType],
+    sizes: Sequence[int],
+    policy: Policy,
+    where: str,
+) -> None:
+    for (name, t), size in zip(inferred.items(), sizes, strict=True):
+        problem = (
+            f"expected at most {policy.max_tensor_bytes} bytes, got {size}"
+            if size > policy.max_tensor_bytes
+            else dim_over_cap(t, policy)
+        )
+        if problem is not None:
+            shown = f"output {name!r} {t.dtype.label}{list(t.shape)}{where}"
+            raise _Rejected(_diag(Code.TENSOR_TOO_LARGE, op, f"{shown}: {problem}"))
+
+
+def _op_cost(
+    op: BoundOp,
+    types: Mapping[str, TensorType],
+    inferred: Mapping[str, TensorType],
+    policy: Policy,
+    *,
+    exact_dims: bool,
+) -> tuple[int, int]:
+    """FLOPs of the op, and the bytes its sub-block's own tensors hold while it runs."""
+    if not op.blocks:
+        return _op_flops(op, types, inferred, policy), 0
+    (body,) = op.blocks
+    # NOTE: `types` already holds a while's loop vars as merged over every iteration.
+    scope = scope_over(types)
+    flops = transient = 0
+    for inner in body:
+        try:
+            produced = infer_op(inner, scope)
+        except GraphError as e:
+            raise _Rejected(_diag(e.code, inner, f"inside block {inner.block}: {e}")) from None
+        if exact_dims:
+            _check_sized_by_data(inner, scope, produced)
+        scope.update(produced)
+        sizes = [_bounded_bytes(t, policy) for t in produced.values()]
+        _check_tensors(inner, produced, sizes, policy, f" in block {inner.block}")
+        inner_flops, inner_transient = _op_cost(
+            inner, scope, produced, policy, exact_dims=exact_dims
+        )
+        flops += inner_flops
+        transient += sum(sizes) + inner_transient
+    trips = (policy.max_loop_trips or 0) if op.op_type == WHILE_OP else 1
+    # A loop runs up to its bound, plus the one extra check of the condition the lowering makes.
+    return flops * (trips + 1 if op.op_type == WHILE_OP else trips), transient
+
+
+def _check_sized_by_data(
+    op: BoundOp, types: Mapping[str, TensorType], produced: Mapping[str, TensorType]
+) -> None:
+    """Every feed dim is bound: an unknown output of known inputs is sized by their values.
+    (Unknown inputs carry dims a loop or branch left open, checked where they arose.)"""
+    if not all(types[name].known for name in op.reads() if name in types):
+        return
+    for name, t in produced.items():
+        if not t.known:
+            message = f"output {name!r} {t.dtype.label}{list(t.shape)} in block {op.block} is sized by input data; expected sizes fixed by shapes and constants inside loops and branches"
+            raise _Rejected(_diag(Code.SUB_BLOCK_DATA_DEPENDENT, op, message))
 
 
 def dim_over_cap(t: TensorType, policy: Policy) -> str | None:

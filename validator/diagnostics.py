@@ -41,6 +41,40 @@ class Code(enum.StrEnum):
     )
     BLOCK_UNREFERENCED = "BLOCK_UNREFERENCED", "a sub-block that no op owns"
     NESTING_TOO_DEEP = "NESTING_TOO_DEEP", "sub-blocks nest deeper than the policy allows"
+    SUB_BLOCK_WRITES_PARAM = (
+        "SUB_BLOCK_WRITES_PARAM",
+        "an op inside a sub-block writes a persistable variable (a parameter)",
+    )
+    SUB_BLOCK_OUTPUTS = (
+        "SUB_BLOCK_OUTPUTS",
+        "a sub-block writes an enclosing block's variable its owner op does not list in Out, "
+        "or never writes one that Out lists",
+    )
+    BRANCH_OUTPUT_UNGUARDED = (
+        "BRANCH_OUTPUT_UNGUARDED",
+        "a conditional_block output is read where its branch may not have run (only a "
+        "select_input whose Mask is cast from that branch's condition may read it)",
+    )
+    LOOP_UNBOUNDED = (
+        "LOOP_UNBOUNDED",
+        "a while loop with no trip bound: the tenant policy sets none, or the body never "
+        "recomputes the condition",
+    )
+    LOOP_BOUND_OVER_POLICY = (
+        "LOOP_BOUND_OVER_POLICY",
+        "a while loop whose condition, known at compile time, keeps it running past the "
+        "policy's trip bound",
+    )
+    SUB_BLOCK_DATA_DEPENDENT = (
+        "SUB_BLOCK_DATA_DEPENDENT",
+        "a tensor inside a sub-block is sized by input data (a range to a fed bound): unlike "
+        "one in block 0 it cannot be checked against the byte cap before running, so it is "
+        "refused",
+    )
+    LOOP_CARRIED_TYPE = (
+        "LOOP_CARRIED_TYPE",
+        "a loop-carried variable changes dtype or rank from one iteration to the next",
+    )
     TRAINING_PROGRAM = "TRAINING_PROGRAM", "grad or optimizer ops, @GRAD vars or a backward block"
     # Operators.
     OP_FORBIDDEN = (
@@ -130,6 +164,10 @@ class Code(enum.StrEnum):
     LOWERING_UNSUPPORTED = (
         "LOWERING_UNSUPPORTED",
         "an op or attribute value the ONNX lowering cannot compute exactly (never approximated)",
+    )
+    RNN_UNSUPPORTED = (
+        "RNN_UNSUPPORTED",
+        "an rnn variant graphgate cannot reproduce exactly (training dropout, float64)",
     )
     ONNX_GATE = (
         "ONNX_GATE",

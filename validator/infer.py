@@ -2,14 +2,41 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
-from typing import Any
+from collections import ChainMap
+from collections.abc import Mapping, MutableMapping, Sequence
+from typing import Any, Final, cast
 
 from graph_proto.types import DType, Shape, numel
 from validator.bind import BoundOp
+from validator.diagnostics import Code
 from validator.ops._def import DTypeError, GraphError, In, OpDef, Out, ShapeError, TensorType
+from validator.ops.control import CONDITIONAL_BLOCK_OP, WHILE_OP
 
 FEED = "feed"
+# Passes over a loop body before every loop-carried dim is given up as unknown (each pass that
+# changes anything turns a dim unknown or drops a value, so this only bounds the work).
+_LOOP_PASSES: Final = 4
+
+
+class LoopCarriedError(ShapeError):
+    """A loop-carried variable changes dtype or rank across an iteration."""
+
+    code = Code.LOOP_CARRIED_TYPE
+
+
+class BodyError(GraphError):
+    """An op inside a sub-block is inconsistent; carries where, and the cause's code."""
+
+    def __init__(self, op: BoundOp, error: GraphError) -> None:
+        super().__init__(str(error))
+        self.op: BoundOp = error.op if isinstance(error, BodyError) else op
+        self.cause: GraphError = error.cause if isinstance(error, BodyError) else error
+        self.code = self.cause.code  # type: ignore[misc]
+
+
+def scope_over(*outer: Mapping[str, TensorType]) -> MutableMapping[str, TensorType]:
+    """A fresh layer for a sub-block's vars over the enclosing ones (which it never writes)."""
+    return ChainMap({}, *cast(list[MutableMapping[str, TensorType]], list(outer)))
 
 
 def gather_inputs(
@@ -85,6 +112,8 @@ def infer_values(
 
 def infer_op(bound: BoundOp, types: Mapping[str, TensorType]) -> dict[str, TensorType]:
     """Output name -> inferred type for every used output of the op; raises GraphError."""
+    if bound.blocks:
+        return _infer_block_op(bound, types)
     results = infer_values(bound.op_def, gather_inputs(bound, types), bound.attrs)
     inferred: dict[str, TensorType] = {}
     for out, value in zip(bound.op_def.used_outputs, results, strict=True):
@@ -96,6 +125,80 @@ def infer_op(bound: BoundOp, types: Mapping[str, TensorType]) -> dict[str, Tenso
             )
         inferred.update(zip(names, items, strict=False))
     return inferred
+
+
+def infer_block(
+    ops: Sequence[BoundOp], types: MutableMapping[str, TensorType]
+) -> MutableMapping[str, TensorType]:
+    """Infers a sub-block's ops in order into `types` (a layer over the enclosing ones)."""
+    for op in ops:
+        try:
+            types.update(infer_op(op, types))
+        except GraphError as e:
+            raise BodyError(op, e) from None
+    return types
+
+
+def _infer_block_op(bound: BoundOp, types: Mapping[str, TensorType]) -> dict[str, TensorType]:
+    infer_values(bound.op_def, gather_inputs(bound, types), bound.attrs)  # the op's own checks
+    (body,) = bound.blocks
+    written = bound.outputs.get("Out", ())
+    if bound.op_type == CONDITIONAL_BLOCK_OP:
+        # An Out var defined before keeps its value when the branch does not run.
+        inner = infer_block(body, scope_over(types))
+        return {
+            name: merge_carried(name, types[name], inner[name], "branch var")
+            if name in types
+            else inner[name]
+            for name in written
+        }
+    assert bound.op_type == WHILE_OP, bound.op_type
+    return loop_carried_types(bound, types)
+
+
+def loop_carried_types(bound: BoundOp, types: Mapping[str, TensorType]) -> dict[str, TensorType]:
+    """The types of a while's loop vars (Out) over zero or more iterations: each iteration's
+    types merged with the ones before (dims that change become unknown) until nothing changes."""
+    (body,) = bound.blocks
+    carried = bound.outputs.get("Out", ())
+    state = {name: types[name] for name in carried}
+    for _ in range(_LOOP_PASSES):
+        merged = _one_iteration(body, carried, state, types)
+        if merged == state:
+            return state
+        state = merged
+    state = {name: TensorType(t.dtype, (-1,) * t.rank) for name, t in state.items()}
+    return _one_iteration(body, carried, state, types)
+
+
+def _one_iteration(
+    body: Sequence[BoundOp],
+    carried: Sequence[str],
+    state: Mapping[str, TensorType],
+    types: Mapping[str, TensorType],
+) -> dict[str, TensorType]:
+    after = infer_block(body, scope_over(state, types))
+    return {name: merge_carried(name, state[name], after[name]) for name in carried}
+
+
+def merge_carried(
+    name: str, before: TensorType, after: TensorType, what: str = "loop var"
+) -> TensorType:
+    """The type of a var that is `before` or `after` depending on the data (dims that differ
+    become unknown); dtype and rank must agree."""
+    if before.dtype != after.dtype or before.rank != after.rank:
+        every, when = (
+            ("on every iteration", "after one")
+            if what == "loop var"
+            else ("whether the branch runs or not", "when it runs")
+        )
+        raise LoopCarriedError(
+            f"{what} {name!r}: expected {before.dtype.label}{list(before.shape)} {every}, "
+            f"got {after.dtype.label}{list(after.shape)} {when}"
+        )
+    shape = tuple(a if a == b else -1 for a, b in zip(before.shape, after.shape, strict=True))
+    value = before.value if before.value == after.value and shape == before.shape else None
+    return TensorType(before.dtype, shape, value)
 
 
 def _typed(out: Out, value: Shape | TensorType, bindings: Mapping[str, DType]) -> TensorType:
@@ -120,11 +223,15 @@ def tensor_bytes(tensor: TensorType) -> int:
 
 
 __all__ = [
+    "BodyError",
     "GraphError",
+    "LoopCarriedError",
     "bind_dtypes",
     "check_dims",
     "gather_inputs",
+    "infer_block",
     "infer_op",
     "infer_values",
+    "scope_over",
     "tensor_bytes",
 ]

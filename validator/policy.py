@@ -91,6 +91,9 @@ OPTIMIZER_OPS: Final = frozenset(
     }
 )
 GRAD_MARKER: Final = "@GRAD"
+# The highest trip bound any policy may set: the ONNX gate caps a Loop's M at this + 1, since the
+# lowering runs one extra iteration to tell "finished within the bound" from "ran past it".
+LOOP_TRIPS_CEILING: Final = 1023
 
 
 def forbidden_reason(op_type: str) -> str | None:
@@ -132,6 +135,15 @@ class Policy:
     max_dynamic_dim: int = 512  # what any other unknown dim of a feed is evaluated at
     max_activation_bytes_per_sample: int = 1024**3
     max_flops_per_sample: int = 200 * 10**9
+    # Paddle's while has no bound of its own: every loop gets this one, enforced at run time
+    # (a typed error past it, never a truncated result). None: this tenant may not run loops.
+    max_loop_trips: int | None = 1000
+
+    def __post_init__(self) -> None:
+        if self.max_loop_trips is not None and not 0 <= self.max_loop_trips <= LOOP_TRIPS_CEILING:
+            raise ValueError(
+                f"max_loop_trips: expected None or 0..{LOOP_TRIPS_CEILING}, got {self.max_loop_trips}"
+            )
 
     def allows(self, op_type: str) -> bool:
         return self.allowed_ops is None or op_type in self.allowed_ops

@@ -26,7 +26,10 @@ _HOLDERS: Final = {VT.FEED_MINIBATCH: "feed_holder", VT.FETCH_LIST: "fetch_holde
 class Structure:
     """What the later stages need: declared vars, and the feed and fetch lists by col."""
 
-    vars: list[dict[str, pb.VarDesc]] = field(default_factory=list)
+    blocks: list[pb.BlockDesc] = field(default_factory=list)
+    vars: list[dict[str, pb.VarDesc]] = field(default_factory=list)  # per block
+    parents: list[int] = field(default_factory=list)  # parent_idx per block (-1 for block 0)
+    step_scopes: set[str] = field(default_factory=set)  # Scope/StepScopes vars of block ops
     declared: dict[str, TensorType] = field(default_factory=dict)  # block-0 dense tensors
     feeds: dict[int, str] = field(default_factory=dict)
     fetches: dict[int, str] = field(default_factory=dict)
@@ -35,9 +38,20 @@ class Structure:
     fetch_holder: str | None = None
     fatal: bool = False  # block structure too broken to interpret any op
 
+    def lookup(self, block: int, name: str) -> tuple[int, pb.VarDesc] | None:
+        """The VarDesc a name means in `block`: its own, or an enclosing block's (Paddle's
+        FindVarRecursive), with the block that declares it."""
+        at = block
+        while at >= 0:
+            var = self.vars[at].get(name)
+            if var is not None:
+                return at, var
+            at = self.parents[at]
+        return None
+
 
 def check_structure(program: pb.ProgramDesc, policy: Policy, out: list[Diagnostic]) -> Structure:
-    s = Structure()
+    s = Structure(blocks=list(program.blocks))
     _check_sizes(program, policy, out)
     if any(d.code in {Code.PROGRAM_TOO_COMPLEX, Code.TOO_MANY_OPS} for d in out):
         s.fatal = True
@@ -240,6 +254,7 @@ def _check_vars(
     program: pb.ProgramDesc, policy: Policy, s: Structure, out: list[Diagnostic]
 ) -> None:
     persistable: set[str] = set()
+    s.parents = [block.parent_idx for block in program.blocks]
     for b, block in enumerate(program.blocks):
         names: dict[str, pb.VarDesc] = {}
         for var in block.vars:
@@ -260,6 +275,25 @@ def _check_vars(
                 persistable.add(var.name)
         s.vars.append(names)
     s.persistable = sorted(persistable)
+    for b in range(1, len(s.vars)):
+        for name in s.vars[b]:
+            # NOTE: one name, one variable: a sub-block var hiding an outer one would let a body
+            # write what looks like a parent var (and inference keeps types by name).
+            outer = _enclosing_declaration(s, b, name)
+            if outer is not None:
+                out.append(
+                    _d(
+                        Code.NAME_INVALID,
+                        f"expected names distinct from those of enclosing blocks, got one block {outer} declares too",
+                        block=b,
+                        var=name,
+                    )
+                )
+
+
+def _enclosing_declaration(s: Structure, block: int, name: str) -> int | None:
+    found = s.lookup(s.parents[block], name)
+    return None if found is None else found[0]
 
 
 def _check_name(name: str, policy: Policy, out: list[Diagnostic], block: int) -> bool:
@@ -293,6 +327,11 @@ def _declared_type(
     kind = var.type.type
     if kind in _HOLDERS and b == 0 and var.persistable:
         _register_holder(var.name, kind, s, out)
+        return None
+    if kind == VT.STEP_SCOPES and not var.persistable:
+        # The Scope/StepScopes output of conditional_block and while: Paddle's bookkeeping of
+        # the child scopes, never a tensor (interpret.py lets nothing else write or read it).
+        s.step_scopes.add(var.name)
         return None
     if kind != VT.DENSE_TENSOR:
         out.append(

@@ -167,7 +167,11 @@ def _report(
         return TensorSpec(name, t.dtype, t.shape)
 
     return Report(
-        inputs=tuple(spec(n) for _, n in sorted(s.feeds.items())),
+        # NOTE: a feed's declared type: a while may rewrite the var, and `types` keeps the last.
+        inputs=tuple(
+            TensorSpec(n, s.declared[n].dtype, s.declared[n].shape)
+            for _, n in sorted(s.feeds.items())
+        ),
         outputs=tuple(spec(n) for _, n in sorted(s.fetches.items())),
         op_histogram=dict(Counter(op.op_type for op in ops).most_common()),
         op_count=len(ops),

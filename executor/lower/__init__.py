@@ -7,6 +7,7 @@ from typing import Any, Final
 
 from executor.lower import (
     activation,
+    control,
     creation,
     elementwise,
     index,
@@ -18,6 +19,7 @@ from executor.lower import (
     pool,
     reduce,
     resize,
+    rnn,
     slicing,
     spatial,
     unary_math,
@@ -40,11 +42,15 @@ FAMILIES: Final = (
     resize,
     spatial,
     index,
+    rnn,
+    control,
 )
 EMITTERS: Final[dict[str, Callable[..., Any]]] = {
     op_type: emit for family in FAMILIES for op_type, emit in family.EMITTERS.items()
 }
-BOUNDARY_OPS: Final = io.BOUNDARY_OPS
+# Ops the converter lowers itself, not through an emitter: feed and fetch (the graph's inputs
+# and outputs) and the ops owning a sub-block (ONNX If and Loop subgraphs, executor/convert.py).
+BOUNDARY_OPS: Final = io.BOUNDARY_OPS | control.BLOCK_OPS
 
 __all__ = [
     "BOUNDARY_OPS",

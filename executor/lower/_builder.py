@@ -11,6 +11,7 @@ import numpy as np
 import onnx
 from onnx import TensorProto, helper, numpy_helper
 
+from executor.errors import IndexCheck
 from graph_proto.types import DType
 from validator.diagnostics import Code
 from validator.ops._def import GraphError, TensorType
@@ -70,6 +71,8 @@ class OnnxBuilder:
         self._prefix = ""
         self._count = 0
         self._consts: dict[tuple[str, bytes, tuple[int, ...]], str] = {}
+        # Range guards' failing Reshape nodes, by node name (to explain the failure)
+        self.index_checks: dict[str, IndexCheck] = {}
 
     @contextmanager
     def naming(self, prefix: str) -> Iterator[None]:
@@ -120,6 +123,28 @@ class OnnxBuilder:
 
     def cast(self, name: str, dtype: DType) -> str:
         return self.op("Cast", name, to=ONNX_DTYPE[dtype])
+
+    def guard_range(self, indices: str, rank: int, low: str, high: str, check: IndexCheck) -> str:
+        """`indices` as they are when every value v has low <= v < high (0-D bounds of their
+        dtype); otherwise the request fails at the returned value's Reshape node, which
+        run_failed() explains as `check` says. Consumers read the returned value, so none runs
+        on indices outside.
+
+        Why not Gather's own check: onnxruntime's CUDA Gather has none (microsoft/onnxruntime
+        #10234), it reads out of bounds. Reshape checks the element count on the host for every
+        provider (CUDA takes its shape input in host memory): the shape asked for is the indices'
+        own times `inside` (1 or 0), all zeros when a value is outside, which mismatches unless
+        there are no values (and then none is outside)."""
+        lowest = self.op("ReduceMin", indices, keepdims=0)
+        highest = self.op("ReduceMax", indices, keepdims=0)
+        inside = self.op(
+            "And", self.op("GreaterOrEqual", lowest, low), self.op("Less", highest, high)
+        )
+        flat = indices if rank > 0 else self.op("Reshape", indices, self.ints([1]))
+        shape = self.op("Mul", self.op("Shape", flat), self.cast(inside, DType.INT64))
+        guarded = self.op("Reshape", flat, shape, allowzero=1)
+        self.index_checks[self.nodes[-1].name] = check
+        return guarded if rank > 0 else self.op("Reshape", guarded, self.ints([]))
 
     def out(self, index: int = 0) -> TensorType:
         """The inferred type of the op's used output number `index` (not variadic)."""

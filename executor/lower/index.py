@@ -1,7 +1,10 @@
 """ONNX lowering of validator/ops/index.py: gather, index_select, lookup_table_v2, one_hot_v2, where.
 
 Negative indices wrap in gather and index_select (Paddle 3 and ONNX Gather agree); an index past
-the end fails in both.
+the end fails in both. lookup_table_v2 and one_hot_v2 refuse negative ids in Paddle, where ONNX
+Gather would wrap them. Every index goes through a range guard (OnnxBuilder.guard_range) before
+it is used: a request with one outside fails with IndexOutOfRange on every execution provider,
+never leaving the check to Gather (onnxruntime's CUDA Gather does not check).
 """
 
 from __future__ import annotations
@@ -9,8 +12,8 @@ from __future__ import annotations
 from typing import Final
 
 import numpy as np
-from onnx import TensorProto, helper
 
+from executor.errors import IndexCheck
 from executor.lower._builder import ONNX_DTYPE, OnnxBuilder, Value
 from graph_proto.types import DType
 from validator.ops._def import NoAttrs
@@ -30,11 +33,34 @@ def _gather_emit(
         # The validator only accepts an Axis tensor whose value is known.
         assert axis_tensor.type.value is not None
         axis = int(axis_tensor.type.value[0])
-    return b.op("Gather", x.name, _flat_index(b, index), axis=axis % x.rank)
+    return _wrapping_gather(b, x, index, axis % x.rank)
 
 
 def _index_select_emit(b: OnnxBuilder, x: Value, index: Value, a: IndexSelectAttrs) -> str:
-    return b.op("Gather", x.name, _flat_index(b, index), axis=a.dim % x.rank)
+    return _wrapping_gather(b, x, index, a.dim % x.rank)
+
+
+def _wrapping_gather(b: OnnxBuilder, x: Value, index: Value, axis: int) -> str:
+    flat = _flat_index(b, index)
+    size = _dim_size(b, x, axis, index.dtype)
+    known = x.shape[axis] >= 0
+    low = b.scalar(-x.shape[axis], index.dtype) if known else b.op("Neg", size)
+    check = IndexCheck("Index", index.name, _size_ref(x, axis), wraps=True)
+    guarded = b.guard_range(flat, min(index.rank, 1), low, size, check)
+    return b.op("Gather", x.name, guarded, axis=axis)
+
+
+def _size_ref(x: Value, axis: int) -> int | tuple[str, int]:
+    """Dim `axis` of x for an IndexCheck: its size when known, else where to read it at run time."""
+    return x.shape[axis] if x.shape[axis] >= 0 else (x.name, axis)
+
+
+def _dim_size(b: OnnxBuilder, x: Value, axis: int, dtype: DType) -> str:
+    """Dim `axis` of x as a 0-D scalar of the indices' dtype."""
+    if x.shape[axis] >= 0:
+        return b.scalar(x.shape[axis], dtype)
+    size = b.op("Reshape", b.op("Shape", x.name, start=axis, end=axis + 1), b.ints([]))
+    return size if dtype == DType.INT64 else b.cast(size, dtype)
 
 
 def _zero(b: OnnxBuilder, dtype: DType) -> str:
@@ -44,7 +70,12 @@ def _zero(b: OnnxBuilder, dtype: DType) -> str:
 
 
 def _lookup_table_v2_emit(b: OnnxBuilder, w: Value, ids: Value, a: LookupTableV2Attrs) -> str:
-    rows = b.op("Gather", w.name, ids.name, axis=0)
+    # Every id outside [0, vocab) fails the request. NOTE: Paddle 3.3's CPU kernel refuses them
+    # only without a padding_idx (and lets -1 through); otherwise it reads memory outside W.
+    check = IndexCheck("Ids", ids.name, _size_ref(w, 0))
+    vocab = _dim_size(b, w, 0, ids.dtype)
+    checked = b.guard_range(ids.name, ids.rank, b.scalar(0, ids.dtype), vocab, check)
+    rows = b.op("Gather", w.name, checked)
     if a.padding_idx == -1:  # -1: no padding row (Paddle's API turns -k into vocab - k before)
         return rows
     padding = b.op("Equal", ids.name, b.scalar(a.padding_idx, ids.dtype))
@@ -69,27 +100,23 @@ def _one_hot_v2_emit(b: OnnxBuilder, x: Value, depth_tensor: Value | None, a: On
     ONNX OneHot is not used: it wraps ids in [-depth, -1] around to depth + id."""
     depth = _depth(b, depth_tensor, a, x.dtype)
     classes = b.op("Range", b.scalar(0, x.dtype), depth, b.scalar(1, x.dtype))
-    ids = b.op("Unsqueeze", x.name, b.ints([x.rank]))
-    hot = b.op("Equal", ids, classes)
+    ids = x.name
     if not a.allow_out_of_range:
-        hot = b.op("Or", hot, _out_of_range_guard(b, x.name, x.dtype, depth))
+        # Paddle's kernel refuses ids outside [0, depth) unless allow_out_of_range. NOTE: Paddle
+        # 3.3 refuses them even then; the zero rows given then follow the attribute's documented
+        # meaning (Paddle 2's kernel).
+        check = IndexCheck("X", x.name, _known_depth(depth_tensor, a), size_means="the depth")
+        ids = b.guard_range(x.name, x.rank, b.scalar(0, x.dtype), depth, check)
+    hot = b.op("Equal", b.op("Unsqueeze", ids, b.ints([x.rank])), classes)
     out_dtype = DType(a.dtype)
     return hot if out_dtype == DType.BOOL else b.op("Cast", hot, to=ONNX_DTYPE[out_dtype])
 
 
-def _out_of_range_guard(b: OnnxBuilder, x: str, dtype: DType, depth: str) -> str:
-    """All false, but Gather fails when an id is outside [0, depth): Paddle's kernel refuses
-    such ids unless allow_out_of_range.
-
-    NOTE: Paddle 3.3 refuses them even with allow_out_of_range; the zero rows given then follow
-    the attribute's documented meaning (Paddle 2's kernel)."""
-    negative = b.op("Less", x, b.scalar(0, dtype))
-    index = b.op("Where", negative, depth, x)  # -1 would wrap to the last class: send it past
-    count = b.op("Reshape", b.op("Cast", depth, to=TensorProto.INT64), b.ints([1]))
-    falses = b.op(
-        "ConstantOfShape", count, value=helper.make_tensor("", TensorProto.BOOL, [1], [False])
-    )
-    return b.op("Unsqueeze", b.op("Gather", falses, index, axis=0), b.ints([-1]))
+def _known_depth(depth_tensor: Value | None, a: OneHotV2Attrs) -> int | None:
+    """The depth when known at compile time (a depth fed at run time is None)."""
+    if depth_tensor is None:
+        return a.depth
+    return None if depth_tensor.type.value is None else int(depth_tensor.type.value[0])
 
 
 # onnxruntime's CPU Where has no kernel for these; the values convert exactly both ways.

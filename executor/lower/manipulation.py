@@ -52,6 +52,9 @@ def _reshape2_emit(
     out = b.out()
     if out.known and not (copying and may_be_empty(x)):  # else the rule assumed X non-empty
         return _reshape(b, x, b.ints(out.shape))
+    known = [v for v in values if v is not None]
+    if copying and len(known) == len(values) and _copy_end(known) <= x.rank:
+        return _reshape(b, x, _copied_target(b, x, known))
     spec, _ = int_vector(b, a.shape, *sources)
     if not copying:
         return _reshape(b, x, spec)  # no 0 to copy (an empty X takes a 0 as a size)
@@ -63,6 +66,35 @@ def _reshape2_emit(
         copies = b.op("Mul", copies, nonempty_flag(b, x))
     zero = b.op("Equal", spec, b.ints([0] * n))
     return _reshape(b, x, b.op("Where", zero, copies, spec))
+
+
+def _copied_target(b: OnnxBuilder, x: Value, values: list[int]) -> str:
+    """The target of a constant shape whose 0s copy X's dims: Paddle's 0 is X's dim at the same
+    index, but a size of 0 when X is empty. Min(dims, Size(X)) is both: a non-empty X's size is at
+    least each of its dims. Only the prefix up to the last 0 is computed at run time."""
+    end = _copy_end(values)
+    copies = dims(b, x, 0, end)
+    if _emptiness_reaches_a_copy(x, values[:end]):
+        size = b.op("Size", x.name)
+        copies = b.op("Min", copies if isinstance(copies, str) else b.ints(copies), size)
+    if all(v == 0 for v in values[:end]):
+        return concat_ints(b, [copies, values[end:]])
+    copied = b.const(np.array([v == 0 for v in values[:end]]), hint="copied")
+    copies = copies if isinstance(copies, str) else b.ints(copies)
+    prefix = b.op("Where", copied, copies, b.ints(values[:end]))
+    return concat_ints(b, [prefix, values[end:]])
+
+
+def _copy_end(values: list[int]) -> int:
+    """One past the last 0 (a copied dim) of a shape."""
+    return max(i for i, v in enumerate(values) if v == 0) + 1
+
+
+def _emptiness_reaches_a_copy(x: Value, prefix: list[int]) -> bool:
+    """Whether a copied dim can be non-zero while X is empty: another of X's dims may be 0."""
+    maybe_zero = [i for i, d in enumerate(x.shape) if d <= 0]
+    copied = [i for i, v in enumerate(prefix) if v == 0]
+    return any(j != i for i in copied for j in maybe_zero)
 
 
 def _transpose2_emit(b: OnnxBuilder, x: Value, a: TransposeAttrs) -> str:

@@ -6,7 +6,7 @@ from typing import Annotated, Any
 
 from fastapi import APIRouter, Depends, Request, Response
 
-from server.deps import LoadedModelDep, SettingsDep
+from server.deps import InferenceSlot, LoadedModelDep, SettingsDep
 from server.services import inference
 from server.v2.errors import InferBodyTooLarge
 
@@ -47,8 +47,10 @@ def model_ready(model: LoadedModelDep) -> dict[str, Any]:
 
 
 # NOTE: `def`: decoding and running are CPU-bound, so FastAPI runs this in its threadpool.
-@router.post("/{name}/infer")
-@router.post("/{name}/versions/{version}/infer")
+# The tenant's concurrency slot is taken first (after auth and the rate limit) and held until
+# the answer, body reading included.
+@router.post("/{name}/infer", dependencies=[InferenceSlot])
+@router.post("/{name}/versions/{version}/infer", dependencies=[InferenceSlot])
 def infer(
     model: LoadedModelDep, body: InferBody, request: Request, settings: SettingsDep
 ) -> Response:

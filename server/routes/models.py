@@ -6,7 +6,7 @@ from typing import Annotated, Any
 
 from fastapi import APIRouter, File, Form, Response, UploadFile, status
 
-from server.deps import ModelsDep, PrincipalDep
+from server.deps import MetricsDep, ModelsDep, PrincipalDep
 
 router = APIRouter(prefix="/v1", tags=["models"])
 ProgramPart = Annotated[UploadFile, File(description="The .pdmodel (ProgramDesc) bytes.")]
@@ -18,11 +18,13 @@ ParamsPart = Annotated[UploadFile | None, File(description="The .pdiparams bytes
 def upload_model(
     principal: PrincipalDep,
     models: ModelsDep,
+    metrics: MetricsDep,
     name: Annotated[str, Form()],
     program: ProgramPart,
     params: ParamsPart = None,
 ) -> dict[str, Any]:
-    return models.upload(principal, name, program.file.read(), _read(params))
+    with metrics.upload(principal.tenant_id):
+        return models.upload(principal, name, program.file.read(), _read(params))
 
 
 @router.post("/check")

@@ -12,7 +12,8 @@ import pytest
 # Imported first: paddle_util switches Paddle to legacy programs before importing it.
 pytest.importorskip("tests.conformance.paddle_util")
 
-from executor import ExecutionError, SessionOptions, compile
+from executor import SessionOptions, compile
+from executor.errors import IndexOutOfRange
 from tests.conformance.paddle_util import (
     assert_parity,
     build_and_save,
@@ -217,8 +218,10 @@ def test_one_hot_out_of_range_fails_as_in_paddle(ids: list[int]) -> None:
     with pytest.raises(Exception, match="Illegal index value"):
         run_paddle(saved, feeds)
     model = compile(validate(saved.program, saved.params), SessionOptions(use_cuda=False))
-    with pytest.raises(ExecutionError, match="out of data bounds"):
+    with pytest.raises(IndexOutOfRange) as info:
         model.run(feeds)
+    bad = next(i for i in ids if not 0 <= i < 4)
+    assert str(info.value) == f"op 1 (one_hot_v2): expected X in [0, 4), got {bad}"
 
 
 def test_one_hot_allow_out_of_range_gives_zero_rows() -> None:
@@ -226,3 +229,58 @@ def test_one_hot_allow_out_of_range_gives_zero_rows() -> None:
     model = compile(validate(saved.program, saved.params), SessionOptions(use_cuda=False))
     (out,) = model.run({"x": np.array([[0, 4, -1]], np.int64)}).values()
     assert out.tolist() == [[[1, 0, 0, 0], [0, 0, 0, 0], [0, 0, 0, 0]]]
+
+
+# --- indices outside what Paddle accepts: Paddle refuses them, graphgate fails the same request ---
+
+# name: (program, feeds Paddle refuses, graphgate's message)
+OUT_OF_RANGE: dict[str, tuple[Build, dict[str, np.ndarray], str]] = {
+    "embedding_past_vocab": (_embedding([-1, 7], "int64"), {"x0": np.array([[0, 1, 2, 10, 4, 5, 6]], np.int64)}, "op 1 (lookup_table_v2): expected Ids in [0, 10), got 10"),
+    "embedding_minus_vocab": (_embedding([-1, 7], "int64"), {"x0": np.array([[2, 1, 2, -10, 4, 5, 6]], np.int64)}, "op 1 (lookup_table_v2): expected Ids in [0, 10), got -10"),
+    "embedding_int32_negative": (_embedding([-1, -1, 1], "int32"), {"x0": np.array([[[3], [-4]]], np.int32)}, "op 1 (lookup_table_v2): expected Ids in [0, 10), got -4"),
+    "gather_below_minus_size": (PROGRAMS["gather_axis_negative"][1], {"x0": np.ones((2, 5, 6), np.float32), "x1": np.array([0, -7], np.int64)}, "op 2 (gather): expected Index in [-6, 6), got -7"),
+    "gather_past_size": (PROGRAMS["gather_axis_1"][1], {"x0": np.ones((2, 5, 6), np.float32), "x1": np.array([0, 5, 1], np.int32)}, "op 2 (gather): expected Index in [-5, 5), got 5"),
+    "index_select_below_minus_size": (PROGRAMS["index_select"][1], {"x0": np.ones((2, 5, 6), np.float32), "x1": np.array([0, -6, 1], np.int32)}, "op 2 (index_select): expected Index in [-5, 5), got -6"),
+}  # fmt: skip
+
+
+@pytest.mark.parametrize(
+    ("build", "feeds", "message"), OUT_OF_RANGE.values(), ids=list(OUT_OF_RANGE)
+)
+def test_an_index_paddle_refuses_fails_the_request(
+    build: Build, feeds: dict[str, np.ndarray], message: str
+) -> None:
+    saved = build_and_save(build)
+    with pytest.raises((ValueError, IndexError), match=r"expected|must be"):
+        run_paddle(saved, feeds)
+    model = compile(validate(saved.program, saved.params), SessionOptions(use_cuda=False))
+    with pytest.raises(IndexOutOfRange) as info:
+        model.run(feeds)
+    assert str(info.value) == message
+
+
+@pytest.mark.parametrize(
+    ("padding_idx", "ids"),
+    [(None, [0, -1, 2]), (2, [0, -1, 2]), (2, [2, -10, 4]), (9, [0, -3, 2]), (2, [2, 11, 4])],
+    ids=[
+        "no_padding_minus_1",
+        "padding_minus_1",
+        "padding_minus_vocab",
+        "padding_minus_3",
+        "padding_past_vocab",
+    ],
+)
+def test_an_embedding_id_out_of_range_fails_where_paddle_reads_out_of_bounds(
+    padding_idx: int | None, ids: list[int]
+) -> None:
+    # NOTE: Paddle 3.3's CPU kernel lets these through its range check (-1 always, any id once
+    # padding_idx is set) and reads memory outside W: undefined values, no error. graphgate
+    # refuses them, as Paddle does for the other ids outside [0, vocab) without padding_idx.
+    saved = build_and_save(_embedding([-1, 3], "int64", padding_idx=padding_idx))
+    feeds = {"x0": np.array([ids], np.int64)}
+    run_paddle(saved, feeds)
+    model = compile(validate(saved.program, saved.params), SessionOptions(use_cuda=False))
+    with pytest.raises(IndexOutOfRange) as info:
+        model.run(feeds)
+    bad = next(i for i in ids if not 0 <= i < 10)
+    assert str(info.value) == f"op 1 (lookup_table_v2): expected Ids in [0, 10), got {bad}"

@@ -21,6 +21,7 @@ from graph_proto.builder import set_attr as fill_attr
 from graph_proto.pdiparams import write_params
 from graph_proto.types import DType
 from tests.builders import FP32, POOL2D_ATTRS, GraphBuilder, V, affine, varint, weights
+from tests.validator import test_control_flow_bad as control_flow_bad
 from validator import Code, Policy, ValidationFailed, validate
 
 Upload = tuple[bytes, bytes | None, Policy | None]
@@ -822,6 +823,30 @@ MESSAGES = {
     "attr-wrong-type": "block 0, op 2 (elementwise_add): attribute 'axis': expected AttrType INT "
     "or LONG, got STRING [ATTR_TYPE]",
 }
+
+# Control flow: the programs and their full messages are in test_control_flow_bad.py.
+for _id, _bad in control_flow_bad.BAD.items():
+    add(f"control-{_id}", _bad.code, lambda bad=_bad: control_flow_bad.upload(bad))
+
+
+@row("rnn-training-dropout", Code.RNN_UNSUPPORTED)
+def _rnn_training_dropout() -> Upload:
+    """A two-layer GRU (input 4, hidden 3) in training mode with dropout between the layers."""
+    g = GraphBuilder()
+    x = g.feed("x", FP32, [5, -1, 4])
+    h0 = g.feed("h0", FP32, [2, -1, 3])
+    shapes = [(9, 4), (9, 3), (9, 3), (9, 3), (9,), (9,), (9,), (9,)]
+    weight_list = [g.param(f"w{i}", weights(*shape)) for i, shape in enumerate(shapes)]
+    attrs = {"mode": "GRU", "hidden_size": 3, "input_size": 4, "num_layers": 2}
+    g.node(
+        "rnn",
+        {"Input": [x], "PreState": [h0], "WeightList": weight_list},
+        {"Out": [V("out", [5, -1, 3])], "State": [V("h", [2, -1, 3])]},
+        {**attrs, "is_test": False, "dropout_prob": 0.5},
+    )
+    g.fetch("out")
+    return upload(g)
+
 
 # -- the tests -----------------------------------------------------------------------------------
 

@@ -6,6 +6,7 @@ from typing import Final
 
 from validator.ops import (
     activation,
+    control,
     creation,
     elementwise,
     index,
@@ -17,6 +18,7 @@ from validator.ops import (
     pool,
     reduce,
     resize,
+    rnn,
     slicing,
     spatial,
     unary_math,
@@ -39,6 +41,8 @@ FAMILIES: Final = (
     reduce,
     linalg,
     creation,
+    rnn,
+    control,
 )
 REGISTRY: Final = Registry(*(family.OPS for family in FAMILIES))
 

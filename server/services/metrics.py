@@ -1,0 +1,164 @@
+"""Prometheus metrics of one app: inference requests, failures, latency, uploads, 429s.
+
+Every app owns its CollectorRegistry (never the process-global one), so several apps in one
+process do not collide. Label values are bounded: a tenant label is the name of an existing
+tenant ("" when the caller is not a tenant), a model label the name of a model that resolved
+("" otherwise), and codes come from graphgate's own error and diagnostic tables. No string a
+caller sends ever becomes a label value.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Iterable, Iterator
+from contextlib import contextmanager
+from typing import Final
+
+from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, Counter, Histogram
+from prometheus_client.exposition import generate_latest
+from sqlalchemy.orm import Session, sessionmaker
+
+from server.db.models import Tenant
+from server.services.types import ModelRejected
+
+NO_LABEL: Final = ""
+# Seconds; finer than prometheus_client's default at the low end, where small models answer.
+LATENCY_BUCKETS: Final = (
+    0.0005,
+    0.001,
+    0.0025,
+    0.005,
+    0.01,
+    0.025,
+    0.05,
+    0.1,
+    0.25,
+    0.5,
+    1.0,
+    2.5,
+    5.0,
+    10.0,
+    30.0,
+)
+
+
+class TenantNames:
+    """Tenant id -> name, cached: names never change and tenants are never renamed."""
+
+    def __init__(self, sessions: sessionmaker[Session]) -> None:
+        self._sessions = sessions
+        self._names: dict[str, str] = {}
+        self._lock = threading.Lock()
+
+    def __call__(self, tenant_id: str) -> str:
+        if not tenant_id:
+            return NO_LABEL
+        with self._lock:
+            if (name := self._names.get(tenant_id)) is not None:
+                return name
+        with self._sessions() as s:
+            tenant = s.get(Tenant, tenant_id)
+            name = NO_LABEL if tenant is None else tenant.name
+        if name:
+            with self._lock:
+                self._names[tenant_id] = name
+        return name
+
+
+class Metrics:
+    def __init__(self) -> None:
+        self.registry = CollectorRegistry()
+        self._tenant_names: TenantNames | None = None
+        r = self.registry
+        self.requests = Counter(
+            "graphgate_inference_requests",
+            "V2 inference requests by tenant, model, protocol (json or binary) and HTTP status.",
+            ["tenant", "model", "protocol", "status"],
+            registry=r,
+        )
+        self.failures = Counter(
+            "graphgate_inference_failures",
+            "V2 inference requests answered with an error, by error code.",
+            ["tenant", "model", "code"],
+            registry=r,
+        )
+        self.latency = Histogram(
+            "graphgate_inference_latency_seconds",
+            "Time from the request's arrival to the end of its response, every outcome.",
+            ["tenant", "model"],
+            buckets=LATENCY_BUCKETS,
+            registry=r,
+        )
+        self.uploads = Counter(
+            "graphgate_model_uploads",
+            "Model uploads by outcome: accepted, or rejected by the validator or the gate.",
+            ["tenant", "outcome"],
+            registry=r,
+        )
+        self.upload_rejections = Counter(
+            "graphgate_model_upload_rejections",
+            "Rejected uploads by diagnostic code: one per distinct code in a rejection.",
+            ["tenant", "code"],
+            registry=r,
+        )
+        self.throttled = Counter(
+            "graphgate_throttled_requests",
+            "Requests answered 429, by reason: rate or concurrency.",
+            ["tenant", "reason"],
+            registry=r,
+        )
+
+    def bind_tenant_names(self, names: TenantNames) -> None:
+        """Called at start-up, once the database is open."""
+        self._tenant_names = names
+
+    def tenant_label(self, tenant_id: str) -> str:
+        return NO_LABEL if self._tenant_names is None else self._tenant_names(tenant_id)
+
+    # -- recording -------------------------------------------------------------------------
+
+    def inference(
+        self,
+        tenant_id: str,
+        model: str,
+        *,
+        binary: bool,
+        status: int,
+        code: str | None,
+        seconds: float,
+    ) -> None:
+        """One finished V2 inference request; `code` is the error code when it failed."""
+        tenant = self.tenant_label(tenant_id)
+        protocol = "binary" if binary else "json"
+        self.requests.labels(tenant, model, protocol, str(status)).inc()
+        if status >= 400:
+            self.failures.labels(tenant, model, code or f"HTTP_{status}").inc()
+        self.latency.labels(tenant, model).observe(seconds)
+
+    def throttle(self, tenant_id: str, reason: str) -> None:
+        self.throttled.labels(self.tenant_label(tenant_id), reason).inc()
+
+    @contextmanager
+    def upload(self, tenant_id: str) -> Iterator[None]:
+        """Counts the upload in its block: accepted when it returns, rejected (with each
+        distinct diagnostic code) on ModelRejected. Other errors (auth, names) are no upload."""
+        tenant = self.tenant_label(tenant_id)
+        try:
+            yield
+        except ModelRejected as rejected:
+            self.uploads.labels(tenant, "rejected").inc()
+            for code in _distinct_codes(rejected.diagnostics):
+                self.upload_rejections.labels(tenant, code).inc()
+            raise
+        self.uploads.labels(tenant, "accepted").inc()
+
+    # -- exposition ------------------------------------------------------------------------
+
+    def exposition(self) -> tuple[bytes, str]:
+        """The Prometheus text format of every metric, and its Content-Type."""
+        return generate_latest(self.registry), CONTENT_TYPE_LATEST
+
+
+def _distinct_codes(diagnostics: Iterable[dict[str, object]]) -> list[str]:
+    codes = {str(d.get("code")) for d in diagnostics if d.get("severity", "error") == "error"}
+    return sorted(codes)

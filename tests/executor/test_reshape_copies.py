@@ -1,0 +1,69 @@
+"""reshape2 with a constant shape whose 0s copy X's dims (the transformer's head split and merge):
+lowered without the run-time empty-tensor chain, and still equal to Paddle on empty inputs."""
+
+from __future__ import annotations
+
+from collections import Counter
+from typing import Any
+
+import numpy as np
+import onnx
+import pytest
+
+# Imported first: paddle_util switches Paddle to legacy programs before importing it.
+pytest.importorskip("tests.conformance.paddle_util")
+
+from executor.convert import lower
+from tests.conformance.paddle_util import assert_parity, building, op_types, paddle, save
+from validator import validate
+
+pytestmark = pytest.mark.paddle
+
+# name: (X's declared dims, target shape, X shapes fed: empty ones included)
+CASES: dict[str, tuple[list[int], list[int], list[tuple[int, ...]]]] = {
+    "split_heads": ([-1, -1, 8], [0, 0, 2, 4], [(2, 3, 8), (0, 3, 8), (2, 0, 8), (1, 1, 8)]),
+    "merge_heads": ([-1, -1, 2, 4], [0, 0, 8], [(2, 3, 2, 4), (0, 3, 2, 4), (3, 0, 2, 4)]),
+    "batch_only_unknown": ([-1, 3, 8], [0, 0, 2, 4], [(2, 3, 8), (0, 3, 8)]),
+    "copy_only_the_unknown": ([-1, 3, 8], [0, 6, 4], [(2, 3, 8), (0, 3, 8)]),
+    "copy_behind_a_constant": ([-1, 3, -1], [0, 3, 0, 1], [(2, 3, 4), (0, 3, 4), (2, 3, 0)]),
+    "copy_and_infer": ([-1, -1, 4], [0, -1], [(2, 3, 4), (1, 5, 4)]),  # no -1 for an empty X
+}
+
+
+def _saved(dims: list[int], shape: list[int]) -> Any:
+    with building() as (main, startup):
+        x = paddle.static.data("x", dims, "float32")
+        out = paddle.reshape(x, shape)
+    saved = save(main, startup, [x], [out])
+    assert "reshape2" in op_types(saved.program)
+    return saved
+
+
+@pytest.mark.parametrize(("dims", "shape", "fed"), CASES.values(), ids=list(CASES))
+def test_copied_dims_match_paddle_on_empty_and_non_empty_inputs(
+    dims: list[int], shape: list[int], fed: list[tuple[int, ...]]
+) -> None:
+    saved = _saved(dims, shape)
+    rng = np.random.default_rng(0)
+    for x_shape in fed:
+        assert_parity(saved, {"x": rng.standard_normal(x_shape).astype(np.float32)})
+
+
+@pytest.mark.parametrize(
+    ("name", "helpers"),
+    [
+        ("split_heads", {"Shape": 1, "Size": 1, "Min": 1, "Concat": 1}),
+        ("copy_only_the_unknown", {"Shape": 1, "Concat": 1}),  # an empty X copies its own 0
+        ("copy_behind_a_constant", {"Shape": 1, "Size": 1, "Min": 1, "Where": 1, "Concat": 1}),
+    ],
+)
+def test_the_target_is_computed_from_the_copied_prefix_only(
+    name: str, helpers: dict[str, int]
+) -> None:
+    dims, shape, _ = CASES[name]
+    saved = _saved(dims, shape)
+    model = lower(validate(saved.program, saved.params)).model
+    counts = Counter(node.op_type for node in model.graph.node)
+    assert counts == Counter({"Reshape": 1, "Identity": 1, **helpers})  # Identity: the fetch
+    (reshape,) = [node for node in model.graph.node if node.op_type == "Reshape"]
+    assert onnx.helper.get_attribute_value(reshape.attribute[0]) == 1  # allowzero

@@ -1,0 +1,218 @@
+"""GET /metrics: admin only, and the counts the requests of each test must have produced."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import numpy as np
+from fastapi.testclient import TestClient
+from prometheus_client.parser import text_string_to_metric_families
+from pydantic import SecretStr
+
+from graph_proto.types import DType
+from server.main import create_app
+from server.services.limits import Limits
+from server.settings import Settings
+from tests.builders import GraphBuilder, V
+from tests.server.conftest import ADMIN_TOKEN, auth, new_tenant
+from tests.server.test_models_api import assert_error, upload
+
+X = np.arange(8, dtype=np.float32).reshape(2, 4)
+JSON_INFER = {
+    "inputs": [{"name": "x", "datatype": "FP32", "shape": [2, 4], "data": X.ravel().tolist()}]
+}
+Labels = tuple[tuple[str, str], ...]
+
+
+def scrape(client: TestClient) -> dict[tuple[str, Labels], float]:
+    """Every sample of /metrics, by (sample name, sorted labels)."""
+    response = client.get("/metrics", headers=auth(ADMIN_TOKEN))
+    assert response.status_code == 200, response.text
+    assert response.headers["content-type"].startswith("text/plain")
+    return {
+        (s.name, tuple(sorted(s.labels.items()))): s.value
+        for family in text_string_to_metric_families(response.text)
+        for s in family.samples
+    }
+
+
+def sample(name: str, **labels: str) -> tuple[str, Labels]:
+    return name, tuple(sorted(labels.items()))
+
+
+def requests(tenant: str, model: str, protocol: str, status: int) -> tuple[str, Labels]:
+    return sample(
+        "graphgate_inference_requests_total",
+        tenant=tenant,
+        model=model,
+        protocol=protocol,
+        status=str(status),
+    )
+
+
+def _binary_infer(client: TestClient, key: str) -> int:
+    header = json.dumps(
+        {
+            "inputs": [
+                {
+                    "name": "x",
+                    "datatype": "FP32",
+                    "shape": [2, 4],
+                    "parameters": {"binary_data_size": 32},
+                }
+            ]
+        }
+    ).encode()
+    headers = {**auth(key), "Inference-Header-Content-Length": str(len(header))}
+    response = client.post("/v2/models/m/infer", content=header + X.tobytes(), headers=headers)
+    return response.status_code
+
+
+def _rejected_program() -> bytes:
+    """Two unknown ops and a forbidden one: three diagnostics, two distinct codes."""
+    g = GraphBuilder()
+    g.feed("x", DType.FP32, [-1, 4])
+    g.node("no_such_op", {"X": ["x"]}, {"Out": [V("a", [-1, 4])]})
+    g.node("no_such_op", {"X": ["a"]}, {"Out": [V("b", [-1, 4])]})
+    g.node("py_func", {"X": ["b"]}, {"Out": [V("c", [-1, 4])]})
+    g.fetch("c")
+    return g.program_bytes()
+
+
+def test_metrics_need_an_admin_key(client: TestClient, key_a: str) -> None:
+    missing = client.get("/metrics")
+    assert_error(missing, 401, "UNAUTHORIZED")
+    assert missing.headers["www-authenticate"] == "Bearer"
+    assert_error(client.get("/metrics", headers=auth(ADMIN_TOKEN + "x")), 401, "UNAUTHORIZED")
+    assert_error(client.get("/metrics", headers=auth(key_a)), 403, "FORBIDDEN")
+    assert client.get("/metrics", headers=auth(ADMIN_TOKEN)).status_code == 200
+
+
+def test_inference_counts_failures_and_latency_per_tenant_and_model(
+    client: TestClient, key_a: str, key_b: str
+) -> None:
+    upload(client, key_a)
+    upload(client, key_b)
+    for _ in range(2):
+        assert (
+            client.post("/v2/models/m/infer", json=JSON_INFER, headers=auth(key_a)).status_code
+            == 200
+        )
+    assert _binary_infer(client, key_a) == 200
+    wrong_type = {"inputs": [{**JSON_INFER["inputs"][0], "datatype": "INT64"}]}
+    bad = client.post("/v2/models/m/infer", json=wrong_type, headers=auth(key_a))
+    assert_error(bad, 400, "INFER_DATATYPE")
+    unknown = client.post("/v2/models/nope/infer", json=JSON_INFER, headers=auth(key_a))
+    assert_error(unknown, 404, "NOT_FOUND")
+    assert (
+        client.post("/v2/models/m/infer", json=JSON_INFER, headers=auth(key_b)).status_code == 200
+    )
+    assert_error(client.post("/v2/models/m/infer", json=JSON_INFER), 401, "UNAUTHORIZED")
+    # not an inference request: never counted as one
+    assert client.get("/v2/models/m", headers=auth(key_a)).status_code == 200
+
+    got = scrape(client)
+    assert got[requests("tenant-a", "m", "json", 200)] == 2
+    assert got[requests("tenant-a", "m", "binary", 200)] == 1
+    assert got[requests("tenant-a", "m", "json", 400)] == 1
+    assert (
+        got[requests("tenant-a", "", "json", 404)] == 1
+    )  # no label for a name that resolved nothing
+    assert got[requests("tenant-b", "m", "json", 200)] == 1
+    assert got[requests("", "", "json", 401)] == 1
+    total = sum(v for (name, _), v in got.items() if name == "graphgate_inference_requests_total")
+    assert total == 7
+
+    failures = "graphgate_inference_failures_total"
+    assert got[sample(failures, tenant="tenant-a", model="m", code="INFER_DATATYPE")] == 1
+    assert got[sample(failures, tenant="tenant-a", model="", code="NOT_FOUND")] == 1
+    assert got[sample(failures, tenant="", model="", code="UNAUTHORIZED")] == 1
+    assert sum(v for (name, _), v in got.items() if name == failures) == 3
+
+    latency = "graphgate_inference_latency_seconds"
+    assert got[sample(f"{latency}_count", tenant="tenant-a", model="m")] == 4
+    assert got[sample(f"{latency}_bucket", tenant="tenant-a", model="m", le="+Inf")] == 4
+    assert got[sample(f"{latency}_count", tenant="tenant-b", model="m")] == 1
+    assert got[sample(f"{latency}_count", tenant="tenant-a", model="")] == 1
+    assert got[sample(f"{latency}_sum", tenant="tenant-a", model="m")] > 0
+
+
+def test_label_values_never_echo_what_the_caller_sent(client: TestClient, key_a: str) -> None:
+    upload(client, key_a)
+    client.post("/v2/models/caller-chosen-name/infer", json=JSON_INFER, headers=auth(key_a))
+    client.post("/v2/models/m/versions/77/infer", json=JSON_INFER, headers=auth(key_a))
+    got = scrape(client)
+    values = {value for _, labels in got for _, value in labels}
+    assert not {v for v in values if "caller-chosen-name" in v or "77" in v}
+    assert got[requests("tenant-a", "", "json", 404)] == 2
+
+
+def test_uploads_count_outcomes_and_each_distinct_rejection_code(
+    client: TestClient, key_a: str
+) -> None:
+    upload(client, key_a)
+    upload(client, key_a)
+    files = {"program": _rejected_program()}
+    rejected = client.post("/v1/models", data={"name": "bad"}, files=files, headers=auth(key_a))
+    assert rejected.status_code == 422
+    codes = [d["code"] for d in rejected.json()["diagnostics"]]
+    assert sorted(codes) == ["OP_FORBIDDEN", "OP_UNKNOWN", "OP_UNKNOWN"]
+    bad_name = client.post(
+        "/v1/models", data={"name": "Bad Name"}, files=files, headers=auth(key_a)
+    )
+    assert_error(bad_name, 400, "INVALID_NAME")  # refused before validation: not an upload
+
+    got = scrape(client)
+    uploads = "graphgate_model_uploads_total"
+    assert got[sample(uploads, tenant="tenant-a", outcome="accepted")] == 2
+    assert got[sample(uploads, tenant="tenant-a", outcome="rejected")] == 1
+    rejections = "graphgate_model_upload_rejections_total"
+    assert got[sample(rejections, tenant="tenant-a", code="OP_UNKNOWN")] == 1
+    assert got[sample(rejections, tenant="tenant-a", code="OP_FORBIDDEN")] == 1
+    assert sum(v for (name, _), v in got.items() if name == rejections) == 2
+
+
+def test_429s_are_counted_by_reason(client: TestClient, key_a: str, key_b: str) -> None:
+    upload(client, key_a)
+    tenant_a = client.app.state.tenants.authenticate(key_a).tenant_id  # type: ignore[attr-defined]
+    limits = Limits.build(1000, 1, 1, clock=lambda: 0.0)  # a frozen clock: one token each
+    client.app.state.limits = limits  # type: ignore[attr-defined]
+    with limits.concurrency.slot(tenant_a):
+        refused = client.post("/v2/models/m/infer", json=JSON_INFER, headers=auth(key_a))
+        assert_error(refused, 429, "TOO_MANY_CONCURRENT")
+    refused = client.post("/v2/models/m/infer", json=JSON_INFER, headers=auth(key_a))
+    assert_error(refused, 429, "RATE_LIMITED")
+    assert client.get("/v1/models", headers=auth(key_b)).status_code == 200
+    assert_error(client.get("/v1/models", headers=auth(key_b)), 429, "RATE_LIMITED")
+
+    got = scrape(client)
+    throttled = "graphgate_throttled_requests_total"
+    assert got[sample(throttled, tenant="tenant-a", reason="concurrency")] == 1
+    assert got[sample(throttled, tenant="tenant-a", reason="rate")] == 1
+    assert got[sample(throttled, tenant="tenant-b", reason="rate")] == 1
+    # both were refused before the model resolved, so they carry no model label
+    assert got[requests("tenant-a", "", "json", 429)] == 2
+    failures = "graphgate_inference_failures_total"
+    assert got[sample(failures, tenant="tenant-a", model="", code="RATE_LIMITED")] == 1
+    assert got[sample(failures, tenant="tenant-a", model="", code="TOO_MANY_CONCURRENT")] == 1
+
+
+def test_each_app_has_its_own_registry(client: TestClient, key_a: str, tmp_path: Path) -> None:
+    upload(client, key_a)
+    assert (
+        client.post("/v2/models/m/infer", json=JSON_INFER, headers=auth(key_a)).status_code == 200
+    )
+    other_settings = Settings(data_dir=tmp_path / "other", admin_token=SecretStr(ADMIN_TOKEN))
+    with TestClient(create_app(other_settings)) as other:
+        key = new_tenant(other, "tenant-a")
+        upload(other, key)
+        names = {name for name, _ in scrape(other)}
+        assert "graphgate_inference_requests_total" not in names  # nothing inferred there yet
+        assert (
+            scrape(other)[
+                sample("graphgate_model_uploads_total", tenant="tenant-a", outcome="accepted")
+            ]
+            == 1
+        )
+    assert scrape(client)[requests("tenant-a", "m", "json", 200)] == 1
