@@ -29,3 +29,23 @@ def test_ci_runs_exactly_the_readme_test_command() -> None:
 def test_every_diagnostic_code_is_documented() -> None:
     missing = [str(code) for code in Code if f"| `{code}` |" not in README]
     assert missing == []
+
+
+def _subclasses(kind: type) -> list[type]:
+    return [kind, *(sub for direct in kind.__subclasses__() for sub in _subclasses(direct))]
+
+
+def test_every_service_error_code_is_documented() -> None:
+    # Imported here: the modules that define error classes register them as subclasses.
+    import server.services.limits
+    import server.v2.errors
+    from executor.errors import ExecutionError
+    from server import errors
+    from server.services.types import ServiceError
+
+    assert server.services.limits and server.v2.errors
+    raised = _subclasses(ServiceError)[1:] + _subclasses(ExecutionError)
+    codes = {kind.code for kind in raised} | set(errors._HTTP_CODES.values()) | {"INTERNAL"}
+    section = README.split("## Service error codes", 1)[1].split("\n## ", 1)[0]
+    missing = sorted(code for code in codes if f"| `{code}` |" not in section)
+    assert missing == []
