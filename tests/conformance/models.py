@@ -3,8 +3,8 @@
 Every function returns a paddle_util.Saved, built once per process (functools.cache). The batch
 dim is always -1. Building runs only the startup program (parameter initialisation); for numeric
 parity, `calibrated(name)` conditions a model's parameters like a trained network's (see
-calibrate_batch_norm and normalize_convolutions). Inputs are as small as each architecture
-allows, which keeps numeric runs cheap. Minimum sizes:
+he_scale_convolutions, calibrate_batch_norm and normalize_convolutions). Inputs are as small as
+each architecture allows, which keeps numeric runs cheap. Minimum sizes:
   - googlenet: its two auxiliary heads flatten a 5x5/3 average pool of the 4a/4d features into a
     fixed Linear(1152 = 128*3*3), so those features must be 11..13 px: input >= 189.
   - AlexNet: fc6 is a fixed Linear(9216 = 256*6*6) with no adaptive pool: input 223 or 224.
@@ -12,6 +12,12 @@ allows, which keeps numeric runs cheap. Minimum sizes:
   - squeezenet1_0: its third 3x3/2 max pool must see at least 3 px: input >= 35. (At 32 that
     pool sees 2 px; Paddle records an output of 1 and clips the window at run time, graphgate
     refuses a window larger than its padded input.)
+  - mobilenet_v1: 64, for numeric parity. It has no shortcut: its 27 convolution, batch_norm
+    and ReLU stages all add rounding on one path. At 32 px the last seven run on 2x2 and 1x1
+    maps and the global pool averages a single position, so each output keeps that rounding
+    whole: over 16 random inputs graphgate and Paddle then differ by up to 1.13x the parity
+    tolerance (and Paddle from itself by 0.78x when its input moves by one ulp); at 64 px by
+    at most 0.41x.
 The others end in an adaptive average pool and take 32x32, where every window fits.
 """
 
@@ -43,6 +49,9 @@ CONV_CALIBRATION_BATCH: Final = 8
 CALIBRATION_SEED: Final = 20261201
 # Scale of a batch_norm that ends a residual branch (its output is added to the shortcut).
 RESIDUAL_SCALE: Final = 0.5
+# Bias of every other batch_norm: its output has mean BATCH_NORM_SHIFT and unit variance, so a
+# ReLU after it keeps 84% of its input (see calibrate_batch_norm).
+BATCH_NORM_SHIFT: Final = 1.0
 _CONVS: Final = frozenset({"conv2d", "depthwise_conv2d"})
 
 
@@ -73,7 +82,7 @@ def resnet50(size: int = _IMAGE) -> Saved:
 
 
 def mobilenet_v1() -> Saved:
-    return _vision("mobilenet_v1")
+    return _vision("mobilenet_v1", 64)
 
 
 def mobilenet_v2() -> Saved:
@@ -160,11 +169,13 @@ def transformer_gelu() -> Saved:
 @cache
 def calibrated(name: str) -> Saved:
     """MODELS[name] conditioned like a trained network, for numeric parity (cached per process):
-    its batch_norm statistics calibrated, or, without batch_norm, its convolutions scaled to unit
-    output RMS. A model with neither (the transformers) is returned as it is."""
+    its convolutions at He scale and its batch_norm statistics calibrated, or, without
+    batch_norm, its convolutions scaled to unit output RMS. A model with neither (the
+    transformers) is returned as it is."""
     saved = MODELS[name]()
     types = {op.type for op in pb.ProgramDesc.FromString(saved.program).blocks[0].ops}
     if "batch_norm" in types:
+        saved = he_scale_convolutions(saved)
         return calibrate_batch_norm(saved, calibration_feeds(saved, BATCH_NORM_CALIBRATION_BATCH))
     if types & _CONVS:
         return normalize_convolutions(saved, calibration_feeds(saved, CONV_CALIBRATION_BATCH))
@@ -190,28 +201,42 @@ def calibration_feeds(saved: Saved, batch: int, size: int = _IMAGE) -> dict[str,
 
 
 def calibrate_batch_norm(
-    saved: Saved, feeds: Mapping[str, np.ndarray], *, residual_scale: float = RESIDUAL_SCALE
+    saved: Saved,
+    feeds: Mapping[str, np.ndarray],
+    *,
+    residual_scale: float = RESIDUAL_SCALE,
+    shift: float = BATCH_NORM_SHIFT,
 ) -> Saved:
     """`saved` with every batch_norm's Mean and Variance set to the per-channel statistics of its
-    input on `feeds`, as training leaves them; the program bytes are unchanged.
+    input on `feeds`, as training leaves them, and its Scale and Bias set as below; the program
+    bytes are unchanged.
 
     Paddle's default init leaves Mean 0 and Variance 1, so activations grow or vanish with depth
     (resnet50 logits near 1000, mobilenet_v1 ones near 1e-18). One Paddle run in which every
-    batch_norm normalises by its batch's own statistics gives, at each of them, exactly the
-    input it sees once all the earlier ones are calibrated.
+    batch_norm normalises by its batch's own statistics (and applies the Scale and Bias set
+    here) gives, at each of them, exactly the input it sees once all the earlier ones are
+    calibrated.
 
-    A batch_norm whose output is added to a shortcut also gets Scale `residual_scale`: trained
-    ResNets have small last-in-branch scales (zero-init-residual training starts them at 0).
-    With Scale 1 the residual streams amplify rounding: resnet50 then differs from Paddle by
-    ~30x the parity tolerance, and so does Paddle from itself when the input moves by one ulp.
+    Bias `shift` (1): with Bias 0, a calibrated batch_norm followed by ReLU keeps half of a
+    perturbation's energy but only (1 - 1/pi) / 2 of its input's variance (the ReLU's output
+    mean is removed by the next batch_norm): every such stage multiplies relative errors, float32
+    rounding included, by sqrt(pi / (pi - 1)) = 1.21 (measured: 1.20 per stage in
+    mobilenet_v1), 170x over mobilenet_v1's 27, so that Paddle itself moved by 3.7x the parity
+    tolerance when its input moved by one ulp. With Bias 1 the ReLU keeps 84% of its input and
+    a stage multiplies them by 1.06 (measured 1.07). (A larger Bias does no better: the ReLU's
+    output mean then dominates its variance, and the next mean subtraction cancels more.)
+
+    A batch_norm whose output is added to a shortcut gets Scale `residual_scale` and Bias 0
+    instead: trained ResNets have small last-in-branch scales (zero-init-residual training
+    starts them at 0). With Scale 1 the residual streams amplify rounding: resnet50 then differs
+    from Paddle by ~30x the parity tolerance, and so does Paddle from itself when the input
+    moves by one ulp. That Scale is set after the statistics are taken, so the batch_norms
+    downstream normalise by a slightly larger variance than the stream has, which keeps it from
+    growing with depth (set before, resnet50 differs from Paddle by 2.5x the tolerance).
     """
     assert saved.params is not None
     program = pb.ProgramDesc.FromString(saved.program)
     norms = [op for op in program.blocks[0].ops if op.type == "batch_norm"]
-    with _loaded(saved) as (main, exe):
-        block = main.global_block()
-        inputs = [_use_batch_statistics(block, op) for op in block.ops if op.type == "batch_norm"]
-        values = exe.run(main, feed=dict(feeds), fetch_list=inputs)
     added = {
         name
         for op in program.blocks[0].ops
@@ -219,14 +244,49 @@ def calibrate_batch_norm(
         for slot in op.inputs
         for name in slot.arguments
     }
+    ends_branch = {_arg(op.outputs, "Y") for op in norms} & added
+    params = _params(program, saved.params)
+    shifts = {
+        _arg(op.inputs, "Bias"): np.full(params[_arg(op.inputs, "Bias")][1].shape, shift)
+        for op in norms
+        if _arg(op.outputs, "Y") not in ends_branch
+    }
+    saved = replace(saved, params=_replace_params(program, saved.params, shifts))
+    with _loaded(saved) as (main, exe):
+        block = main.global_block()
+        inputs = [_use_batch_statistics(block, op) for op in block.ops if op.type == "batch_norm"]
+        values = exe.run(main, feed=dict(feeds), fetch_list=inputs)
     new: dict[str, np.ndarray] = {}
     for op, value in zip(norms, values, strict=True):
         channel = value.ndim - 1 if _attr(op, "data_layout").s == "NHWC" else 1
         axes = tuple(a for a in range(value.ndim) if a != channel)
         new[_arg(op.inputs, "Mean")] = value.mean(axis=axes, dtype=np.float64)
         new[_arg(op.inputs, "Variance")] = value.var(axis=axes, dtype=np.float64)
-        if _arg(op.outputs, "Y") in added:
+        if _arg(op.outputs, "Y") in ends_branch:
             new[_arg(op.inputs, "Scale")] = np.full(value.shape[channel], residual_scale)
+    assert saved.params is not None
+    return replace(saved, params=_replace_params(program, saved.params, new))
+
+
+def he_scale_convolutions(saved: Saved) -> Saved:
+    """`saved` with each convolution's filter rescaled to the standard deviation of He init,
+    sqrt(2 / fan_in) with fan_in = its input channels per group * kernel size.
+
+    Paddle 3.3.1's default Conv2D init, Normal(0, sqrt(2 / (in_channels * kernel size))),
+    ignores groups: a depthwise [C, 1, 3, 3] filter gets std sqrt(2 / 9C), and its outputs
+    variances that batch_norm's epsilon (1e-5) shrinks or wipes out. In mobilenet_v2, 3.3% of
+    the batch_norm channels have a variance below epsilon (down to 4e-12) and carry almost
+    nothing on; at He scale 0.1% do.
+    """
+    assert saved.params is not None
+    program = pb.ProgramDesc.FromString(saved.program)
+    params = _params(program, saved.params)
+    new = {}
+    for op in program.blocks[0].ops:
+        if op.type in _CONVS:
+            name = _arg(op.inputs, "Filter")
+            filters = params[name][1].astype(np.float64)
+            new[name] = filters * (np.sqrt(2 / filters[0].size) / filters.std())
     return replace(saved, params=_replace_params(program, saved.params, new))
 
 
