@@ -42,7 +42,7 @@ class Lowered:
 
     model: onnx.ModelProto
     values: Mapping[str, Value]
-    index_checks: Mapping[str, IndexCheck] = field(default_factory=dict)  # by Gather node name
+    index_checks: Mapping[str, IndexCheck] = field(default_factory=dict)  # by guard node name
     hidden_outputs: tuple[str, ...] = ()  # graph outputs after the fetches (_HIDDEN values)
 
 
