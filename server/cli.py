@@ -9,6 +9,7 @@ from typing import Annotated, Any, Final, NoReturn
 
 import typer
 
+from server import cli_user
 from server.cli_tenants import tenants
 
 app = typer.Typer(
@@ -210,6 +211,7 @@ def serve(
 
 
 app.add_typer(tenants, name="tenants")
+cli_user.register(app)
 
 if __name__ == "__main__":
     app()

@@ -10,11 +10,12 @@ from __future__ import annotations
 import json
 import math
 import zlib
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Final
 
 import numpy as np
+import orjson
 
 from graph_proto.types import DType
 from server.v2.errors import (
@@ -22,6 +23,7 @@ from server.v2.errors import (
     InferBodyTooLarge,
     InferHeaderLength,
     InferMalformed,
+    InferRequestInvalid,
     InferUnsupported,
     InputData,
     InputDataSource,
@@ -103,10 +105,27 @@ def decode_request(
     outputs: Sequence[TensorSpec],
 ) -> InferRequest:
     """Parses and checks a request; `header_length` is the Inference-Header-Content-Length."""
+    try:
+        return _decode_request(body, header_length, inputs, outputs, orjson.loads)
+    except InferRequestInvalid:
+        # NOTE: orjson parses big tensors about 3x faster than json.loads but reads a few things
+        # differently (NaN and Infinity refused, integers past 64 bits read as floats). The
+        # standard library's reading is the reference: a refused request is decoded again
+        # with it, and its answer (success or error) is the one given.
+        return _decode_request(body, header_length, inputs, outputs, json.loads)
+
+
+def _decode_request(
+    body: bytes,
+    header_length: str | None,
+    inputs: Sequence[TensorSpec],
+    outputs: Sequence[TensorSpec],
+    loads: Callable[[bytes], Any],
+) -> InferRequest:
     split = _split(header_length, len(body))
     if split == 0:
         return _raw_binary(body, inputs, outputs)
-    doc = _parse_json(body if split is None else body[:split])
+    doc = _parse_json(body if split is None else body[:split], loads)
     binary = memoryview(body)[len(body) if split is None else split :]
     request_id = doc.get("id")
     if request_id is not None and not isinstance(request_id, str):
@@ -172,9 +191,9 @@ def _split(header: str | None, size: int) -> int | None:
     return int(text)
 
 
-def _parse_json(raw: bytes) -> dict[str, Any]:
+def _parse_json(raw: bytes, loads: Callable[[bytes], Any]) -> dict[str, Any]:
     try:
-        doc = json.loads(raw)
+        doc = loads(raw)
     except (UnicodeDecodeError, json.JSONDecodeError) as e:
         raise InferMalformed(f"expected a JSON inference request, got invalid JSON: {e}") from None
     except RecursionError:

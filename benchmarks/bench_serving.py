@@ -1,0 +1,519 @@
+"""Serving overhead: a real `graphgate serve` process on loopback against onnxruntime in-process.
+
+Usage: python benchmarks/bench_serving.py [--small-runs N] [--large-runs N] [--threads N]
+
+Starts `graphgate serve` on a free loopback port (fresh data directory, per-tenant rate limit off
+so that the benchmark's own request rate is not throttled), creates a tenant, uploads three
+models, downloads each one's ONNX from /v1/models/{name}/versions/1/onnx and opens it in this
+process with onnxruntime (CPU, the server's session settings): the raw baseline on the very same
+graph. Then, batch 1, one client on a persistent keep-alive connection (httpx2.Client), the same
+input every time, request bodies encoded once beforehand (the client's encoding is not timed;
+decoding the answer is):
+  - small:     fc 16 -> 16 + softmax on x FP32[1, 16]
+  - resnet50:  ResNet50 224x224 saved by real Paddle (benchmarks/bench_executor.py's cached export)
+  - transport: mean over x FP32[1, 3, 224, 224] (almost no compute: the time is moving the input)
+for raw onnxruntime, V2 binary tensors (binary outputs) and V2 JSON (JSON outputs), runs in
+blocks that take turns. Reports p50, p99, throughput (1 / mean), and the goals: added p50 for
+the small model over binary <= 1 ms, ResNet50 throughput server/raw >= 0.9, JSON/binary time for
+a 1x3x224x224 input <= 10x. ResNet50 is also run by 2 callers at once (throughput at its peak).
+To show where the added time goes it times requests that cross more and more of the path
+(health, model ready, infer), the two database lookups of every request, and the layers of a
+request in this process (scope checks, V2 decode and encode). Writes benchmarks/results/serving.md.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import platform
+import socket
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parents[1]
+RESULTS = ROOT / "benchmarks" / "results" / "serving.md"
+sys.path.insert(0, str(ROOT))
+sys.path.insert(0, str(ROOT / "benchmarks"))
+
+import httpx2  # noqa: E402
+import numpy as np  # noqa: E402
+import onnxruntime as ort  # noqa: E402
+
+from executor import SessionOptions, compile  # noqa: E402
+from graph_proto.types import DType  # noqa: E402
+from server.cli_user import decode_infer_response, encode_infer_request  # noqa: E402
+from server.services import inference  # noqa: E402
+from server.services.types import LoadedModel  # noqa: E402
+from tests.builders import GraphBuilder, V, mlp  # noqa: E402
+from validator import validate  # noqa: E402
+
+ADMIN_TOKEN = "bench-admin-token-0123456789abcdef0123456789"
+HEADER_LENGTH = "Inference-Header-Content-Length"
+Runner = Callable[[], None]
+
+
+@dataclass(frozen=True)
+class Case:
+    key: str  # model name on the server
+    label: str
+    program: bytes
+    params: bytes | None
+    feed: str
+    x: np.ndarray
+    runs: int
+
+
+def transport_model() -> GraphBuilder:
+    """reduce_mean over x FP32[-1, 3, 224, 224] to [-1]: the request body is all that is big."""
+    g = GraphBuilder()
+    g.feed("x", DType.FP32, [-1, 3, 224, 224])
+    attrs = {"dim": [1, 2, 3], "keep_dim": False, "reduce_all": False}
+    g.node("reduce_mean", {"X": ["x"]}, {"Out": [V("mean", [-1])]}, attrs)
+    g.fetch("mean")
+    return g
+
+
+def cases(small_runs: int, large_runs: int) -> list[Case]:
+    import bench_executor
+
+    rng = np.random.default_rng(0)
+    small = mlp((16, 16)).built()
+    (resnet,) = [m for m in bench_executor.MODELS if m.key == "resnet50"]
+    program, params = bench_executor.model_files([resnet])["resnet50"]
+    image = rng.standard_normal((1, 3, 224, 224)).astype(np.float32)
+    transport = transport_model().built()
+    x16 = rng.standard_normal((1, 16)).astype(np.float32)
+    return [
+        Case("small", "fc 16->16 + softmax, x[1, 16]", small.program, small.params, "x", x16,
+             small_runs),
+        Case("resnet50", "ResNet50, image[1, 3, 224, 224]", program.read_bytes(),
+             params.read_bytes(), "image", image, large_runs),
+        Case("transport", "mean of x[1, 3, 224, 224] (input transfer only)", transport.program,
+             transport.params, "x", image, large_runs),
+    ]  # fmt: skip
+
+
+# -- the server ----------------------------------------------------------------------------
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port: int = s.getsockname()[1]
+        return port
+
+
+@contextmanager
+def serve(data_dir: Path) -> Iterator[str]:
+    port = _free_port()
+    url = f"http://127.0.0.1:{port}"
+    env = {
+        **os.environ,
+        "GRAPHGATE_ADMIN_TOKEN": ADMIN_TOKEN,
+        "GRAPHGATE_TENANT_RATE_PER_S": "0",
+        "PYTHONPATH": os.pathsep.join(filter(None, [str(ROOT), os.environ.get("PYTHONPATH")])),
+    }
+    command = [sys.executable, "-m", "server.cli", "serve", "--port", str(port)]
+    process = subprocess.Popen(
+        [*command, "--data-dir", str(data_dir)], cwd=ROOT, env=env,
+        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+    )  # fmt: skip
+    try:
+        deadline = time.monotonic() + 60
+        while True:
+            try:
+                if httpx2.get(f"{url}/v2/health/live", timeout=1).status_code == 200:
+                    break
+            except httpx2.HTTPError:
+                if time.monotonic() > deadline:
+                    raise
+                time.sleep(0.2)
+        yield url
+    finally:
+        process.terminate()
+        process.wait(timeout=30)
+
+
+def tenant_key(url: str) -> str:
+    admin = {"Authorization": f"Bearer {ADMIN_TOKEN}"}
+    created = httpx2.post(f"{url}/v1/admin/tenants", json={"name": "bench"}, headers=admin)
+    created.raise_for_status()
+    key: str = created.json()["key"]
+    return key
+
+
+def upload_and_download(client: httpx2.Client, case: Case) -> bytes:
+    files = {"program": case.program} | ({"params": case.params} if case.params else {})
+    uploaded = client.post("/v1/models", data={"name": case.key}, files=files, timeout=600)
+    if uploaded.status_code != 201:
+        raise SystemExit(f"upload of {case.key} failed: {uploaded.text[:500]}")
+    onnx = client.get(f"/v1/models/{case.key}/versions/1/onnx", timeout=120)
+    onnx.raise_for_status()
+    return onnx.content
+
+
+# -- what is timed -------------------------------------------------------------------------
+
+
+def raw_runner(onnx: bytes, case: Case, threads: int) -> tuple[Runner, Any]:
+    options = ort.SessionOptions()
+    options.intra_op_num_threads = threads
+    options.inter_op_num_threads = 1
+    session = ort.InferenceSession(onnx, options, providers=["CPUExecutionProvider"])
+    feeds = {case.feed: case.x}
+    return (lambda: session.run(None, feeds)), session.run(None, feeds)[0]
+
+
+def binary_runner(client: httpx2.Client, case: Case) -> tuple[Runner, np.ndarray]:
+    body, headers = encode_infer_request({case.feed: case.x})
+
+    def run() -> dict[str, np.ndarray]:
+        response = client.post(f"/v2/models/{case.key}/infer", content=body, headers=headers)
+        if response.status_code != 200:
+            raise SystemExit(f"{case.key} binary: {response.status_code} {response.text[:300]}")
+        return decode_infer_response(response.content, response.headers.get(HEADER_LENGTH))
+
+    return run, next(iter(run().values()))
+
+
+def json_request(case: Case) -> bytes:
+    entry = {
+        "name": case.feed,
+        "shape": list(case.x.shape),
+        "datatype": "FP32",
+        "data": case.x.ravel().tolist(),
+    }
+    return json.dumps({"inputs": [entry]}).encode()
+
+
+def json_runner(client: httpx2.Client, case: Case) -> tuple[Runner, np.ndarray]:
+    body = json_request(case)
+    headers = {"Content-Type": "application/json"}
+
+    def run() -> np.ndarray:
+        response = client.post(f"/v2/models/{case.key}/infer", content=body, headers=headers)
+        if response.status_code != 200:
+            raise SystemExit(f"{case.key} JSON: {response.status_code} {response.text[:300]}")
+        (out,) = response.json()["outputs"]
+        return np.asarray(out["data"], np.float32).reshape(out["shape"])
+
+    return run, run()
+
+
+def parallel_rate(runners: list[Runner], runs: int) -> float:
+    """Requests per second with one thread per runner, each making `runs` calls after 2 warm-ups."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    def loop(run: Runner) -> None:
+        for _ in range(runs):
+            run()
+
+    for run in runners:
+        run()
+        run()
+    with ThreadPoolExecutor(len(runners)) as pool:
+        start = time.perf_counter()
+        list(pool.map(loop, runners))
+        return len(runners) * runs / (time.perf_counter() - start)
+
+
+def timed(runners: dict[str, Runner], runs: int, block: int) -> dict[str, list[float]]:
+    """`runs` timed calls of each runner, in blocks of `block` that take turns (after warm-up)."""
+    for run in runners.values():
+        for _ in range(max(3, block // 4)):
+            run()
+    times: dict[str, list[float]] = {name: [] for name in runners}
+    while len(next(iter(times.values()))) < runs:
+        for name, run in runners.items():
+            run()  # untimed: the first call after switching pays for cold caches
+            for _ in range(block):
+                start = time.perf_counter()
+                run()
+                times[name].append(time.perf_counter() - start)
+    return times
+
+
+@dataclass(frozen=True)
+class Stats:
+    p50_ms: float
+    p99_ms: float
+    per_s: float  # 1 / mean: one client, one request at a time
+
+    @classmethod
+    def of(cls, seconds: list[float]) -> Stats:
+        ms = np.asarray(seconds) * 1e3
+        return cls(
+            float(np.percentile(ms, 50)), float(np.percentile(ms, 99)), 1e3 / float(ms.mean())
+        )
+
+
+def resnet_rates(
+    url: str, headers: dict[str, str], onnx: bytes, case: Case, threads: int
+) -> dict[str, float]:
+    """Throughput with 2 callers at once (raw: 2 threads on one session; server: 2 clients, each
+    its own connection), next to one at a time: a server overlaps one request's HTTP work with
+    another's compute."""
+    runs = max(5, case.runs // 2)
+    raw, _ = raw_runner(onnx, case, threads)
+    clients = [httpx2.Client(base_url=url, headers=headers, timeout=120) for _ in range(2)]
+    try:
+        served = [binary_runner(c, case)[0] for c in clients]
+        return {
+            "raw, 2 threads": parallel_rate([raw, raw], runs),
+            "server binary, 2 clients": parallel_rate(served, runs),
+        }
+    finally:
+        for c in clients:
+            c.close()
+
+
+# -- where the time goes (in this process, no HTTP) ----------------------------------------
+
+
+def layers(case: Case, runs: int) -> dict[str, float]:
+    """Median ms of each layer a request crosses, without HTTP: session.run, CompiledModel.run
+    (scope checks), and the V2 service (decode + run + encode), binary and JSON."""
+    compiled = compile(validate(case.program, case.params), SessionOptions(use_cuda=False))
+    model = LoadedModel("t", case.key, 1, compiled)
+    feeds = {case.feed: case.x}
+    binary_body, binary_headers = encode_infer_request(feeds)
+    json_body = json_request(case)
+    steps: dict[str, Runner] = {
+        "session.run": lambda: compiled.session.run(None, feeds),
+        "CompiledModel.run (scope checks)": lambda: compiled.run(feeds),
+        "V2 service, binary (decode, run, encode)": lambda: inference.infer(
+            model, binary_body, binary_headers
+        ),
+        "V2 service, JSON (decode, run, encode)": lambda: inference.infer(model, json_body, {}),
+    }
+    times = timed(steps, runs, max(1, runs // 5))
+    return {name: statistics.median(t) * 1e3 for name, t in times.items()}
+
+
+def served_anatomy(client: httpx2.Client, case: Case) -> dict[str, float]:
+    """p50 ms of three requests to the server that cross more and more of an inference."""
+    binary, _ = binary_runner(client, case)
+    steps: dict[str, Runner] = {
+        "GET /v2/health/live": lambda: client.get("/v2/health/live").raise_for_status(),
+        "GET /v2/models/{name}/ready": lambda: client.get(
+            f"/v2/models/{case.key}/ready"
+        ).raise_for_status(),
+        "POST /v2/models/{name}/infer (binary)": binary,
+    }
+    times = timed(steps, case.runs, max(5, case.runs // 10))
+    return {name: float(np.percentile(t, 50)) * 1e3 for name, t in times.items()}
+
+
+def lookups(data_dir: Path, key: str, name: str, runs: int) -> dict[str, float]:
+    """p50 ms of the two database lookups every inference makes (in this process, on the
+    server's data directory): the key check and the model lookup (cached session)."""
+    from server.db.engine import open_database
+    from server.services.models import ModelService
+    from server.services.tenants import TenantService
+    from server.storage.artifacts import Artifacts
+
+    sessions = open_database(data_dir / "graphgate.db")
+    tenants = TenantService(sessions)
+    models = ModelService(sessions, Artifacts(data_dir / "artifacts"))
+    principal = tenants.authenticate(key)
+    models.resolve(principal, name, None)  # compiles once; then it is cached
+    steps: dict[str, Runner] = {
+        "key check (TenantService.authenticate)": lambda: tenants.authenticate(key),
+        "model lookup (ModelService.resolve)": lambda: models.resolve(principal, name, None),
+    }
+    times = timed(steps, runs, max(5, runs // 10))
+    return {step: float(np.percentile(t, 50)) * 1e3 for step, t in times.items()}
+
+
+# -- report --------------------------------------------------------------------------------
+
+
+def _ms(value: float) -> str:
+    return f"{value:.3f} ms" if value < 10 else f"{value:.1f} ms"
+
+
+def report(
+    args: argparse.Namespace,
+    results: dict[str, dict[str, Stats]],
+    breakdown: dict[str, dict[str, float]],
+    labels: dict[str, str],
+    diffs: dict[str, float],
+    anatomy: dict[str, float],
+    rates: dict[str, float],
+) -> str:
+    small, resnet, transport = results["small"], results["resnet50"], results["transport"]
+    added = small["binary"].p50_ms - small["raw"].p50_ms
+    ratio = resnet["binary"].per_s / resnet["raw"].per_s
+    best_raw = max(resnet["raw"].per_s, rates["raw, 2 threads"])
+    best_served = max(resnet["binary"].per_s, rates["server binary, 2 clients"])
+    peak_ratio = best_served / best_raw
+    json_x = transport["json"].p50_ms / transport["binary"].p50_ms
+    json_x_resnet = resnet["json"].p50_ms / resnet["binary"].p50_ms
+    lines = [
+        "# Serving benchmark: `graphgate serve` against onnxruntime in-process",
+        "",
+        f"`python benchmarks/bench_serving.py --small-runs {args.small_runs} --large-runs "
+        f"{args.large_runs}` on {os.cpu_count()} CPUs ({platform.processor() or platform.machine()}), "
+        f"Python {platform.python_version()}, onnxruntime {ort.__version__} (CPU). Load average "
+        f"(1 min) {args.load_before:.1f} at the start, {os.getloadavg()[0]:.1f} at the end: other "
+        "work on the machine slows both sides, the ratios less than the absolute figures.",
+        "",
+        "A real `graphgate serve` process on loopback (uvicorn, access log on; per-tenant rate "
+        "limit off so the benchmark's own rate is not throttled, concurrency cap at its default), "
+        "one client on a persistent keep-alive `httpx2.Client`, batch 1, one request at a time. "
+        "Raw: the ONNX downloaded from the server's `/v1/models/{name}/versions/1/onnx`, run "
+        "here with onnxruntime (CPU, intra-op threads = CPUs, inter-op 1: the server's settings). "
+        "Request bodies are encoded once beforehand; decoding each answer is timed. Runs in "
+        "blocks that take turns; throughput = 1 / mean latency.",
+        "",
+        "| model | path | p50 | p99 | throughput | p50 vs raw |",
+        "|---|---|---|---|---|---|",
+    ]
+    for key, by_path in results.items():
+        for path, s in by_path.items():
+            delta = "" if path == "raw" else f"+{_ms(s.p50_ms - by_path['raw'].p50_ms)}"
+            lines.append(
+                f"| {labels[key]} | {path} | {_ms(s.p50_ms)} | {_ms(s.p99_ms)} | "
+                f"{s.per_s:,.1f}/s | {delta} |"
+            )
+    lines += [
+        "",
+        "ResNet50 with 2 callers at once (raw: 2 threads sharing the session; server: 2 "
+        "clients with a connection each): "
+        + ", ".join(f"{k} {v:.1f}/s" for k, v in rates.items())
+        + ".",
+        "",
+        "Server outputs against raw onnxruntime (max abs difference, binary and JSON): "
+        + ", ".join(f"{k} {v:.3g}" for k, v in diffs.items())
+        + ".",
+        "",
+        "## Goals",
+        "",
+        "| goal | figure | met |",
+        "|---|---|---|",
+        f"| added p50, small model, binary <= 1 ms | {added:.3f} ms | {_met(added <= 1)} |",
+        f"| ResNet50 throughput server (binary) / raw >= 0.9, peak over 1 and 2 callers | "
+        f"{peak_ratio:.3f} ({best_served:.1f}/s vs {best_raw:.1f}/s; one caller at a time: "
+        f"{ratio:.3f}) | {_met(peak_ratio >= 0.9)} |",
+        f"| JSON / binary p50 for a 1x3x224x224 input <= 10x | {json_x:.2f}x (transport model); "
+        f"{json_x_resnet:.2f}x (ResNet50) | {_met(json_x <= 10)} |",
+        "",
+        "## Where the time goes (this process, no HTTP)",
+        "",
+        "Median of each layer a request crosses, on the same models: onnxruntime's "
+        "`session.run`, `CompiledModel.run` (per-request scope: feed and output checks), and "
+        "`server.services.inference.infer` (V2 decode, run, encode), for binary and JSON bodies. "
+        "The rest of the served p50 is HTTP: uvicorn, FastAPI routing and dependencies (key "
+        "check, model lookup, limits, metrics), the threadpool hop and loopback TCP.",
+        "",
+        "| model | " + " | ".join(next(iter(breakdown.values()))) + " | served p50 binary / JSON |",
+        "|---|" + "---|" * (len(next(iter(breakdown.values()))) + 1),
+    ]
+    for key, steps in breakdown.items():
+        served = f"{_ms(results[key]['binary'].p50_ms)} / {_ms(results[key]['json'].p50_ms)}"
+        lines.append(
+            f"| {labels[key]} | " + " | ".join(_ms(v) for v in steps.values()) + f" | {served} |"
+        )
+    lines += [
+        "",
+        "## Anatomy of a small-model request",
+        "",
+        "p50 of requests that cross more and more of the path, through the same server and "
+        "client (blocks taking turns), and of the two database lookups every inference makes "
+        "(timed in this process on the server's data directory after it stopped; SQLite via "
+        "SQLAlchemy ORM):",
+        "",
+        "| step | p50 |",
+        "|---|---|",
+        *(f"| {step} | {_ms(ms)} |" for step, ms in anatomy.items()),
+        "",
+        *findings(anatomy, breakdown["small"]["V2 service, binary (decode, run, encode)"]),
+    ]
+    return "\n".join(lines) + "\n"
+
+
+def findings(anatomy: dict[str, float], service_ms: float) -> list[str]:
+    """What the anatomy says about the small model's added p50 (the measured figures only)."""
+    live, ready, infer, auth, resolve = anatomy.values()
+    return [
+        "Where the small model's added p50 goes:",
+        "",
+        f"- HTTP floor: {_ms(live)} for a route with no dependency (uvicorn with h11 and "
+        "asyncio, FastAPI, the app's middlewares, loopback TCP and the httpx2 client).",
+        f"- Key check and model lookup: +{_ms(ready - live)} (ready over live). Of this, "
+        f"{_ms(auth + resolve)} is the two SQLite lookups every request makes "
+        f"(key {_ms(auth)}, model {_ms(resolve)}: the model row and all its versions); the rest "
+        "is FastAPI running each synchronous dependency (settings, services, principal, model) "
+        "in the threadpool, one thread hop each.",
+        f"- The inference itself: +{_ms(infer - ready)} (infer over ready: reading the body, "
+        "the concurrency slot, metrics, and the V2 service, which takes "
+        f"{_ms(service_ms)} of it in-process: decode, run, encode).",
+    ]
+
+
+def _met(ok: bool) -> str:
+    return "met" if ok else "NOT met"
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--small-runs", type=int, default=2000, help="timed runs, small model")
+    parser.add_argument("--large-runs", type=int, default=60, help="timed runs, 224x224 models")
+    parser.add_argument("--threads", type=int, default=0, help="raw intra-op threads (0: CPUs)")
+    parser.add_argument("--models", default="small,resnet50,transport", help="which to run")
+    args = parser.parse_args()
+    args.load_before = os.getloadavg()[0]
+    chosen = args.models.split(",")
+    all_cases = [c for c in cases(args.small_runs, args.large_runs) if c.key in chosen]
+    labels = {c.key: c.label for c in all_cases}
+    results: dict[str, dict[str, Stats]] = {}
+    diffs: dict[str, float] = {}
+    rates: dict[str, float] = {}
+    with tempfile.TemporaryDirectory() as tmp, serve(Path(tmp) / "data") as url:
+        key = tenant_key(url)
+        headers = {"Authorization": f"Bearer {key}"}
+        with httpx2.Client(base_url=url, headers=headers, timeout=120) as client:
+            for case in all_cases:
+                print(f"{case.key}: uploading, then {case.runs} runs per path", flush=True)
+                onnx = upload_and_download(client, case)
+                raw, want = raw_runner(onnx, case, args.threads)
+                binary, got_binary = binary_runner(client, case)
+                as_json, got_json = json_runner(client, case)
+                diffs[case.key] = max(
+                    float(np.abs(got_binary - want).max()), float(np.abs(got_json - want).max())
+                )
+                block = max(5, case.runs // 10)
+                times = timed({"raw": raw, "binary": binary, "JSON": as_json}, case.runs, block)
+                results[case.key] = {
+                    "raw": Stats.of(times["raw"]),
+                    "binary": Stats.of(times["binary"]),
+                    "json": Stats.of(times["JSON"]),
+                }
+                print(f"  {results[case.key]}", flush=True)
+                if case.key == "resnet50":
+                    rates = resnet_rates(url, headers, onnx, case, args.threads)
+                    print(f"  {rates}", flush=True)
+            if "small" in chosen:
+                anatomy = served_anatomy(client, all_cases[0])
+        if "small" in chosen:
+            anatomy |= lookups(Path(tmp) / "data", key, "small", args.small_runs // 2)
+            print(f"  {anatomy}", flush=True)
+    if set(results) != {"small", "resnet50", "transport"}:
+        return  # a partial run (--models): the figures above, no report
+    breakdown = {c.key: layers(c, c.runs // 2) for c in all_cases}
+    text = report(args, results, breakdown, labels, diffs, anatomy, rates)
+    RESULTS.write_text(text)
+    print(text)
+
+
+if __name__ == "__main__":
+    main()

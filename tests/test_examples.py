@@ -1,0 +1,235 @@
+"""examples/: the committed files are sound, and the README walkthrough works against a real server.
+
+The walkthrough runs for real: a `graphgate serve` process on loopback, the tenant created and
+the models uploaded and run with the commands written in examples/README.md (parsed from it),
+its curl requests sent by httpx with the same bytes, and its tritonclient snippet executed. Every
+answer must equal Paddle's own output (expected_probs.npy) within float32 tolerance.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import shlex
+import subprocess
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import httpx2
+import numpy as np
+import pytest
+from typer.testing import CliRunner
+
+from executor import SessionOptions, compile
+from graph_proto import framework_pb2 as pb
+from server.cli import app as cli
+from tests.server.conftest import ADMIN_TOKEN, auth
+from tests.server.test_serve_process import Server
+from validator import validate
+
+ROOT = Path(__file__).resolve().parents[1]
+EXAMPLES = ROOT / "examples"
+README = (EXAMPLES / "README.md").read_text()
+RTOL, ATOL = 1e-4, 1e-5
+# model folder -> (feed, dtype, dims, output dims) as the README's table states them
+SIGNATURES = {
+    "image_classifier": ("image", "float32", [-1, 3, 32, 32], [-1, 10]),
+    "text_classifier": ("ids", "int64", [-1, -1], [-1, 2]),
+}
+SERVED_NAMES = {"image_classifier": "image-classifier", "text_classifier": "text-classifier"}
+
+
+def files(folder: str) -> tuple[bytes, bytes]:
+    return (
+        (EXAMPLES / folder / "model.pdmodel").read_bytes(),
+        (EXAMPLES / folder / "model.pdiparams").read_bytes(),
+    )
+
+
+def sample(folder: str) -> np.ndarray:
+    return np.load(EXAMPLES / folder / f"{SIGNATURES[folder][0]}.npy")
+
+
+def expected(folder: str) -> np.ndarray:
+    return np.load(EXAMPLES / folder / "expected_probs.npy")
+
+
+def assert_paddle_output(got: np.ndarray, folder: str) -> None:
+    want = expected(folder)
+    assert got.dtype == np.float32 and got.shape == want.shape
+    np.testing.assert_allclose(got, want, rtol=RTOL, atol=ATOL)
+
+
+# -- the committed files -------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("folder", list(SIGNATURES))
+def test_committed_model_validates_and_matches_paddle_locally(folder: str) -> None:
+    feed, dtype, dims, out_dims = SIGNATURES[folder]
+    for path in (EXAMPLES / folder).iterdir():
+        assert path.stat().st_size < 1024 * 1024, path
+    validated = validate(*files(folder))
+    report = validated.report.to_json()
+    assert report["inputs"] == [{"name": feed, "dtype": dtype, "dims": dims}]
+    assert report["outputs"] == [{"name": "probs", "dtype": "float32", "dims": out_dims}]
+    x = sample(folder)
+    assert x.dtype == np.dtype(dtype) and x.shape[0] == 2
+    got = compile(validated, SessionOptions(use_cuda=False)).run({feed: x})
+    assert_paddle_output(got["probs"], folder)
+
+
+def test_json_request_carries_the_sample_ids() -> None:
+    doc = json.loads((EXAMPLES / "text_classifier" / "request.json").read_text())
+    ids = sample("text_classifier")
+    (entry,) = doc["inputs"]
+    assert (entry["name"], entry["datatype"], entry["shape"]) == ("ids", "INT64", list(ids.shape))
+    assert entry["data"] == ids.ravel().tolist()
+
+
+def test_committed_programs_carry_no_source_paths() -> None:
+    for folder in SIGNATURES:
+        program = pb.ProgramDesc.FromString((EXAMPLES / folder / "model.pdmodel").read_bytes())
+        names = {attr.name for block in program.blocks for op in block.ops for attr in op.attrs}
+        assert "op_callstack" not in names, folder
+
+
+@pytest.mark.paddle
+def test_make_examples_writes_the_committed_files(tmp_path: Path) -> None:
+    """A rerun of the script (seeded) gives the same programs, weights, inputs and outputs."""
+    subprocess.run(
+        [sys.executable, str(EXAMPLES / "make_examples.py"), "--out", str(tmp_path)],
+        check=True, capture_output=True, timeout=600,
+    )  # fmt: skip
+    for folder in SIGNATURES:
+        made = sorted(p.name for p in (tmp_path / folder).iterdir())
+        assert made == sorted(p.name for p in (EXAMPLES / folder).iterdir())
+        for name in made:
+            ours, theirs = EXAMPLES / folder / name, tmp_path / folder / name
+            assert ours.read_bytes() == theirs.read_bytes(), f"{folder}/{name}"
+
+
+# -- the README walkthrough ----------------------------------------------------------------
+
+
+def readme_commands(prefix: str) -> list[list[str]]:
+    """Every command in the README's sh blocks that starts with `prefix`, split like a shell."""
+    commands = []
+    for block in re.findall(r"```sh\n(.*?)```", README, re.DOTALL):
+        for line in block.replace("\\\n", " ").splitlines():
+            words = shlex.split(line, comments=True)
+            if words[: len(prefix.split())] == prefix.split():
+                commands.append(words)
+    return commands
+
+
+@pytest.fixture(scope="module")
+def walkthrough(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Server, str]]:
+    """Steps 1-3: serve, create the tenant and upload both models as the README does."""
+    server = Server(tmp_path_factory.mktemp("examples") / "data")
+    server.start()
+    try:
+        env = {"GRAPHGATE_URL": server.url, "GRAPHGATE_ADMIN_TOKEN": ADMIN_TOKEN}
+        (create,) = readme_commands("graphgate tenants create")
+        created = CliRunner().invoke(cli, create[1:], env=env)
+        assert created.exit_code == 0, created.output
+        key = created.output.split()[-1]
+        yield server, key
+    finally:
+        server.stop()
+
+
+def run_cli(walkthrough: tuple[Server, str], words: list[str]) -> Any:
+    server, key = walkthrough
+    env = {"GRAPHGATE_URL": server.url, "GRAPHGATE_API_KEY": key}
+    assert words[0] == "graphgate"
+    return CliRunner().invoke(cli, words[1:], env=env)
+
+
+@pytest.fixture(scope="module")
+def uploaded(walkthrough: tuple[Server, str]) -> tuple[Server, str]:
+    """The text model uploaded as the README's curl does, the image model with its CLI line."""
+    server, key = walkthrough
+    assert "-F name=text-classifier" in README
+    program, params = files("text_classifier")
+    response = httpx2.post(
+        f"{server.url}/v1/models",
+        data={"name": "text-classifier"},
+        files={"program": ("model.pdmodel", program), "params": ("model.pdiparams", params)},
+        headers=auth(key),
+        timeout=120,
+    )
+    assert response.status_code == 201, response.text
+    assert response.json()["version"] == 1
+    (upload,) = readme_commands("graphgate upload")
+    with pytest.MonkeyPatch.context() as patch:
+        patch.chdir(ROOT)  # the README's paths are relative to the repository root
+        result = run_cli(walkthrough, upload)
+    assert result.exit_code == 0, result.output
+    assert "uploaded 'image-classifier' version 1 (ready)" in result.stdout
+    return walkthrough
+
+
+def test_models_lists_both(uploaded: tuple[Server, str]) -> None:
+    result = run_cli(uploaded, ["graphgate", "models", "--json"])
+    assert result.exit_code == 0, result.output
+    names = {m["name"]: m["versions"] for m in json.loads(result.stdout)["models"]}
+    assert names == {"image-classifier": [1], "text-classifier": [1]}
+
+
+def test_curl_json_request(uploaded: tuple[Server, str]) -> None:
+    server, key = uploaded
+    assert "-d @examples/text_classifier/request.json" in README
+    assert "$GRAPHGATE_URL/v2/models/text-classifier/infer" in README
+    response = httpx2.post(
+        f"{server.url}/v2/models/text-classifier/infer",
+        content=(EXAMPLES / "text_classifier" / "request.json").read_bytes(),
+        headers={**auth(key), "Content-Type": "application/json"},
+    )
+    assert response.status_code == 200, response.text
+    doc = response.json()
+    assert (doc["model_name"], doc["model_version"], doc["id"]) == (
+        "text-classifier",
+        "1",
+        "example-1",
+    )
+    (out,) = doc["outputs"]
+    assert (out["name"], out["datatype"]) == ("probs", "FP32")
+    assert_paddle_output(
+        np.asarray(out["data"], np.float32).reshape(out["shape"]), "text_classifier"
+    )
+
+
+def test_cli_infer_commands(uploaded: tuple[Server, str], tmp_path: Path) -> None:
+    commands = readme_commands("graphgate infer")
+    assert len(commands) == 2
+    with pytest.MonkeyPatch.context() as patch:
+        patch.chdir(ROOT)
+        for words in commands:
+            folder = next(f for f, served in SERVED_NAMES.items() if words[2] == served)
+            if "-o" in words:  # written to a temporary folder, not the checkout
+                words[words.index("-o") + 1] = str(tmp_path / "probs.npz")
+            result = run_cli(uploaded, words)
+            assert result.exit_code == 0, result.output
+            if "-o" not in words:
+                result = run_cli(uploaded, [*words, "-o", str(tmp_path / "probs.npz")])
+                assert result.exit_code == 0, result.output
+            with np.load(tmp_path / "probs.npz") as got:
+                assert_paddle_output(got["probs"], folder)
+
+
+def test_tritonclient_snippet(
+    uploaded: tuple[Server, str],
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    server, key = uploaded
+    (snippet,) = re.findall(r"```python\n(.*?)```", README, re.DOTALL)
+    assert 'url="127.0.0.1:8000"' in snippet
+    monkeypatch.chdir(ROOT)
+    monkeypatch.setenv("GRAPHGATE_API_KEY", key)
+    namespace: dict[str, Any] = {}
+    exec(snippet.replace("127.0.0.1:8000", f"127.0.0.1:{server.port}"), namespace)
+    assert_paddle_output(namespace["probs"], "image_classifier")
+    assert capsys.readouterr().out.strip().endswith("True")
