@@ -43,7 +43,8 @@ class Lowered:
     model: onnx.ModelProto
     values: Mapping[str, Value]
     index_checks: Mapping[str, IndexCheck] = field(default_factory=dict)  # by guard node name
-    hidden_outputs: tuple[str, ...] = ()  # graph outputs after the fetches (_HIDDEN values)
+    # Graph outputs after the fetches: _HIDDEN loop flags, then select_input Masks.
+    hidden_outputs: tuple[str, ...] = ()
 
 
 def lower(program: ValidatedProgram) -> Lowered:
@@ -61,12 +62,16 @@ def lower(program: ValidatedProgram) -> Lowered:
     # loop vars, so a name's type before the loop differs from the one program.types keeps.
     types: dict[str, TensorType] = {name: value.type for name, value in env.items()}
     limits = (program.policy.max_loop_trips, program.policy.max_tensor_bytes)
-    flags = control.merge_flags(b, _lower_ops(b, program.ops, env, types, limits))
+    masks: list[tuple[int, Value]] = []
+    flags = control.merge_flags(b, _lower_ops(b, program.ops, env, types, limits, masks))
     outputs = _outputs(b, program, env)
     hidden = tuple(_HIDDEN[kind] for kind in flags)
     for kind, flag in flags.items():
         b.nodes.append(helper.make_node("Identity", [flag], [_HIDDEN[kind]], name=_HIDDEN[kind]))
         outputs.append(helper.make_tensor_value_info(_HIDDEN[kind], TensorProto.BOOL, []))
+    mask_outputs = control.branch_mask_outputs(b, masks)
+    outputs.extend(mask_outputs)
+    hidden += tuple(info.name for info in mask_outputs)
     graph = helper.make_graph(
         b.nodes,
         "graphgate",
@@ -87,7 +92,11 @@ def check_loop_bound(
     program: ValidatedProgram, names: Sequence[str], values: Sequence[Any]
 ) -> None:
     """Raises the typed error of the first hidden loop flag the run set."""
-    raised = {name for name, value in zip(names, values, strict=True) if bool(np.asarray(value))}
+    raised = {
+        name
+        for name, value in zip(names, values, strict=True)
+        if name in _HIDDEN.values() and bool(np.asarray(value))
+    }
     if LOOP_BOUND_EXCEEDED in raised:
         raise LoopTripLimitExceeded(
             f"a while loop ran past the policy's trip bound: expected at most "
@@ -106,9 +115,11 @@ def _lower_ops(
     env: dict[str, Value],
     types: MutableMapping[str, TensorType],
     limits: tuple[int | None, int],
+    masks: list[tuple[int, Value]] | None = None,
 ) -> control.Flags:
     """Lowers ops in order (a block's, or block 0's) into the builder's current node list;
-    returns the loop flags raised on the way."""
+    returns the loop flags raised on the way. `masks` (block 0): collects the select_input
+    Masks the session needs to check outputs against the branch that ran."""
 
     def lower_block(
         b: OnnxBuilder,
@@ -130,6 +141,8 @@ def _lower_ops(
                 flags.setdefault(kind, []).extend(raised_flags)
         elif op.op_type not in BOUNDARY_OPS:
             inferred = infer_op(op, types)
+            if masks is not None and (mask := control.wanted_mask(op, env, types)):
+                masks.append(mask)
             produced = _lower_op(b, op, env, inferred)
         else:
             continue

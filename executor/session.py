@@ -23,6 +23,7 @@ from executor.errors import (
     run_failed,
 )
 from executor.lower import LoweringError
+from executor.lower.control import branches_taken
 from executor.scope import DEFAULT_MAX_REQUEST_BYTES, Scope, check_outputs
 from validator import ValidatedProgram
 from validator.infer import tensor_bytes
@@ -83,15 +84,20 @@ class CompiledModel:
         """Checks the feeds, runs, checks the fetches; returns them by Paddle var name."""
         scope = Scope(self.program.inputs, self.max_request_bytes)
         checked = scope.feed_all(feeds)
-        expected = self._expected_types(scope.shapes(), self._size_values(checked))
+        sizes = self._size_values(checked)
+        expected = self._expected_types(scope.shapes(), sizes)
         try:
             values = self.session.run(list(self.output_names), checked, _quiet_run())
         except _RUN_ERRORS as e:
             shapes = {name: t.shape for name, t in expected.items()}
             raise run_failed(str(e), self.index_checks, checked, shapes) from None
         fetched = len(self.program.outputs)
-        # Hidden outputs (loop flags) follow the fetches.
-        check_loop_bound(self.program, self.output_names[fetched:], values[fetched:])
+        # Hidden outputs (loop flags, select_input Masks) follow the fetches.
+        hidden, hidden_values = self.output_names[fetched:], values[fetched:]
+        check_loop_bound(self.program, hidden, hidden_values)
+        if taken := branches_taken(hidden, hidden_values):
+            # Dims that depend on the branch that ran: now known exactly, checked exactly.
+            expected = self._expected_types(scope.shapes(), sizes, taken)
         outputs = {
             spec.name: np.asarray(v)
             for spec, v in zip(self.program.outputs, values[:fetched], strict=True)
@@ -110,11 +116,15 @@ class CompiledModel:
         }
 
     def _expected_types(
-        self, shapes: Mapping[str, tuple[int, ...]], values: Mapping[str, tuple[Scalar, ...]]
+        self,
+        shapes: Mapping[str, tuple[int, ...]],
+        values: Mapping[str, tuple[Scalar, ...]],
+        taken: Mapping[int, int] | None = None,
     ) -> dict[str, TensorType]:
         key = (
             tuple(shapes[spec.name] for spec in self.program.inputs),
             tuple(sorted(values.items())),
+            tuple(sorted((taken or {}).items())),
         )
         with self._lock:
             cached = self._shapes.get(key)
@@ -122,7 +132,7 @@ class CompiledModel:
                 self._shapes.move_to_end(key)
                 return cached
         try:
-            types = reinfer(self.program, shapes, values)
+            types = reinfer(self.program, shapes, values, taken)
         except RuntimeShapeError as e:
             raise IncompatibleInputs(f"the inputs do not fit the program: {e}") from None
         self._check_data_dependent(types)

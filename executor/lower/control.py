@@ -5,6 +5,12 @@ outer-scope capture) and returns what the op's Out slot lists. Every Loop runs a
 policy's bound + 1 iterations and reports whether it needed that extra one (and whether a loop
 var grew past the byte cap): those flags leave the model as hidden outputs, and the session
 raises a typed error when one is set, so a loop cut off never returns a truncated result.
+
+A block-0 select_input whose branch values differ in type hands its Mask out the same way
+(BRANCH_MASK_PREFIX + op index): the session re-infers with the branch that ran and checks the
+fetches against exactly its dims. NOTE: a select_input inside a sub-block (a cond in a loop body
+or in another branch) has no single value to hand out; its dims that differ stay checked only
+where the branches agree.
 """
 
 from __future__ import annotations
@@ -23,11 +29,14 @@ from validator.bind import BoundOp
 from validator.infer import scope_over
 from validator.ops._def import TensorType
 from validator.ops.control import BLOCK_OPS, CONDITIONAL_BLOCK_OP, IncrementAttrs
+from validator.runtime import branches_differ
 
 # What a loop reports when it had to stop: needing more iterations than the bound ("trips"),
 # or a loop var growing past the tensor byte cap ("bytes"). Each kind is one boolean per graph.
 FLAG_KINDS: Final = ("trips", "bytes")
 Flags = dict[str, list[str]]  # kind -> boolean values raised
+# Hidden output holding the Mask of the block-0 select_input with this op index.
+BRANCH_MASK_PREFIX: Final = "graphgate:branch_mask:"
 
 # Lowers a block's ops into the builder's current node list; returns the flags raised.
 LowerOps = Callable[
@@ -35,7 +44,18 @@ LowerOps = Callable[
     Flags,
 ]
 
-__all__ = ["BLOCK_OPS", "EMITTERS", "FLAG_KINDS", "Flags", "lower_block_op", "merge_flags"]
+__all__ = [
+    "BLOCK_OPS",
+    "BRANCH_MASK_PREFIX",
+    "EMITTERS",
+    "FLAG_KINDS",
+    "Flags",
+    "branch_mask_outputs",
+    "branches_taken",
+    "lower_block_op",
+    "merge_flags",
+    "wanted_mask",
+]
 
 
 @contextmanager
@@ -230,6 +250,37 @@ def _select_input(b: OnnxBuilder, xs: tuple[Value, ...], mask: Value, _a: object
             out = b.op("Identity", value.name)
         picked.append(helper.make_graph(nodes, b.fresh("select"), [], [_info(out, t)]))
     return b.op("If", b.cast(mask.name, DType.BOOL), then_branch=picked[0], else_branch=picked[1])
+
+
+def wanted_mask(
+    op: BoundOp, env: Mapping[str, Value], types: Mapping[str, TensorType]
+) -> tuple[int, Value] | None:
+    """(op index, Mask value) of a block-0 select_input whose branch values differ in type, to
+    hand out; call before the op's Out enters env (the Mask may be rewritten later)."""
+    if op.block != 0 or not branches_differ(op, types):
+        return None
+    return op.index, env[op.inputs["Mask"][0]]
+
+
+def branch_mask_outputs(
+    b: OnnxBuilder, masks: Sequence[tuple[int, Value]]
+) -> list[onnx.ValueInfoProto]:
+    """One hidden graph output per wanted Mask, named after its select_input's op index."""
+    infos = []
+    for index, mask in masks:
+        name = f"{BRANCH_MASK_PREFIX}{index}"
+        b.nodes.append(helper.make_node("Identity", [mask.name], [name], name=name))
+        infos.append(_info(name, mask.type))
+    return infos
+
+
+def branches_taken(names: Sequence[str], values: Sequence[object]) -> dict[int, int]:
+    """Op index -> the Mask value a run gave it, from the hidden outputs (others ignored)."""
+    return {
+        int(name[len(BRANCH_MASK_PREFIX) :]): int(np.asarray(value).reshape(-1)[0])
+        for name, value in zip(names, values, strict=True)
+        if name.startswith(BRANCH_MASK_PREFIX)
+    }
 
 
 def _increment(b: OnnxBuilder, x: Value, a: IncrementAttrs) -> str:
