@@ -10,7 +10,7 @@ import numpy as np
 import onnx
 from onnx import TensorProto, helper, numpy_helper
 
-from executor.errors import IndexCheck, LoopTripLimitExceeded, TensorTooLarge
+from executor.errors import HostIndexCheck, IndexCheck, LoopTripLimitExceeded, TensorTooLarge
 from executor.lower import (
     BOUNDARY_OPS,
     EMITTERS,
@@ -45,10 +45,12 @@ class Lowered:
     index_checks: Mapping[str, IndexCheck] = field(default_factory=dict)  # by guard node name
     # Graph outputs after the fetches: _HIDDEN loop flags, then select_input Masks.
     hidden_outputs: tuple[str, ...] = ()
+    host_checks: tuple[HostIndexCheck, ...] = ()  # made on the feeds before running
 
 
 def lower(program: ValidatedProgram) -> Lowered:
     b = OnnxBuilder()
+    b.feeds = frozenset(spec.name for spec in program.inputs)
     env: dict[str, Value] = {}
     for spec in program.inputs:
         env[spec.name] = Value(spec.name, TensorType(spec.dtype, spec.dims))
@@ -85,7 +87,7 @@ def lower(program: ValidatedProgram) -> Lowered:
         ir_version=IR_VERSION,
         producer_name="graphgate",
     )
-    return Lowered(model, env, b.index_checks, hidden)
+    return Lowered(model, env, b.index_checks, hidden, tuple(b.host_checks))
 
 
 def check_loop_bound(
@@ -172,6 +174,7 @@ def _lower_op(
         for o in used
         if o.slot in op.outputs
     ]
+    b.in_block = op.block != 0
     with b.naming(
         f"{op.block}_{op.index}_{op.op_type}" if op.block else f"{op.index}_{op.op_type}"
     ):

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import logging
 import re
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
 from typing import Final
 
@@ -106,6 +106,36 @@ class IndexCheck:
     size_means: str = "the size of the indexed dim"
 
 
+@dataclass(frozen=True, slots=True)
+class HostIndexCheck:
+    """An IndexCheck the session makes on a feed before running, in place of a guard in the
+    graph: `check.indices` is a feed, `check.size` a dim known at compile time or (feed, axis)."""
+
+    op: str  # "op 1 (lookup_table_v2)", as a guard's failure names it
+    check: IndexCheck
+
+
+def check_fed_indices(
+    checks: Sequence[HostIndexCheck],
+    feeds: Mapping[str, np.ndarray],
+    shapes: Mapping[str, tuple[int, ...]],
+) -> None:
+    """Raises IndexOutOfRange for the first check a feed fails (its first value outside, in the
+    feed's order); an empty feed has none outside."""
+    for host in checks:
+        check = host.check
+        assert check.indices is not None  # OnnxBuilder records only checks of a feed
+        values = feeds[check.indices]
+        size = _concrete_size(check.size, shapes)
+        assert size is not None  # a dim known at compile time, or a feed's: known by now
+        if values.size == 0:
+            continue
+        low, high = (-size if check.wraps else 0), (size if check.inclusive else size - 1)
+        if int(values.min()) < low or int(values.max()) > high:
+            # from None: raised as a guard's failure is, with no context to show
+            raise IndexOutOfRange(f"{host.op}: {_index_message(check, feeds, shapes)}") from None
+
+
 def named_checks(
     checks: Mapping[str, IndexCheck], paddle_names: Mapping[str, str]
 ) -> dict[str, IndexCheck]:
@@ -124,8 +154,9 @@ def named_checks(
 
 
 # onnxruntime's text names the failing node (every provider's text does): that name alone tells
-# an index guard from another failure; nothing else of onnxruntime's text is read.
-_NODE: Final = re.compile(r"Name:'(\d+)_([a-z0-9_]+)/([^']*)'")
+# an index guard from another failure; nothing else of onnxruntime's text is read. A node of a
+# sub-block ("1_0_lookup_table_v2/...": block 1, op 0) is named after the If or Loop holding it.
+_NODE: Final = re.compile(r"Name:'(?:(\d+)_)?(\d+)_([a-z][a-z0-9_]*)/([^']*)'")
 
 
 def run_failed(
@@ -137,14 +168,21 @@ def run_failed(
     """The typed error for an onnxruntime failure; its raw text goes to a debug log line only.
     `feeds` and `shapes` (the request's, by Paddle variable) fill in an index guard's numbers."""
     log.debug("onnxruntime failed to run a request: %s", ort_message)
-    node = _NODE.search(ort_message)
-    if node is None:
+    nodes = list(_NODE.finditer(ort_message))
+    if not nodes:
         return RunFailed("the model could not run on these inputs")
-    op = f"op {node.group(1)} ({node.group(2)})"
-    check = index_checks.get(f"{node.group(1)}_{node.group(2)}/{node.group(3)}")
-    if check is None:
-        return RunFailed(f"{op} could not run on these inputs")
-    return IndexOutOfRange(f"{op}: {_index_message(check, feeds or {}, shapes or {})}")
+    for node in reversed(nodes):  # the innermost node first
+        block, index, op_type, _ = node.groups()
+        check = index_checks.get(node.group(0)[len("Name:'") : -1])
+        if check is not None:
+            op = _op_label(block, index, op_type)
+            return IndexOutOfRange(f"{op}: {_index_message(check, feeds or {}, shapes or {})}")
+    block, index, op_type, _ = nodes[-1].groups()
+    return RunFailed(f"{_op_label(block, index, op_type)} could not run on these inputs")
+
+
+def _op_label(block: str | None, index: str, op_type: str) -> str:
+    return f"op {index} ({op_type})" if block is None else f"block {block}, op {index} ({op_type})"
 
 
 def _index_message(

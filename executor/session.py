@@ -15,10 +15,12 @@ import onnxruntime as ort
 from executor import gate
 from executor.convert import check_loop_bound, lower
 from executor.errors import (
+    HostIndexCheck,
     IncompatibleInputs,
     IndexCheck,
     SizeUnbounded,
     TensorTooLarge,
+    check_fed_indices,
     named_checks,
     run_failed,
 )
@@ -75,6 +77,7 @@ class CompiledModel:
     output_names: tuple[str, ...]  # ONNX graph outputs, in fetch col order
     max_request_bytes: int
     index_checks: Mapping[str, IndexCheck] = field(default_factory=dict)  # by guard node name
+    host_checks: tuple[HostIndexCheck, ...] = ()  # index ranges of feeds, checked before running
     _shapes: OrderedDict[tuple[object, ...], dict[str, TensorType]] = field(
         default_factory=OrderedDict
     )
@@ -85,7 +88,10 @@ class CompiledModel:
         scope = Scope(self.program.inputs, self.max_request_bytes)
         checked = scope.feed_all(feeds)
         sizes = self._size_values(checked)
-        expected = self._expected_types(scope.shapes(), sizes)
+        fed_shapes = scope.shapes()
+        expected = self._expected_types(fed_shapes, sizes)
+        # Fed indices are checked here rather than by a guard in the graph (OnnxBuilder)
+        check_fed_indices(self.host_checks, checked, fed_shapes)
         try:
             values = self.session.run(list(self.output_names), checked, _quiet_run())
         except _RUN_ERRORS as e:
@@ -97,7 +103,7 @@ class CompiledModel:
         check_loop_bound(self.program, hidden, hidden_values)
         if taken := branches_taken(hidden, hidden_values):
             # Dims that depend on the branch that ran: now known exactly, checked exactly.
-            expected = self._expected_types(scope.shapes(), sizes, taken)
+            expected = self._expected_types(fed_shapes, sizes, taken)
         outputs = {
             spec.name: np.asarray(v)
             for spec, v in zip(self.program.outputs, values[:fetched], strict=True)
@@ -217,4 +223,5 @@ def compile(program: ValidatedProgram, options: SessionOptions = SessionOptions(
         output_names,
         options.max_request_bytes,
         named_checks(lowered.index_checks, {v.name: p for p, v in lowered.values.items()}),
+        lowered.host_checks,
     )

@@ -11,7 +11,7 @@ import numpy as np
 import onnx
 from onnx import TensorProto, helper, numpy_helper
 
-from executor.errors import IndexCheck
+from executor.errors import HostIndexCheck, IndexCheck
 from graph_proto.types import DType
 from validator.diagnostics import Code
 from validator.ops._def import GraphError, TensorType
@@ -73,6 +73,12 @@ class OnnxBuilder:
         self._consts: dict[tuple[str, bytes, tuple[int, ...]], str] = {}
         # Range guards' failing Reshape nodes, by node name (to explain the failure)
         self.index_checks: dict[str, IndexCheck] = {}
+        # Checks the session makes on the feeds before running, in place of a guard in the graph
+        self.host_checks: list[HostIndexCheck] = []
+        # Set by the converter: the graph inputs (named after their feeds), and whether the op
+        # being lowered sits in a sub-block (an If branch or Loop body: it may never run)
+        self.feeds: frozenset[str] = frozenset()
+        self.in_block = False
 
     @contextmanager
     def naming(self, prefix: str) -> Iterator[None]:
@@ -134,7 +140,12 @@ class OnnxBuilder:
         #10234), it reads out of bounds. Reshape checks the element count on the host for every
         provider (CUDA takes its shape input in host memory): the shape asked for is the indices'
         own times `inside` (1 or 0), all zeros when a value is outside, which mismatches unless
-        there are no values (and then none is outside)."""
+        there are no values (and then none is outside).
+
+        Indices that are a feed as is are checked on the host instead (see _checked_on_host):
+        the graph reads them unguarded."""
+        if self._checked_on_host(check):
+            return indices
         lowest = self.op("ReduceMin", indices, keepdims=0)
         highest = self.op("ReduceMax", indices, keepdims=0)
         inside = self.op(
@@ -145,6 +156,21 @@ class OnnxBuilder:
         guarded = self.op("Reshape", flat, shape, allowzero=1)
         self.index_checks[self.nodes[-1].name] = check
         return guarded if rank > 0 else self.op("Reshape", guarded, self.ints([]))
+
+    def _checked_on_host(self, check: IndexCheck) -> bool:
+        """Records a HostIndexCheck when the session can make `check` on the feeds before
+        running: the indices are a graph input no op rewrote (every caller guards them or a
+        value-preserving copy: a flattening Reshape, a widening Cast), the op runs on every
+        request (main graph), and the size is known now or is a dim of a feed. The guard in
+        the graph would cost a reduction and, on CUDA, a device-to-host copy of its shape."""
+        size = check.size
+        if self.in_block or check.indices is None or check.indices not in self.feeds:
+            return False
+        if size is None or (isinstance(size, tuple) and size[0] not in self.feeds):
+            return False
+        index, op_type = self._prefix.rstrip("/").split("_", 1)
+        self.host_checks.append(HostIndexCheck(f"op {index} ({op_type})", check))
+        return True
 
     def out(self, index: int = 0) -> TensorType:
         """The inferred type of the op's used output number `index` (not variadic)."""

@@ -2,9 +2,10 @@
 
 Negative indices wrap in gather and index_select (Paddle 3 and ONNX Gather agree); an index past
 the end fails in both. lookup_table_v2 and one_hot_v2 refuse negative ids in Paddle, where ONNX
-Gather would wrap them. Every index goes through a range guard (OnnxBuilder.guard_range) before
-it is used: a request with one outside fails with IndexOutOfRange on every execution provider,
-never leaving the check to Gather (onnxruntime's CUDA Gather does not check).
+Gather would wrap them. Every index is range-checked before it is used (OnnxBuilder.guard_range):
+by the session on the host when the indices are a feed as is, else by a guard in the graph. A
+request with one outside fails with IndexOutOfRange on every execution provider, never leaving the
+check to Gather (onnxruntime's CUDA Gather does not check).
 """
 
 from __future__ import annotations

@@ -54,6 +54,10 @@ def _reshape2_emit(
         return _reshape(b, x, b.ints(out.shape))
     known = [v for v in values if v is not None]
     if copying and len(known) == len(values) and _copy_end(known) <= x.rank:
+        if -1 not in known and not _emptiness_reaches_a_copy(x, known[: _copy_end(known)]):
+            # ONNX's own copy (allowzero=0) is Paddle's: an empty X has its 0 in a copied dim
+            # (or cannot be empty), and no -1 is left to infer from an empty X.
+            return b.op("Reshape", x.name, b.ints(known), allowzero=0)
         return _reshape(b, x, _copied_target(b, x, known))
     spec, _ = int_vector(b, a.shape, *sources)
     if not copying:

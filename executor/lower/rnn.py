@@ -79,7 +79,8 @@ def _lengths(b: OnnxBuilder, x: Value, lengths: Value) -> tuple[str, str]:
 
     Lengths outside [0, T] fail the request (IndexOutOfRange): Paddle's output is undefined
     for them (its mask fill writes outside the row). The validator rejects them when it knows
-    the values; the range guard refuses them at run time."""
+    the values; the range check (on the host for fed lengths, OnnxBuilder.guard_range) refuses
+    them at run time."""
     wide = lengths.name if lengths.dtype == DType.INT64 else b.cast(lengths.name, DType.INT64)
     check = IndexCheck(
         "SequenceLength",

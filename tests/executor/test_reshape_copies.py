@@ -53,7 +53,6 @@ def test_copied_dims_match_paddle_on_empty_and_non_empty_inputs(
     ("name", "helpers"),
     [
         ("split_heads", {"Shape": 1, "Size": 1, "Min": 1, "Concat": 1}),
-        ("copy_only_the_unknown", {"Shape": 1, "Concat": 1}),  # an empty X copies its own 0
         ("copy_behind_a_constant", {"Shape": 1, "Size": 1, "Min": 1, "Where": 1, "Concat": 1}),
     ],
 )
@@ -67,3 +66,18 @@ def test_the_target_is_computed_from_the_copied_prefix_only(
     assert counts == Counter({"Reshape": 1, "Identity": 1, **helpers})  # Identity: the fetch
     (reshape,) = [node for node in model.graph.node if node.op_type == "Reshape"]
     assert onnx.helper.get_attribute_value(reshape.attribute[0]) == 1  # allowzero
+
+
+def test_onnx_copies_the_dim_itself_when_only_the_copied_dim_can_make_x_empty() -> None:
+    """An empty X has its 0 in the one copied dim that can be 0: ONNX's allowzero=0 copy is
+    Paddle's, with the constant target and no node computing it (parity: the test above).
+    Not so in batch_only_unknown, where X [0, 3, 8] gives Paddle [0, 0, 2, 4]."""
+    dims, shape, _ = CASES["copy_only_the_unknown"]
+    saved = _saved(dims, shape)
+    model = lower(validate(saved.program, saved.params)).model
+    counts = Counter(node.op_type for node in model.graph.node)
+    assert counts == Counter({"Reshape": 1, "Identity": 1})  # Identity: the fetch
+    (reshape,) = [node for node in model.graph.node if node.op_type == "Reshape"]
+    assert onnx.helper.get_attribute_value(reshape.attribute[0]) == 0  # allowzero
+    (target,) = [t for t in model.graph.initializer if t.name == reshape.input[1]]
+    assert onnx.numpy_helper.to_array(target).tolist() == shape

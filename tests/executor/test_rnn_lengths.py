@@ -9,6 +9,7 @@ from functools import cache
 from typing import Any
 
 import numpy as np
+import onnx
 import pytest
 
 # Imported first: paddle_util switches Paddle to legacy programs before importing it.
@@ -120,3 +121,19 @@ def test_the_same_model_runs_again_after_a_refused_request() -> None:
     ours = model.run(feeds)
     for name, theirs in zip(saved.fetches, run_paddle(saved, feeds), strict=True):
         np.testing.assert_allclose(ours[name], theirs, rtol=1e-4, atol=1e-5, err_msg=name)
+
+
+@pytest.mark.parametrize(
+    ("steps", "on_host"),
+    [pytest.param(STEPS, True, id="static-steps"), pytest.param(-1, False, id="dynamic-steps")],
+)
+def test_fed_lengths_are_checked_on_the_host_when_the_steps_are_known_before_running(
+    steps: int, on_host: bool
+) -> None:
+    """T known at compile time: the session checks the fed lengths, the graph has no guard. T of
+    x transposed in the program (known only in the graph): the guard stays in the graph."""
+    model = _compiled("LSTM", steps, "int64")
+    assert bool(model.host_checks) == on_host
+    assert bool(model.index_checks) != on_host
+    reductions = {n.op_type for n in onnx.load_from_string(model.onnx_bytes).graph.node}
+    assert ("ReduceMin" in reductions) != on_host

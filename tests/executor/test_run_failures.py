@@ -1,9 +1,11 @@
 """Requests onnxruntime refuses: typed errors in Paddle's terms, never onnxruntime's own text,
 nothing written to stderr; indices outside what Paddle accepts fail, never give a wrong number.
 
-Indices are refused by graphgate's range guard (OnnxBuilder.guard_range), never by Gather's own
-check, which onnxruntime's CUDA Gather does not have: these tests show on the CPU that the guard
-is what fails, and that it fails with no Gather behind it."""
+Indices are refused by graphgate, never by Gather's own check, which onnxruntime's CUDA Gather
+does not have: fed indices by the session on the host before the run (a HostIndexCheck, no guard
+in the graph), computed ones and those in a sub-block by a range guard in the graph
+(OnnxBuilder.guard_range). These tests show on the CPU that graphgate's check is what fails, and
+that the guard fails with no Gather behind it."""
 
 from __future__ import annotations
 
@@ -17,8 +19,10 @@ import pytest
 from onnx import helper
 
 from executor import CompiledModel, SessionOptions, compile
-from executor.errors import IndexCheck, IndexOutOfRange, RunFailed, run_failed
+from executor.errors import HostIndexCheck, IndexCheck, IndexOutOfRange, RunFailed, run_failed
 from executor.lower import IR_VERSION, ONNX_OPSET, OnnxBuilder
+from graph_proto import framework_pb2 as pb
+from graph_proto.builder import Attr
 from graph_proto.types import DType
 from tests.builders import FP32, GraphBuilder, V, weights
 from validator import validate
@@ -154,20 +158,36 @@ def test_another_run_failure_names_the_op_not_onnxruntime_internals() -> None:
     assert str(info.value) == "op 1 (squeeze2) could not run on these inputs"
 
 
-def test_a_failed_run_writes_nothing_to_stderr_and_logs_onnxruntime_text_at_debug(
+def test_fed_ids_outside_fail_before_the_run_with_nothing_on_stderr(
     capfd: pytest.CaptureFixture[str], caplog: pytest.LogCaptureFixture
 ) -> None:
     model = embedding()
     capfd.readouterr()
     with (
         caplog.at_level(logging.DEBUG, logger="graphgate.executor"),
-        pytest.raises(IndexOutOfRange),
+        pytest.raises(IndexOutOfRange) as info,
     ):
         model.run({"ids": np.array([7], np.int64)})
+    assert str(info.value) == "op 1 (lookup_table_v2): expected Ids in [0, 5), got 7"
+    assert capfd.readouterr() == ("", "")
+    # onnxruntime never ran: a failed run would have logged its text (below)
+    assert [r for r in caplog.records if r.name == "graphgate.executor"] == []
+
+
+def test_a_failed_guard_writes_nothing_to_stderr_and_logs_onnxruntime_text_at_debug(
+    capfd: pytest.CaptureFixture[str], caplog: pytest.LogCaptureFixture
+) -> None:
+    model = computed_ids()
+    capfd.readouterr()
+    with (
+        caplog.at_level(logging.DEBUG, logger="graphgate.executor"),
+        pytest.raises(IndexOutOfRange),
+    ):
+        model.run({"f": np.array([7], np.float32)})
     assert capfd.readouterr() == ("", "")  # onnxruntime logs to the process's fd 2 itself
     (record,) = [r for r in caplog.records if r.name == "graphgate.executor"]
     assert record.levelno == logging.DEBUG
-    assert "1_lookup_table_v2/node_Reshape" in record.getMessage()  # the raw text, for debugging
+    assert "2_lookup_table_v2/node_Reshape" in record.getMessage()  # the raw text, for debugging
 
 
 def test_gather_along_a_dim_known_at_run_time_names_its_size() -> None:
@@ -181,45 +201,142 @@ def test_gather_along_a_dim_known_at_run_time_names_its_size() -> None:
     assert str(info.value) == "op 2 (gather): expected Index in [-7, 7), got 7"
 
 
-def test_ids_computed_in_the_program_are_refused_with_the_range_only() -> None:
-    """cast (op 1) makes the ids: their values are not a feed, the range still is known."""
+def computed_ids() -> CompiledModel:
+    """cast (op 1) makes the ids from f, for lookup_table_v2 (op 2): their values are no feed."""
     g = GraphBuilder()
     g.feed("f", FP32, [-1])
     g.param("w", W)
     g.node("cast", {"X": ["f"]}, {"Out": [V("ids", [-1], INT64)]}, {"in_dtype": 5, "out_dtype": 3})
     g.node("lookup_table_v2", {"W": ["w"], "Ids": ["ids"]}, {"Out": [V("rows", [-1, 3])]}, {})
     g.fetch("rows")
-    model = compiled(g)
+    return compiled(g)
+
+
+def test_ids_computed_in_the_program_are_refused_with_the_range_only() -> None:
+    model = computed_ids()
     np.testing.assert_array_equal(model.run({"f": np.array([4, 1], np.float32)})["rows"], W[[4, 1]])
     with pytest.raises(IndexOutOfRange) as info:
         model.run({"f": np.array([1, 5], np.float32)})
     assert str(info.value) == "op 2 (lookup_table_v2): expected Ids in [0, 5), got one outside"
 
 
-@pytest.mark.parametrize(
-    "model",
-    [
-        pytest.param(embedding, id="lookup_table_v2"),
-        pytest.param(lambda: taken("gather", {"axis": 1}), id="gather"),
-        pytest.param(lambda: taken("index_select", {"dim": 1}), id="index_select"),
-        pytest.param(one_hot, id="one_hot_v2"),
-    ],
-)
-def test_every_index_reaches_its_consumer_through_a_guard_reshape(
-    model: Callable[[], CompiledModel],
+def computed_index(op_type: str) -> CompiledModel:
+    """cast (op 1) makes the indices from f, for op 2 (depth or dim 5, as the models above)."""
+    g = GraphBuilder()
+    g.feed("f", FP32, [-1])
+    g.node("cast", {"X": ["f"]}, {"Out": [V("i", [-1], INT64)]}, {"in_dtype": 5, "out_dtype": 3})
+    if op_type == "lookup_table_v2":
+        g.param("w", W)
+        g.node(op_type, {"W": ["w"], "Ids": ["i"]}, {"Out": [V("out", [-1, 3])]}, {})
+    elif op_type == "one_hot_v2":
+        g.node(op_type, {"X": ["i"]}, {"Out": [V("out", [-1, 5])]}, {"depth": 5})
+    else:
+        g.param("x", weights(2, 5))
+        attrs = {"axis": 1} if op_type == "gather" else {"dim": 1}
+        g.node(op_type, {"X": ["x"], "Index": ["i"]}, {"Out": [V("out", [2, -1])]}, attrs)
+    g.fetch("out")
+    return compiled(g)
+
+
+INDEX_OPS = ["lookup_table_v2", "gather", "index_select", "one_hot_v2"]
+FED: dict[str, Callable[[], CompiledModel]] = {
+    "lookup_table_v2": embedding,
+    "gather": lambda: taken("gather", {"axis": 1}),
+    "index_select": lambda: taken("index_select", {"dim": 1}),
+    "one_hot_v2": one_hot,
+}
+
+
+@pytest.mark.parametrize("op_type", INDEX_OPS)
+def test_fed_indices_reach_their_consumer_unguarded_and_are_checked_on_the_host(
+    op_type: str,
 ) -> None:
-    """The node a failure is explained by is the guard's Reshape; the fed indices are read only
-    by the guard, and what uses them (Gather, or one_hot's Unsqueeze then Equal) reads its output."""
-    compiled_model = model()
-    graph = onnx.load_from_string(compiled_model.onnx_bytes).graph
-    ((name, check),) = compiled_model.index_checks.items()
+    """No guard in the graph: what uses the fed indices (Gather, or one_hot's Unsqueeze) reads
+    the graph input itself, and the session holds the check it makes before running."""
+    model = FED[op_type]()
+    graph = onnx.load_from_string(model.onnx_bytes).graph
+    assert model.index_checks == {}
+    (host,) = model.host_checks
+    assert isinstance(host, HostIndexCheck) and host.op.endswith(f"({op_type})")
+    assert host.check.indices in {i.name for i in graph.input}
+    kinds = {n.op_type for n in graph.node}
+    assert not kinds & {"ReduceMin", "ReduceMax", "GreaterOrEqual", "Less", "And"}
+    users = [n.op_type for n in graph.node if host.check.indices in n.input]
+    assert users == (["Unsqueeze"] if op_type == "one_hot_v2" else ["Gather"])
+
+
+@pytest.mark.parametrize("op_type", INDEX_OPS)
+def test_computed_indices_reach_their_consumer_through_a_guard_reshape_that_fails(
+    op_type: str,
+) -> None:
+    """The node a failure is explained by is the guard's Reshape; the computed indices are read
+    only by the guard, and what uses them (Gather, or one_hot's Unsqueeze) reads its output."""
+    model = computed_index(op_type)
+    graph = onnx.load_from_string(model.onnx_bytes).graph
+    assert model.host_checks == ()
+    ((name, check),) = model.index_checks.items()
     (guard,) = [n for n in graph.node if n.name == name]
     assert guard.op_type == "Reshape"
-    readers = [n for n in graph.node if check.indices in n.input]
+    (cast,) = [n for n in graph.node if n.op_type == "Cast" and n.input == ["f"]]
+    readers = [n for n in graph.node if cast.output[0] in n.input]
     assert sorted(n.op_type for n in readers) == ["ReduceMax", "ReduceMin", "Reshape", "Shape"]
     assert guard in readers
     users = [n.op_type for n in graph.node if guard.output[0] in n.input]
     assert users == (["Unsqueeze"] if check.slot == "X" else ["Gather"])
+    slot = {"lookup_table_v2": "Ids", "one_hot_v2": "X"}.get(op_type, "Index")
+    low = "-5" if op_type in ("gather", "index_select") else "0"
+    with pytest.raises(IndexOutOfRange) as info:
+        model.run({"f": np.array([1, 5], np.float32)})
+    assert str(info.value) == f"op 2 ({op_type}): expected {slot} in [{low}, 5), got one outside"
+
+
+def test_an_empty_feed_of_indices_passes_the_host_check() -> None:
+    (rows,) = embedding().run({"ids": np.zeros(0, np.int64)}).values()
+    assert rows.shape == (0, 3)
+
+
+def branch_embedding() -> CompiledModel:
+    """rows = lookup_table_v2 (op 2, in a conditional_block) of the fed ids if flag else w, as
+    paddle.static.nn.cond exports it."""
+    g = GraphBuilder()
+    g.feed("ids", INT64, [-1])
+    g.feed("flag", DType.BOOL, [])
+    g.param("w", W)
+    for name, dtype, dims in [
+        ("yes", FP32, [-1, 3]), ("no", FP32, [VOCAB, 3]), ("not_flag", DType.BOOL, []),
+        ("mask", INT32, []), ("rows", FP32, [-1, 3]),
+    ]:  # fmt: skip
+        g.var(name, dtype, dims)
+    g.var("s1", None, vartype=pb.VarType.STEP_SCOPES)
+    g.var("s2", None, vartype=pb.VarType.STEP_SCOPES)
+    then_block, else_block = g.add_block(0), g.add_block(0)
+    g.var("picked", FP32, [-1, 3], block=then_block)
+    g.op("conditional_block", {"Cond": ["flag"], "Input": ["ids", "w"]},
+         {"Out": ["yes"], "Scope": ["s1"]},
+         {"sub_block": Attr(pb.BLOCK, then_block), "is_scalar_condition": True})  # fmt: skip
+    g.op("lookup_table_v2", {"W": ["w"], "Ids": ["ids"]}, {"Out": ["picked"]}, block=then_block)
+    g.op("assign", {"X": ["picked"]}, {"Out": ["yes"]}, block=then_block)
+    g.op("logical_not", {"X": ["flag"]}, {"Out": ["not_flag"]})
+    g.op("conditional_block", {"Cond": ["not_flag"], "Input": ["w"]},
+         {"Out": ["no"], "Scope": ["s2"]},
+         {"sub_block": Attr(pb.BLOCK, else_block), "is_scalar_condition": True})  # fmt: skip
+    g.op("assign", {"X": ["w"]}, {"Out": ["no"]}, block=else_block)
+    g.op("cast", {"X": ["flag"]}, {"Out": ["mask"]},
+         {"in_dtype": int(DType.BOOL), "out_dtype": int(INT32)})  # fmt: skip
+    g.op("select_input", {"Mask": ["mask"], "X": ["no", "yes"]}, {"Out": ["rows"]})
+    g.fetch("rows")
+    return compiled(g)
+
+
+def test_fed_ids_used_in_a_branch_are_checked_only_when_the_branch_runs() -> None:
+    model = branch_embedding()
+    assert model.host_checks == () and len(model.index_checks) == 1
+    out_of_range = np.array([1, 9], np.int64)
+    with pytest.raises(IndexOutOfRange) as info:
+        model.run({"ids": out_of_range, "flag": np.array(True)})
+    assert str(info.value) == "block 1, op 0 (lookup_table_v2): expected Ids in [0, 5), got 9"
+    # not taken: nothing reads the ids (a check before the run would refuse the request)
+    model.run({"ids": out_of_range, "flag": np.array(False)})
 
 
 def guard_model(rank: int, low: int, high: int) -> tuple[ort.InferenceSession, dict[str, object]]:
