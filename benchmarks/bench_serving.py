@@ -17,8 +17,9 @@ blocks that take turns. Reports p50, p99, throughput (1 / mean), and the goals: 
 the small model over binary <= 1 ms, ResNet50 throughput server/raw >= 0.9, JSON/binary time for
 a 1x3x224x224 input <= 10x. ResNet50 is also run by 2 callers at once (throughput at its peak).
 To show where the added time goes it times requests that cross more and more of the path
-(health, model ready, infer), the two database lookups of every request, and the layers of a
-request in this process (scope checks, V2 decode and encode). Writes benchmarks/results/serving.md.
+(health, model ready, infer), the key check and model lookup (from the in-memory caches, as
+every request after the first finds them, and from the database, as on a miss), and the layers
+of a request in this process (scope checks, V2 decode and encode). Writes benchmarks/results/serving.md.
 """
 
 from __future__ import annotations
@@ -314,21 +315,30 @@ def served_anatomy(client: httpx2.Client, case: Case) -> dict[str, float]:
 
 
 def lookups(data_dir: Path, key: str, name: str, runs: int) -> dict[str, float]:
-    """p50 ms of the two database lookups every inference makes (in this process, on the
-    server's data directory): the key check and the model lookup (cached session)."""
+    """p50 ms of the key check and the model lookup every inference makes (in this process, on
+    the server's data directory): from the in-memory caches (a hit, as every request after the
+    first), and from the database (services with the caches off, as on a miss or TTL expiry;
+    the compiled session itself stays cached)."""
     from server.db.engine import open_database
     from server.services.models import ModelService
     from server.services.tenants import TenantService
     from server.storage.artifacts import Artifacts
 
     sessions = open_database(data_dir / "graphgate.db")
-    tenants = TenantService(sessions)
-    models = ModelService(sessions, Artifacts(data_dir / "artifacts"))
+    artifacts = Artifacts(data_dir / "artifacts")
+    tenants, models = TenantService(sessions), ModelService(sessions, artifacts)
+    tenants_db = TenantService(sessions, cache_ttl_s=0)
+    models_db = ModelService(sessions, artifacts, lookup_ttl_s=0)
     principal = tenants.authenticate(key)
     models.resolve(principal, name, None)  # compiles once; then it is cached
+    models_db.resolve(principal, name, None)
     steps: dict[str, Runner] = {
-        "key check (TenantService.authenticate)": lambda: tenants.authenticate(key),
-        "model lookup (ModelService.resolve)": lambda: models.resolve(principal, name, None),
+        "key check, cached (TenantService.authenticate)": lambda: tenants.authenticate(key),
+        "model lookup, cached (ModelService.resolve)": lambda: models.resolve(
+            principal, name, None
+        ),
+        "key check, database (cache off)": lambda: tenants_db.authenticate(key),
+        "model lookup, database (cache off)": lambda: models_db.resolve(principal, name, None),
     }
     times = timed(steps, runs, max(5, runs // 10))
     return {step: float(np.percentile(t, 50)) * 1e3 for step, t in times.items()}
@@ -367,7 +377,8 @@ def report(
         f"(1 min) {args.load_before:.1f} at the start, {os.getloadavg()[0]:.1f} at the end: other "
         "work on the machine slows both sides, the ratios less than the absolute figures.",
         "",
-        "A real `graphgate serve` process on loopback (uvicorn, access log on; per-tenant rate "
+        "A real `graphgate serve` process on loopback (uvicorn with uvloop and httptools, "
+        "access log on; per-tenant rate "
         "limit off so the benchmark's own rate is not throttled, concurrency cap at its default), "
         "one client on a persistent keep-alive `httpx2.Client`, batch 1, one request at a time. "
         "Raw: the ONNX downloaded from the server's `/v1/models/{name}/versions/1/onnx`, run "
@@ -413,7 +424,8 @@ def report(
         "`session.run`, `CompiledModel.run` (per-request scope: feed and output checks), and "
         "`server.services.inference.infer` (V2 decode, run, encode), for binary and JSON bodies. "
         "The rest of the served p50 is HTTP: uvicorn, FastAPI routing and dependencies (key "
-        "check, model lookup, limits, metrics), the threadpool hop and loopback TCP.",
+        "check, model lookup, limits, metrics), a threadpool hop (none for a tiny model on a "
+        "small body) and loopback TCP.",
         "",
         "| model | " + " | ".join(next(iter(breakdown.values()))) + " | served p50 binary / JSON |",
         "|---|" + "---|" * (len(next(iter(breakdown.values()))) + 1),
@@ -428,9 +440,9 @@ def report(
         "## Anatomy of a small-model request",
         "",
         "p50 of requests that cross more and more of the path, through the same server and "
-        "client (blocks taking turns), and of the two database lookups every inference makes "
-        "(timed in this process on the server's data directory after it stopped; SQLite via "
-        "SQLAlchemy ORM):",
+        "client (blocks taking turns), and of the key check and model lookup every inference "
+        "makes, from the in-memory caches and from the database (timed in this process on the "
+        "server's data directory after it stopped; SQLite via SQLAlchemy ORM):",
         "",
         "| step | p50 |",
         "|---|---|",
@@ -443,20 +455,23 @@ def report(
 
 def findings(anatomy: dict[str, float], service_ms: float) -> list[str]:
     """What the anatomy says about the small model's added p50 (the measured figures only)."""
-    live, ready, infer, auth, resolve = anatomy.values()
+    live, ready, infer, auth, resolve, auth_db, resolve_db = anatomy.values()
     return [
         "Where the small model's added p50 goes:",
         "",
-        f"- HTTP floor: {_ms(live)} for a route with no dependency (uvicorn with h11 and "
-        "asyncio, FastAPI, the app's middlewares, loopback TCP and the httpx2 client).",
-        f"- Key check and model lookup: +{_ms(ready - live)} (ready over live). Of this, "
-        f"{_ms(auth + resolve)} is the two SQLite lookups every request makes "
-        f"(key {_ms(auth)}, model {_ms(resolve)}: the model row and all its versions); the rest "
-        "is FastAPI running each synchronous dependency (settings, services, principal, model) "
-        "in the threadpool, one thread hop each.",
+        f"- HTTP floor: {_ms(ready)} for model ready, an `async` route whose dependencies (key "
+        "check, rate limit, model lookup) all hit the in-memory caches: uvicorn (uvloop, "
+        "httptools), FastAPI, the app's middlewares, loopback TCP and the httpx2 client. "
+        f"GET /v2/health/live takes {_ms(live)}: a plain `def` route, which FastAPI runs in "
+        "its threadpool (one thread hop).",
+        f"- Key check and model lookup: {_ms(auth + resolve)} from the caches (key "
+        f"{_ms(auth)}, model {_ms(resolve)}); a miss (the first request of a key or model, or "
+        f"one after the TTL) reads the database in the threadpool: key {_ms(auth_db)}, model "
+        f"{_ms(resolve_db)} (the model row and all its versions).",
         f"- The inference itself: +{_ms(infer - ready)} (infer over ready: reading the body, "
         "the concurrency slot, metrics, and the V2 service, which takes "
-        f"{_ms(service_ms)} of it in-process: decode, run, encode).",
+        f"{_ms(service_ms)} of it in-process: decode, run, encode; a tiny model on a small "
+        "body runs on the event loop, so no thread hop).",
     ]
 
 

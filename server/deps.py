@@ -1,4 +1,9 @@
-"""FastAPI dependencies: settings, services and the caller, each derived from the request."""
+"""FastAPI dependencies: settings, services and the caller, each derived from the request.
+
+NOTE: all `async def`: FastAPI runs a plain `def` dependency in its threadpool, one thread hop
+(0.15-0.4 ms measured here) each. These only read app state and in-memory caches; the reads behind
+a cache miss (key check and model lookup from the database, a compile) go to the threadpool.
+"""
 
 from __future__ import annotations
 
@@ -7,6 +12,7 @@ from contextlib import contextmanager
 from typing import Annotated
 
 from fastapi import Depends, Request
+from starlette.concurrency import run_in_threadpool
 
 from server.services.limits import Limits
 from server.services.metrics import Metrics
@@ -23,7 +29,7 @@ from server.services.types import (
 from server.settings import Settings
 
 
-def get_settings(request: Request) -> Settings:
+async def get_settings(request: Request) -> Settings:
     settings: Settings = request.app.state.settings
     return settings
 
@@ -31,7 +37,7 @@ def get_settings(request: Request) -> Settings:
 SettingsDep = Annotated[Settings, Depends(get_settings)]
 
 
-def get_models(request: Request) -> ModelService:
+async def get_models(request: Request) -> ModelService:
     models: ModelService = request.app.state.models
     return models
 
@@ -39,7 +45,7 @@ def get_models(request: Request) -> ModelService:
 ModelsDep = Annotated[ModelService, Depends(get_models)]
 
 
-def get_tenants(request: Request) -> TenantService:
+async def get_tenants(request: Request) -> TenantService:
     tenants: TenantService = request.app.state.tenants
     return tenants
 
@@ -47,7 +53,7 @@ def get_tenants(request: Request) -> TenantService:
 TenantsDep = Annotated[TenantService, Depends(get_tenants)]
 
 
-def get_metrics(request: Request) -> Metrics:
+async def get_metrics(request: Request) -> Metrics:
     metrics: Metrics = request.app.state.metrics
     return metrics
 
@@ -55,7 +61,7 @@ def get_metrics(request: Request) -> Metrics:
 MetricsDep = Annotated[Metrics, Depends(get_metrics)]
 
 
-def get_principal(request: Request, tenants: TenantsDep) -> Principal:
+async def get_principal(request: Request, tenants: TenantsDep) -> Principal:
     """The caller, from `Authorization: Bearer <key>` only; anything else is 401.
 
     Every request made with a tenant key takes a token from that tenant's bucket (429 when it
@@ -64,7 +70,10 @@ def get_principal(request: Request, tenants: TenantsDep) -> Principal:
     scheme, _, key = request.headers.get("authorization", "").partition(" ")
     if scheme.lower() != "bearer" or not key.strip():
         raise Unauthorized("missing or malformed Authorization: Bearer <key> header")
-    principal = tenants.authenticate(key.strip())
+    key = key.strip()
+    principal = tenants.cached_principal(key)
+    if principal is None:  # not cached: a database read
+        principal = await run_in_threadpool(tenants.authenticate, key)
     request.state.principal = principal  # a metrics label (server/metrics.py)
     if not principal.is_admin:
         limits: Limits = request.app.state.limits
@@ -76,7 +85,7 @@ def get_principal(request: Request, tenants: TenantsDep) -> Principal:
 PrincipalDep = Annotated[Principal, Depends(get_principal)]
 
 
-def require_admin(principal: PrincipalDep) -> Principal:
+async def require_admin(principal: PrincipalDep) -> Principal:
     if not principal.is_admin:
         raise Forbidden("this route needs an admin key")
     return principal
@@ -85,12 +94,15 @@ def require_admin(principal: PrincipalDep) -> Principal:
 AdminDep = Annotated[Principal, Depends(require_admin)]
 
 
-def get_loaded_model(
+async def get_loaded_model(
     request: Request, name: str, principal: PrincipalDep, models: ModelsDep
 ) -> LoadedModel:
     """The model `{name}` of the caller's tenant at `{version}` if the path has one, else the
     latest ready version. Another tenant's model is NotFound, like a missing one."""
-    loaded = models.resolve(principal, name, _version(request.path_params.get("version")))
+    version = _version(request.path_params.get("version"))
+    loaded = models.cached_resolve(principal, name, version)
+    if loaded is None:  # not cached: a database read, maybe a compile
+        loaded = await run_in_threadpool(models.resolve, principal, name, version)
     request.state.model = loaded  # a metrics label (server/metrics.py)
     return loaded
 

@@ -30,13 +30,18 @@ def start_services(app: FastAPI, settings: Settings) -> None:
     artifacts = Artifacts(settings.data_dir / "artifacts")
     if swept := artifacts.sweep():
         log.warning("removed %d temporary files left by an interrupted write", swept)
-    tenants = TenantService(sessions)
+    tenants = TenantService(sessions, cache_ttl_s=settings.auth_cache_ttl_s)
     token = settings.admin_token.get_secret_value() if settings.admin_token else None
     if (created := tenants.ensure_admin(token)) is not None:
         announce_admin_token(created)
     app.state.tenants = tenants
     app.state.metrics.bind_tenant_names(TenantNames(sessions))
-    app.state.models = ModelService(sessions, artifacts, cache_size=settings.model_cache_size)
+    app.state.models = ModelService(
+        sessions,
+        artifacts,
+        cache_size=settings.model_cache_size,
+        lookup_ttl_s=settings.model_lookup_ttl_s,
+    )
 
 
 def create_app(settings: Settings) -> FastAPI:

@@ -18,6 +18,15 @@ class Settings(BaseSettings):
     admin_token: SecretStr | None = None
     max_upload_bytes: int = Field(default=256 * 1024 * 1024, ge=1)
     model_cache_size: int = Field(default=64, ge=1)  # compiled sessions kept in memory
+    # How long a checked API key and a model lookup stay cached in memory. This process's own
+    # writes (revoke, upload, delete) take effect at once whatever the TTL; it bounds how long
+    # another replica's writes go unseen. 0 turns the caches off.
+    auth_cache_ttl_s: float = Field(default=5.0, ge=0)
+    model_lookup_ttl_s: float = Field(default=5.0, ge=0)
+    # An inference whose FLOPs estimate (the report's per sample x the batch) is at most this,
+    # with a small body, runs on the event loop: a thread hop costs more than the model.
+    # 0 runs every inference in the threadpool.
+    inline_max_flops: int = Field(default=2_000_000, ge=0)
     # V2 inference bodies (after decompression too); Triton's --http-max-input-size default.
     max_infer_bytes: int = Field(default=64 * 1024 * 1024, ge=1)
     # Per tenant (README "Limits and metrics"): a token bucket over every request made with a

@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import Annotated, Any
 
 from fastapi import APIRouter, Depends, Request, Response
+from starlette.concurrency import run_in_threadpool
 
 from server.deps import InferenceSlot, LoadedModelDep, SettingsDep
 from server.services import inference
@@ -34,27 +35,38 @@ async def read_body(request: Request, settings: SettingsDep) -> bytes:
 InferBody = Annotated[bytes, Depends(read_body)]
 
 
+# NOTE: `async def` routes: with the caches hit (server/deps.py) nothing here blocks, and a
+# plain `def` route would cost a thread hop.
 @router.get("/{name}")
 @router.get("/{name}/versions/{version}")
-def model_metadata(model: LoadedModelDep) -> dict[str, Any]:
+async def model_metadata(model: LoadedModelDep) -> dict[str, Any]:
     return inference.metadata(model)
 
 
 @router.get("/{name}/ready")
 @router.get("/{name}/versions/{version}/ready")
-def model_ready(model: LoadedModelDep) -> dict[str, Any]:
+async def model_ready(model: LoadedModelDep) -> dict[str, Any]:
     return inference.ready(model)
 
 
-# NOTE: `def`: decoding and running are CPU-bound, so FastAPI runs this in its threadpool.
-# The tenant's concurrency slot is taken first (after auth and the rate limit) and held until
-# the answer, body reading included.
+# NOTE: decoding and running are CPU-bound, so they go to the threadpool, in one hop, except
+# a small uncompressed body (decoded here) for a tiny model (run here too): a thread hop costs
+# more than either (benchmarks/results/serving.md). The tenant's concurrency slot is taken first
+# (after auth and the rate limit) and held until the answer, body reading included.
 @router.post("/{name}/infer", dependencies=[InferenceSlot])
 @router.post("/{name}/versions/{version}/infer", dependencies=[InferenceSlot])
-def infer(
+async def infer(
     model: LoadedModelDep, body: InferBody, request: Request, settings: SettingsDep
 ) -> Response:
-    content, headers = inference.infer(
-        model, body, request.headers, max_body_bytes=settings.max_infer_bytes
-    )
+    cap = settings.max_infer_bytes
+    if not inference.decodes_cheaply(body, request.headers):
+        content, headers = await run_in_threadpool(
+            inference.infer, model, body, request.headers, max_body_bytes=cap
+        )
+        return Response(content, headers=headers)
+    decoded = inference.decode(model, body, request.headers, max_body_bytes=cap)
+    if inference.runs_cheaply(model, decoded, settings.inline_max_flops):
+        content, headers = inference.run(model, decoded)
+    else:
+        content, headers = await run_in_threadpool(inference.run, model, decoded)
     return Response(content, headers=headers)

@@ -7,9 +7,17 @@ from typing import Any, Final
 
 from server.services.types import LoadedModel
 from server.v2 import codec
+from server.v2.codec import InferRequest
 
 PLATFORM: Final = "onnxruntime_onnx"
 DEFAULT_MAX_BODY_BYTES: Final = 64 * 1024 * 1024  # Triton's --http-max-input-size default
+# Bodies at most this big, uncompressed, decode in microseconds: cheaper than a thread hop.
+# Bigger ones (a JSON tensor of 150k floats takes ~13 ms) and compressed ones (which may
+# inflate up to the body cap) are decoded off the event loop.
+INLINE_MAX_BODY_BYTES: Final = 16 * 1024
+# With few FLOPs the outputs are small too (an op without a cost rule counts its output
+# elements); this bounds what a tiny run allocates and encodes on the event loop.
+INLINE_MAX_ACTIVATION_BYTES: Final = 256 * 1024
 
 
 def metadata(model: LoadedModel) -> dict[str, Any]:
@@ -41,12 +49,61 @@ def infer(
     `headers` are the request's; names are matched case-insensitively. Returns the response
     body and its headers (Content-Type, and Inference-Header-Content-Length when binary).
     """
+    return run(model, decode(model, body, headers, max_body_bytes=max_body_bytes))
+
+
+def decode(
+    model: LoadedModel,
+    body: bytes,
+    headers: Mapping[str, str],
+    *,
+    max_body_bytes: int = DEFAULT_MAX_BODY_BYTES,
+) -> InferRequest:
+    """Decodes and checks a V2 request (JSON or binary) against the model's signature."""
     lower = {name.lower(): value for name, value in headers.items()}
     body = codec.decompress(body, lower.get("content-encoding"), max_body_bytes)
     program = model.compiled.program
-    request = codec.decode_request(
+    return codec.decode_request(
         body, lower.get(codec.HEADER_LENGTH), program.inputs, program.outputs
     )
+
+
+def run(model: LoadedModel, request: InferRequest) -> tuple[bytes, dict[str, str]]:
+    """Runs a decoded request and encodes the response (body and headers)."""
     values = model.compiled.run(request.feeds)
     results = [(out, values[out.spec.name]) for out in request.outputs]
     return codec.encode_response(model.name, str(model.version), request.id, results)
+
+
+def decodes_cheaply(body: bytes, headers: Mapping[str, str]) -> bool:
+    """Whether decoding `body` is cheap enough for the event loop: small and not compressed."""
+    if len(body) > INLINE_MAX_BODY_BYTES:
+        return False
+    encoding = next((v for k, v in headers.items() if k.lower() == "content-encoding"), None)
+    return (encoding or "identity").strip().lower() == "identity"
+
+
+def runs_cheaply(model: LoadedModel, request: InferRequest, max_flops: int) -> bool:
+    """Whether running `request` is cheaper than a thread hop: the validator's FLOPs and
+    activation estimates per sample, times the batch, under `max_flops` and
+    INLINE_MAX_ACTIVATION_BYTES. Never for outputs sized by input data (no static bound)."""
+    report = model.compiled.program.report
+    if max_flops <= 0 or report.data_dependent:
+        return False
+    batch = _batch(model, request)
+    return (
+        report.flops_per_sample * batch <= max_flops
+        and report.peak_activation_bytes_per_sample * batch <= INLINE_MAX_ACTIVATION_BYTES
+    )
+
+
+def _batch(model: LoadedModel, request: InferRequest) -> int:
+    """The request's batch: the largest first dim of a feed whose first dim is variable (the
+    validator measures per-sample figures over that dim), else 1."""
+    feeds = request.feeds
+    sizes = [
+        int(feeds[spec.name].shape[0])
+        for spec in model.compiled.program.inputs
+        if spec.dims and spec.dims[0] < 0 and spec.name in feeds and feeds[spec.name].ndim
+    ]
+    return max([1, *sizes])

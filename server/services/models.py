@@ -5,8 +5,10 @@ from __future__ import annotations
 import json
 import re
 import threading
+import time
 import uuid
 from collections import OrderedDict
+from collections.abc import Callable
 from typing import Any, Final
 
 from sqlalchemy import select
@@ -30,10 +32,23 @@ MODEL_NAME: Final = re.compile(r"^[a-z0-9][a-z0-9_.-]{0,63}$")
 READY: Final = "ready"
 
 _CacheKey = tuple[str, str, int]
+_LookupKey = tuple[str, str, int | None]  # (tenant, name, version or None for the latest)
+# Past this many cached lookups the lookup cache starts over (only lookups that found a ready
+# version are cached, so this takes that many models in use within one TTL).
+_MAX_LOOKUPS: Final = 10_000
 
 
 class ModelService:
-    """Every lookup is by (tenant, name): another tenant's model is NotFound, like a missing one."""
+    """Every lookup is by (tenant, name): another tenant's model is NotFound, like a missing one.
+
+    Two caches: compiled versions (LRU, `cache_size`), and lookups (tenant, name, version or
+    latest) -> version number, so that resolving a model on the hot path reads no database.
+    Every upload and delete of this service drops the name's lookups before it returns: a
+    deleted model is NotFound and a new upload is the latest from the next request on.
+    NOTE: writes by another process (several replicas, later on PostgreSQL) are seen only when
+    a lookup expires, `lookup_ttl_s` after it was cached; such deployments keep it short or add
+    a change notification. `lookup_ttl_s` 0 turns the lookup cache off.
+    """
 
     def __init__(
         self,
@@ -43,6 +58,8 @@ class ModelService:
         policy: Policy = DEFAULT_POLICY,
         options: SessionOptions | None = None,
         cache_size: int = 64,
+        lookup_ttl_s: float = 5.0,
+        clock: Callable[[], float] = time.monotonic,
     ) -> None:
         self._sessions = sessions
         self._artifacts = artifacts
@@ -53,6 +70,13 @@ class ModelService:
         self._cache_lock = threading.Lock()
         self._build_locks: dict[_CacheKey, threading.Lock] = {}
         self._register_lock = threading.Lock()
+        self._lookup_ttl_s = lookup_ttl_s
+        self._clock = clock
+        self._lookups: dict[_LookupKey, tuple[int, float]] = {}  # -> (version, expiry)
+        # Per (tenant, name), bumped by every upload and delete of it: a lookup that read the
+        # database before such a write caches nothing (a long compile is not thrown away for
+        # another model's write).
+        self._writes: dict[tuple[str, str], int] = {}
 
     # -- use cases -------------------------------------------------------------------------
 
@@ -75,6 +99,7 @@ class ModelService:
         )
         version = self._register(tenant, name, shas, json.dumps(report))
         self._remember(LoadedModel(tenant, name, version, compiled))
+        self._invalidate(tenant, name)  # "latest" is the new version from now on
         return {"name": name, "version": version, "status": READY, "report": report}
 
     def list_models(self, principal: Principal) -> list[dict[str, Any]]:
@@ -104,27 +129,51 @@ class ModelService:
             else:
                 s.delete(self._version(model, version))
         self._forget(principal.tenant_id, name, version)
+        self._invalidate(principal.tenant_id, name)
 
     def onnx(self, principal: Principal, name: str, version: int) -> bytes:
         with self._sessions() as s:
             sha = self._version(self._model(s, principal, name), version).onnx_sha256
         return self._artifacts.get(sha)
 
+    def cached_resolve(
+        self, principal: Principal, name: str, version: int | None
+    ) -> LoadedModel | None:
+        """`resolve` from memory alone (no database, no compile, no blocking): None when the
+        lookup or the compiled version is not cached. Forbidden for the admin, like resolve."""
+        tenant = _tenant_of(principal)
+        if self._lookup_ttl_s <= 0:
+            return None
+        with self._cache_lock:
+            found = self._lookups.get((tenant, name, version))
+            if found is None or found[1] <= self._clock():
+                return None
+            key = (tenant, name, found[0])
+            hit = self._cache.get(key)
+            if hit is not None:
+                self._cache.move_to_end(key)
+            return hit
+
     def resolve(self, principal: Principal, name: str, version: int | None) -> LoadedModel:
         """A ready version (default the latest) of the caller's model, compiled and cached."""
+        if (hit := self.cached_resolve(principal, name, version)) is not None:
+            return hit
+        with self._cache_lock:
+            generation = self._writes.get((principal.tenant_id, name), 0)
         with self._sessions() as s:
             model = self._model(s, principal, name)
             row = self._version(model, version) if version is not None else _newest(model)
             key = (model.tenant_id, model.name, row.version)
             shas = (row.program_sha256, row.params_sha256)
+        lookup = (model.tenant_id, name, version)
         if (hit := self._cached(key)) is not None:
-            return hit
+            return self._settle(lookup, hit, generation)
         with self._cache_lock:
             build_lock = self._build_locks.setdefault(key, threading.Lock())
         with build_lock:  # one compile per version, however many requests wait for it
             if (hit := self._cached(key)) is not None:
-                return hit
-            return self._remember(LoadedModel(*key, self._rebuild(*shas)))
+                return self._settle(lookup, hit, generation)
+            return self._settle(lookup, LoadedModel(*key, self._rebuild(*shas)), generation)
 
     # -- helpers ---------------------------------------------------------------------------
 
@@ -202,16 +251,39 @@ class ModelService:
 
     def _remember(self, loaded: LoadedModel) -> LoadedModel:
         with self._cache_lock:
-            self._cache[(loaded.tenant_id, loaded.name, loaded.version)] = loaded
-            while len(self._cache) > self._cache_size:
-                self._cache.popitem(last=False)
+            return self._remember_locked(loaded)
+
+    def _remember_locked(self, loaded: LoadedModel) -> LoadedModel:
+        self._cache[(loaded.tenant_id, loaded.name, loaded.version)] = loaded
+        while len(self._cache) > self._cache_size:
+            self._cache.popitem(last=False)
         return loaded
+
+    def _settle(self, lookup: _LookupKey, loaded: LoadedModel, generation: int) -> LoadedModel:
+        """Caches a resolved version and its lookup, unless an upload or delete came after the
+        database read (then this request is answered with it, and nothing is cached)."""
+        expiry = self._clock() + self._lookup_ttl_s
+        with self._cache_lock:
+            if generation != self._writes.get((loaded.tenant_id, loaded.name), 0):
+                return loaded
+            if self._lookup_ttl_s > 0:
+                if len(self._lookups) >= _MAX_LOOKUPS:
+                    self._lookups.clear()
+                self._lookups[lookup] = (loaded.version, expiry)
+            return self._remember_locked(loaded)
 
     def _forget(self, tenant: str, name: str, version: int | None) -> None:
         with self._cache_lock:
             for key in [k for k in self._cache if k[:2] == (tenant, name)]:
                 if version is None or key[2] == version:
                     del self._cache[key]
+
+    def _invalidate(self, tenant: str, name: str) -> None:
+        """After a committed upload or delete of `name`: forget its lookups."""
+        with self._cache_lock:
+            self._writes[(tenant, name)] = self._writes.get((tenant, name), 0) + 1
+            for key in [k for k in self._lookups if k[:2] == (tenant, name)]:
+                del self._lookups[key]
 
 
 def _tenant_of(principal: Principal) -> str:

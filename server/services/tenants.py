@@ -7,7 +7,10 @@ import hmac
 import re
 import secrets
 import sys
+import threading
+import time
 import uuid
+from collections.abc import Callable
 from datetime import datetime
 from typing import Any, Final
 
@@ -21,6 +24,9 @@ KEY_PREFIX: Final = "gg_"
 ENV_ADMIN_KEY_ID: Final = "env-admin"  # the key row that GRAPHGATE_ADMIN_TOKEN maps to
 TENANT_NAME: Final = re.compile(r"^[a-z0-9][a-z0-9_.-]{0,63}$")
 _KEY_ID: Final = re.compile(r"^[0-9a-f]{16}$")
+# Past this many cached keys the cache starts over: only keys that authenticated are cached,
+# so it only fills up when that many keys are in use within one TTL.
+_MAX_CACHED_KEYS: Final = 10_000
 
 
 def _digest(secret: str) -> str:
@@ -33,21 +39,44 @@ def _iso(moment: datetime | None) -> str | None:
 
 
 class TenantService:
-    """Keys look like `gg_<key_id>_<secret>`; only the secret's sha256 is stored."""
+    """Keys look like `gg_<key_id>_<secret>`; only the secret's sha256 is stored.
 
-    def __init__(self, sessions: sessionmaker[Session]) -> None:
+    Keys that authenticated are cached in memory (sha256 of the presented key -> Principal), so
+    the hot path makes no database read. Every key or tenant write of this service empties the
+    cache before it returns: a revoked key is refused by the very next request in this process.
+    NOTE: another process writing the same database (several replicas, later on PostgreSQL) is
+    seen only when an entry expires, `cache_ttl_s` after it was cached; such deployments keep
+    the TTL short or add a change notification. `cache_ttl_s` 0 turns the cache off.
+    """
+
+    def __init__(
+        self,
+        sessions: sessionmaker[Session],
+        *,
+        cache_ttl_s: float = 5.0,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
         self._sessions = sessions
+        self._cache_ttl_s = cache_ttl_s
+        self._clock = clock
+        self._principals: dict[str, tuple[Principal, float]] = {}  # digest -> (caller, expiry)
+        # Bumped by every write: a lookup that read the database before a write never caches.
+        self._generation = 0
+        self._cache_lock = threading.Lock()
 
     def ensure_admin(self, token: str | None) -> str | None:
         """Start-up: installs `token` as the admin key, or makes one on first start and returns it."""
-        with self._sessions.begin() as s:
-            if token is not None:
-                s.merge(ApiKey(key_id=ENV_ADMIN_KEY_ID, role="admin", hash=_digest(token)))
-                return None
-            active = select(ApiKey).where(ApiKey.role == "admin", ApiKey.revoked.is_(None))
-            if s.scalars(active).first() is not None:
-                return None
-            return self._new_key(s, None, "admin")
+        try:
+            with self._sessions.begin() as s:
+                if token is not None:
+                    s.merge(ApiKey(key_id=ENV_ADMIN_KEY_ID, role="admin", hash=_digest(token)))
+                    return None
+                active = select(ApiKey).where(ApiKey.role == "admin", ApiKey.revoked.is_(None))
+                if s.scalars(active).first() is not None:
+                    return None
+                return self._new_key(s, None, "admin")
+        finally:
+            self._invalidate()
 
     def create_tenant(self, name: str) -> dict[str, Any]:
         """A tenant and its first key; the key is in the answer and never again."""
@@ -60,6 +89,7 @@ class TenantService:
             s.add(tenant)
             s.flush()
             key = self._new_key(s, tenant.id, "tenant")
+        self._invalidate()
         return {"tenant": name, "key_id": key.split("_")[1], "key": key}
 
     def create_key(self, name: str) -> dict[str, Any]:
@@ -69,6 +99,7 @@ class TenantService:
             if tenant is None:
                 raise NotFound(f"no tenant {name!r}")
             key = self._new_key(s, tenant.id, "tenant")
+        self._invalidate()
         return {"tenant": name, "key_id": key.split("_")[1], "key": key}
 
     def list_tenants(self) -> list[dict[str, Any]]:
@@ -84,25 +115,64 @@ class TenantService:
             ]
 
     def revoke_key(self, key_id: str) -> dict[str, Any]:
+        """Revokes a key; it is refused from the next request on (the cache is emptied after
+        the commit, before this returns)."""
         with self._sessions.begin() as s:
             key = s.get(ApiKey, key_id)
             if key is None:
                 raise NotFound(f"no key {key_id!r}")
             if key.revoked is None:
                 key.revoked = utcnow()
-            return _key_json(key)
+            answer = _key_json(key)
+        self._invalidate()
+        return answer
+
+    def cached_principal(self, presented: str) -> Principal | None:
+        """The caller behind a key from the cache alone (no database, no blocking); None when
+        the key is not cached (unknown, wrong, revoked, expired or not seen yet)."""
+        if self._cache_ttl_s <= 0:
+            return None
+        with self._cache_lock:
+            entry = self._principals.get(_digest(presented))
+        if entry is None or entry[1] <= self._clock():
+            return None
+        return entry[0]
 
     def authenticate(self, presented: str) -> Principal:
         """The caller behind a key; Unauthorized for unknown, wrong or revoked keys alike."""
+        if (cached := self.cached_principal(presented)) is not None:
+            return cached
+        with self._cache_lock:
+            generation = self._generation
         key_id, secret = _split(presented)
         with self._sessions() as s:
             key = s.get(ApiKey, key_id)
             ok = key is not None and hmac.compare_digest(key.hash, _digest(secret))
             if key is None or not ok or key.revoked is not None:
                 raise Unauthorized("invalid or revoked API key")
-            return Principal(
+            principal = Principal(
                 tenant_id=key.tenant_id or "", key_id=key_id, is_admin=key.role == "admin"
             )
+        self._cache(presented, principal, generation)
+        return principal
+
+    def _cache(self, presented: str, principal: Principal, generation: int) -> None:
+        """Caches a key that authenticated, unless a write came after the database read."""
+        if self._cache_ttl_s <= 0:
+            return
+        expiry = self._clock() + self._cache_ttl_s
+        with self._cache_lock:
+            if generation != self._generation:
+                return
+            if len(self._principals) >= _MAX_CACHED_KEYS:
+                self._principals.clear()
+            self._principals[_digest(presented)] = (principal, expiry)
+
+    def _invalidate(self) -> None:
+        """After a committed key or tenant write: forget every cached key."""
+        with self._cache_lock:
+            self._generation += 1
+            self._principals.clear()
 
     def _new_key(self, s: Session, tenant_id: str | None, role: str) -> str:
         key_id, secret = secrets.token_hex(8), secrets.token_urlsafe(32)
