@@ -12,15 +12,15 @@ router = APIRouter(tags=["health"])
 
 
 @router.get("/v2/health/live")
-def live() -> dict[str, bool]:
+async def live() -> dict[str, bool]:
     return {"live": True}
 
 
 @router.get("/v2/health/ready")
-def ready() -> dict[str, bool]:
+async def ready() -> dict[str, bool]:
     return {"ready": True}
 
 
 @router.get("/v2")
-def server_metadata() -> dict[str, Any]:
+async def server_metadata() -> dict[str, Any]:
     return {"name": "graphgate", "version": __version__, "extensions": ["binary_tensor_data"]}
