@@ -6,7 +6,7 @@ Starts `graphgate serve` on a free loopback port (fresh data directory, per-tena
 so that the benchmark's own request rate is not throttled), creates a tenant, uploads three
 models, downloads each one's ONNX from /v1/models/{name}/versions/1/onnx and opens it in this
 process with onnxruntime (CPU, the server's session settings): the raw baseline on the very same
-graph. Then, batch 1, one client on a persistent keep-alive connection (httpx2.Client), the same
+graph. Then, batch 1, one client on a persistent keep-alive connection (http.client), the same
 input every time, request bodies encoded once beforehand (the client's encoding is not timed;
 decoding the answer is):
   - small:     fc 16 -> 16 + softmax on x FP32[1, 16]
@@ -25,6 +25,7 @@ of a request in this process (scope checks, V2 decode and encode). Writes benchm
 from __future__ import annotations
 
 import argparse
+import http.client
 import json
 import os
 import platform
@@ -60,6 +61,41 @@ from validator import validate  # noqa: E402
 ADMIN_TOKEN = "bench-admin-token-0123456789abcdef0123456789"
 HEADER_LENGTH = "Inference-Header-Content-Length"
 Runner = Callable[[], None]
+
+
+class Connection:
+    """One persistent keep-alive HTTP/1.1 connection (the standard library's http.client): the
+    leanest Python client, so that the figures are the server's cost rather than the client's.
+    tritonclient uses a C-backed client for the same reason; httpx2's own cost is reported apart."""
+
+    def __init__(self, url: str, headers: dict[str, str]) -> None:
+        host, port = url.removeprefix("http://").split(":")
+        self._conn = http.client.HTTPConnection(host, int(port), timeout=120)
+        self._headers = headers
+
+    def request(
+        self,
+        method: str,
+        path: str,
+        body: bytes | None = None,
+        headers: dict[str, str] | None = None,
+    ) -> tuple[int, http.client.HTTPMessage, bytes]:
+        try:
+            return self._send(method, path, body, headers)
+        except (BrokenPipeError, ConnectionResetError, http.client.RemoteDisconnected):
+            # uvicorn closes a keep-alive connection idle for 5 s: open a new one, once.
+            self._conn.close()
+            return self._send(method, path, body, headers)
+
+    def _send(
+        self, method: str, path: str, body: bytes | None, headers: dict[str, str] | None
+    ) -> tuple[int, http.client.HTTPMessage, bytes]:
+        self._conn.request(method, path, body=body, headers={**self._headers, **(headers or {})})
+        response = self._conn.getresponse()
+        return response.status, response.headers, response.read()
+
+    def close(self) -> None:
+        self._conn.close()
 
 
 @dataclass(frozen=True)
@@ -174,14 +210,14 @@ def raw_runner(onnx: bytes, case: Case, threads: int) -> tuple[Runner, Any]:
     return (lambda: session.run(None, feeds)), session.run(None, feeds)[0]
 
 
-def binary_runner(client: httpx2.Client, case: Case) -> tuple[Runner, np.ndarray]:
+def binary_runner(conn: Connection, case: Case) -> tuple[Runner, np.ndarray]:
     body, headers = encode_infer_request({case.feed: case.x})
 
     def run() -> dict[str, np.ndarray]:
-        response = client.post(f"/v2/models/{case.key}/infer", content=body, headers=headers)
-        if response.status_code != 200:
-            raise SystemExit(f"{case.key} binary: {response.status_code} {response.text[:300]}")
-        return decode_infer_response(response.content, response.headers.get(HEADER_LENGTH))
+        status, head, content = conn.request("POST", f"/v2/models/{case.key}/infer", body, headers)
+        if status != 200:
+            raise SystemExit(f"{case.key} binary: {status} {content[:300]!r}")
+        return decode_infer_response(content, head.get(HEADER_LENGTH))
 
     return run, next(iter(run().values()))
 
@@ -196,15 +232,27 @@ def json_request(case: Case) -> bytes:
     return json.dumps({"inputs": [entry]}).encode()
 
 
-def json_runner(client: httpx2.Client, case: Case) -> tuple[Runner, np.ndarray]:
+def httpx_binary_runner(client: httpx2.Client, case: Case) -> Runner:
+    """The binary path through httpx2.Client: what a user of that library sees."""
+    body, headers = encode_infer_request({case.feed: case.x})
+
+    def run() -> None:
+        response = client.post(f"/v2/models/{case.key}/infer", content=body, headers=headers)
+        response.raise_for_status()
+        decode_infer_response(response.content, response.headers.get(HEADER_LENGTH))
+
+    return run
+
+
+def json_runner(conn: Connection, case: Case) -> tuple[Runner, np.ndarray]:
     body = json_request(case)
     headers = {"Content-Type": "application/json"}
 
     def run() -> np.ndarray:
-        response = client.post(f"/v2/models/{case.key}/infer", content=body, headers=headers)
-        if response.status_code != 200:
-            raise SystemExit(f"{case.key} JSON: {response.status_code} {response.text[:300]}")
-        (out,) = response.json()["outputs"]
+        status, _, content = conn.request("POST", f"/v2/models/{case.key}/infer", body, headers)
+        if status != 200:
+            raise SystemExit(f"{case.key} JSON: {status} {content[:300]!r}")
+        (out,) = json.loads(content)["outputs"]
         return np.asarray(out["data"], np.float32).reshape(out["shape"])
 
     return run, run()
@@ -265,7 +313,7 @@ def resnet_rates(
     another's compute."""
     runs = max(5, case.runs // 2)
     raw, _ = raw_runner(onnx, case, threads)
-    clients = [httpx2.Client(base_url=url, headers=headers, timeout=120) for _ in range(2)]
+    clients = [Connection(url, headers) for _ in range(2)]
     try:
         served = [binary_runner(c, case)[0] for c in clients]
         return {
@@ -300,15 +348,15 @@ def layers(case: Case, runs: int) -> dict[str, float]:
     return {name: statistics.median(t) * 1e3 for name, t in times.items()}
 
 
-def served_anatomy(client: httpx2.Client, case: Case) -> dict[str, float]:
-    """p50 ms of three requests to the server that cross more and more of an inference."""
-    binary, _ = binary_runner(client, case)
+def served_anatomy(conn: Connection, client: httpx2.Client, case: Case) -> dict[str, float]:
+    """p50 ms of three requests to the server that cross more and more of an inference, and of
+    the last one through httpx2.Client."""
+    binary, _ = binary_runner(conn, case)
     steps: dict[str, Runner] = {
-        "GET /v2/health/live": lambda: client.get("/v2/health/live").raise_for_status(),
-        "GET /v2/models/{name}/ready": lambda: client.get(
-            f"/v2/models/{case.key}/ready"
-        ).raise_for_status(),
+        "GET /v2/health/live": lambda: conn.request("GET", "/v2/health/live"),
+        "GET /v2/models/{name}/ready": lambda: conn.request("GET", f"/v2/models/{case.key}/ready"),
         "POST /v2/models/{name}/infer (binary)": binary,
+        "the same through httpx2.Client": httpx_binary_runner(client, case),
     }
     times = timed(steps, case.runs, max(5, case.runs // 10))
     return {name: float(np.percentile(t, 50)) * 1e3 for name, t in times.items()}
@@ -378,9 +426,10 @@ def report(
         "work on the machine slows both sides, the ratios less than the absolute figures.",
         "",
         "A real `graphgate serve` process on loopback (uvicorn with uvloop and httptools, "
-        "access log on; per-tenant rate "
+        "access log off (the default); per-tenant rate "
         "limit off so the benchmark's own rate is not throttled, concurrency cap at its default), "
-        "one client on a persistent keep-alive `httpx2.Client`, batch 1, one request at a time. "
+        "one client on a persistent keep-alive connection (`http.client`, the leanest Python "
+        "client; httpx2's extra cost is in the anatomy below), batch 1, one request at a time. "
         "Raw: the ONNX downloaded from the server's `/v1/models/{name}/versions/1/onnx`, run "
         "here with onnxruntime (CPU, intra-op threads = CPUs, inter-op 1: the server's settings). "
         "Request bodies are encoded once beforehand; decoding each answer is timed. Runs in "
@@ -455,15 +504,14 @@ def report(
 
 def findings(anatomy: dict[str, float], service_ms: float) -> list[str]:
     """What the anatomy says about the small model's added p50 (the measured figures only)."""
-    live, ready, infer, auth, resolve, auth_db, resolve_db = anatomy.values()
+    live, ready, infer, via_httpx, auth, resolve, auth_db, resolve_db = anatomy.values()
     return [
         "Where the small model's added p50 goes:",
         "",
-        f"- HTTP floor: {_ms(ready)} for model ready, an `async` route whose dependencies (key "
-        "check, rate limit, model lookup) all hit the in-memory caches: uvicorn (uvloop, "
-        "httptools), FastAPI, the app's middlewares, loopback TCP and the httpx2 client. "
-        f"GET /v2/health/live takes {_ms(live)}: a plain `def` route, which FastAPI runs in "
-        "its threadpool (one thread hop).",
+        f"- HTTP floor: {_ms(live)} for GET /v2/health/live (no dependencies) and {_ms(ready)} "
+        "for model ready, whose dependencies (key check, rate limit, model lookup) all hit the "
+        "in-memory caches: uvicorn (uvloop, httptools), FastAPI, the app's middlewares, "
+        "loopback TCP and the client.",
         f"- Key check and model lookup: {_ms(auth + resolve)} from the caches (key "
         f"{_ms(auth)}, model {_ms(resolve)}); a miss (the first request of a key or model, or "
         f"one after the TTL) reads the database in the threadpool: key {_ms(auth_db)}, model "
@@ -472,6 +520,9 @@ def findings(anatomy: dict[str, float], service_ms: float) -> list[str]:
         "the concurrency slot, metrics, and the V2 service, which takes "
         f"{_ms(service_ms)} of it in-process: decode, run, encode; a tiny model on a small "
         "body runs on the event loop, so no thread hop).",
+        f"- The client: the same infer through httpx2.Client takes {_ms(via_httpx)}, "
+        f"{_ms(via_httpx - infer)} more than through http.client; that is the client library's "
+        "cost, not the server's.",
     ]
 
 
@@ -496,13 +547,14 @@ def main() -> None:
     with tempfile.TemporaryDirectory() as tmp, serve(Path(tmp) / "data") as url:
         key = tenant_key(url)
         headers = {"Authorization": f"Bearer {key}"}
+        conn = Connection(url, headers)
         with httpx2.Client(base_url=url, headers=headers, timeout=120) as client:
             for case in all_cases:
                 print(f"{case.key}: uploading, then {case.runs} runs per path", flush=True)
                 onnx = upload_and_download(client, case)
                 raw, want = raw_runner(onnx, case, args.threads)
-                binary, got_binary = binary_runner(client, case)
-                as_json, got_json = json_runner(client, case)
+                binary, got_binary = binary_runner(conn, case)
+                as_json, got_json = json_runner(conn, case)
                 diffs[case.key] = max(
                     float(np.abs(got_binary - want).max()), float(np.abs(got_json - want).max())
                 )
@@ -518,7 +570,7 @@ def main() -> None:
                     rates = resnet_rates(url, headers, onnx, case, args.threads)
                     print(f"  {rates}", flush=True)
             if "small" in chosen:
-                anatomy = served_anatomy(client, all_cases[0])
+                anatomy = served_anatomy(conn, client, all_cases[0])
         if "small" in chosen:
             anatomy |= lookups(Path(tmp) / "data", key, "small", args.small_runs // 2)
             print(f"  {anatomy}", flush=True)

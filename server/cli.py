@@ -207,7 +207,12 @@ def serve(
 
     overrides = {"host": host, "port": port, "data_dir": data_dir}
     settings = Settings.model_validate({k: v for k, v in overrides.items() if v is not None})
-    uvicorn.run(create_app(settings), host=settings.host, port=settings.port)
+    uvicorn.run(
+        create_app(settings),
+        host=settings.host,
+        port=settings.port,
+        access_log=settings.access_log,
+    )
 
 
 app.add_typer(tenants, name="tenants")
