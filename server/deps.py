@@ -8,7 +8,7 @@ a cache miss (key check and model lookup from the database, a compile) go to the
 from __future__ import annotations
 
 from collections.abc import AsyncIterator, Iterator
-from contextlib import contextmanager
+from contextlib import asynccontextmanager, contextmanager
 from typing import Annotated
 
 from fastapi import Depends, Request
@@ -110,9 +110,10 @@ async def get_loaded_model(
 LoadedModelDep = Annotated[LoadedModel, Depends(get_loaded_model)]
 
 
-async def inference_slot(request: Request, principal: PrincipalDep) -> AsyncIterator[None]:
-    """Holds one of the tenant's concurrent inference slots until the request is answered;
-    429 TOO_MANY_CONCURRENT when none is free."""
+@asynccontextmanager
+async def inference_slot(request: Request, principal: Principal) -> AsyncIterator[None]:
+    """Holds one of the tenant's concurrent inference slots for the block (the infer endpoint:
+    reading, decoding and running the request); 429 TOO_MANY_CONCURRENT when none is free."""
     if principal.is_admin:  # the admin has no models to run: resolving them is 403
         yield
         return
@@ -123,9 +124,6 @@ async def inference_slot(request: Request, principal: PrincipalDep) -> AsyncIter
         yield
     finally:
         concurrency.release(principal.tenant_id)
-
-
-InferenceSlot = Depends(inference_slot)
 
 
 @contextmanager

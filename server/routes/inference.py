@@ -2,13 +2,22 @@
 
 from __future__ import annotations
 
-from typing import Annotated, Any
+from typing import Any
 
-from fastapi import APIRouter, Depends, Request, Response
+from fastapi import APIRouter, Request, Response
 from starlette.concurrency import run_in_threadpool
+from starlette.routing import Route
 
-from server.deps import InferenceSlot, LoadedModelDep, SettingsDep
+from server.deps import (
+    LoadedModelDep,
+    SettingsDep,
+    get_loaded_model,
+    get_principal,
+    inference_slot,
+)
 from server.services import inference
+from server.services.types import LoadedModel
+from server.settings import Settings
 from server.v2.errors import InferBodyTooLarge
 
 router = APIRouter(prefix="/v2/models", tags=["inference"])
@@ -31,10 +40,6 @@ async def read_body(request: Request, settings: SettingsDep) -> bytes:
     return b"".join(chunks)
 
 
-# NOTE: the model is resolved (auth, tenant, existence) before the body is read.
-InferBody = Annotated[bytes, Depends(read_body)]
-
-
 # NOTE: `async def` routes: with the caches hit (server/deps.py) nothing here blocks, and a
 # plain `def` route would cost a thread hop.
 @router.get("/{name}")
@@ -49,24 +54,38 @@ async def model_ready(model: LoadedModelDep) -> dict[str, Any]:
     return inference.ready(model)
 
 
-# NOTE: decoding and running are CPU-bound, so they go to the threadpool, in one hop, except
-# a small uncompressed body (decoded here) for a tiny model (run here too): a thread hop costs
-# more than either (benchmarks/results/serving.md). The tenant's concurrency slot is taken first
-# (after auth and the rate limit) and held until the answer, body reading included.
-@router.post("/{name}/infer", dependencies=[InferenceSlot])
-@router.post("/{name}/versions/{version}/infer", dependencies=[InferenceSlot])
-async def infer(
-    model: LoadedModelDep, body: InferBody, request: Request, settings: SettingsDep
-) -> Response:
-    cap = settings.max_infer_bytes
+# NOTE: a plain Starlette endpoint, not a FastAPI route with dependencies: solving them costs
+# ~0.3 ms a request here (benchmarks/results/serving.md), more than everything else a tiny
+# model's request does. The same steps, in the same order, with the same functions: the caller
+# (key check, rate limit), the tenant's concurrency slot (held while the body is read, decoded
+# and run), the model, then the body. Decoding and running are CPU-bound, so they go to the
+# threadpool in one hop, except a small uncompressed body (decoded here) for a tiny model (run
+# here too): a thread hop costs more than either.
+async def infer(request: Request) -> Response:
+    state = request.app.state
+    settings: Settings = state.settings
+    principal = await get_principal(request, state.tenants)
+    async with inference_slot(request, principal):
+        name = request.path_params["name"]
+        model = await get_loaded_model(request, name, principal, state.models)
+        body = await read_body(request, settings)
+        content, headers = await _answer(model, body, request, settings.max_infer_bytes)
+    return Response(content, headers=headers)
+
+
+async def _answer(
+    model: LoadedModel, body: bytes, request: Request, cap: int
+) -> tuple[bytes, dict[str, str]]:
+    settings: Settings = request.app.state.settings
     if not inference.decodes_cheaply(body, request.headers):
-        content, headers = await run_in_threadpool(
+        return await run_in_threadpool(
             inference.infer, model, body, request.headers, max_body_bytes=cap
         )
-        return Response(content, headers=headers)
     decoded = inference.decode(model, body, request.headers, max_body_bytes=cap)
     if inference.runs_cheaply(model, decoded, settings.inline_max_flops):
-        content, headers = inference.run(model, decoded)
-    else:
-        content, headers = await run_in_threadpool(inference.run, model, decoded)
-    return Response(content, headers=headers)
+        return inference.run(model, decoded)
+    return await run_in_threadpool(inference.run, model, decoded)
+
+
+router.routes.append(Route("/v2/models/{name}/infer", infer, methods=["POST"]))
+router.routes.append(Route("/v2/models/{name}/versions/{version}/infer", infer, methods=["POST"]))
