@@ -23,12 +23,12 @@ class Settings(BaseSettings):
     # another replica's writes go unseen. 0 turns the caches off.
     auth_cache_ttl_s: float = Field(default=5.0, ge=0)
     model_lookup_ttl_s: float = Field(default=5.0, ge=0)
-    # An inference whose FLOPs estimate (the report's per sample x the batch) is at most this,
-    # with a small body, runs on the event loop: a thread hop costs more than the model.
-    # 0 runs every inference in the threadpool.
     # uvicorn's line per request; off by default, as in Triton: /metrics counts every request
     # by tenant, model and status, and a line per request costs ~0.15 ms on the hot path.
     access_log: bool = False
+    # An inference whose FLOPs estimate (the report's per sample x the batch) is at most this,
+    # with a small body, runs on the event loop: a thread hop costs more than the model.
+    # 0 runs every inference in the threadpool.
     inline_max_flops: int = Field(default=2_000_000, ge=0)
     # V2 inference bodies (after decompression too); Triton's --http-max-input-size default.
     max_infer_bytes: int = Field(default=64 * 1024 * 1024, ge=1)

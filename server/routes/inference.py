@@ -8,13 +8,7 @@ from fastapi import APIRouter, Request, Response
 from starlette.concurrency import run_in_threadpool
 from starlette.routing import Route
 
-from server.deps import (
-    LoadedModelDep,
-    SettingsDep,
-    get_loaded_model,
-    get_principal,
-    inference_slot,
-)
+from server.deps import LoadedModelDep, get_loaded_model, get_principal, inference_slot
 from server.services import inference
 from server.services.types import LoadedModel
 from server.settings import Settings
@@ -23,21 +17,23 @@ from server.v2.errors import InferBodyTooLarge
 router = APIRouter(prefix="/v2/models", tags=["inference"])
 
 
-async def read_body(request: Request, settings: SettingsDep) -> bytes:
-    """The raw body, whatever its Content-Type, read up to `max_infer_bytes` (else 413)."""
-    cap = settings.max_infer_bytes
+async def read_body(request: Request, cap: int) -> bytes:
+    """The raw body, whatever its Content-Type, read up to `cap` bytes (else 413)."""
     declared = request.headers.get("content-length", "")
-    too_large = InferBodyTooLarge(f"request body exceeds the {cap}-byte limit")
     if declared.isdigit() and int(declared) > cap:
-        raise too_large
+        raise _too_large(cap)
     chunks: list[bytes] = []
     seen = 0
     async for chunk in request.stream():  # counted as it streams: Content-Length can lie
         seen += len(chunk)
         if seen > cap:
-            raise too_large
+            raise _too_large(cap)
         chunks.append(chunk)
     return b"".join(chunks)
+
+
+def _too_large(cap: int) -> InferBodyTooLarge:
+    return InferBodyTooLarge(f"request body exceeds the {cap}-byte limit")
 
 
 # NOTE: `async def` routes: with the caches hit (server/deps.py) nothing here blocks, and a
@@ -68,15 +64,15 @@ async def infer(request: Request) -> Response:
     async with inference_slot(request, principal):
         name = request.path_params["name"]
         model = await get_loaded_model(request, name, principal, state.models)
-        body = await read_body(request, settings)
-        content, headers = await _answer(model, body, request, settings.max_infer_bytes)
+        body = await read_body(request, settings.max_infer_bytes)
+        content, headers = await _answer(model, body, request, settings)
     return Response(content, headers=headers)
 
 
 async def _answer(
-    model: LoadedModel, body: bytes, request: Request, cap: int
+    model: LoadedModel, body: bytes, request: Request, settings: Settings
 ) -> tuple[bytes, dict[str, str]]:
-    settings: Settings = request.app.state.settings
+    cap = settings.max_infer_bytes
     if not inference.decodes_cheaply(body, request.headers):
         return await run_in_threadpool(
             inference.infer, model, body, request.headers, max_body_bytes=cap

@@ -148,11 +148,7 @@ class ModelService:
             found = self._lookups.get((tenant, name, version))
             if found is None or found[1] <= self._clock():
                 return None
-            key = (tenant, name, found[0])
-            hit = self._cache.get(key)
-            if hit is not None:
-                self._cache.move_to_end(key)
-            return hit
+            return self._cached_locked((tenant, name, found[0]))
 
     def resolve(self, principal: Principal, name: str, version: int | None) -> LoadedModel:
         """A ready version (default the latest) of the caller's model, compiled and cached."""
@@ -244,10 +240,13 @@ class ModelService:
 
     def _cached(self, key: _CacheKey) -> LoadedModel | None:
         with self._cache_lock:
-            hit = self._cache.get(key)
-            if hit is not None:
-                self._cache.move_to_end(key)
-            return hit
+            return self._cached_locked(key)
+
+    def _cached_locked(self, key: _CacheKey) -> LoadedModel | None:
+        hit = self._cache.get(key)
+        if hit is not None:
+            self._cache.move_to_end(key)  # eviction pops the least recently used first
+        return hit
 
     def _remember(self, loaded: LoadedModel) -> LoadedModel:
         with self._cache_lock:

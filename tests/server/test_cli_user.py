@@ -9,7 +9,6 @@ import sys
 from collections.abc import Iterator
 from pathlib import Path
 
-import httpx2
 import numpy as np
 import pytest
 from typer.testing import CliRunner, Result
@@ -20,8 +19,7 @@ from server.cli import app as cli
 from server.cli_user import HEADER_LENGTH, decode_infer_response, encode_infer_request
 from server.v2 import codec
 from tests.builders import GraphBuilder, V, mlp
-from tests.server.conftest import ADMIN_TOKEN, auth
-from tests.server.test_serve_process import ROOT, Server
+from tests.server.test_serve_process import ROOT, Server, post_tenant
 from validator import TensorSpec, validate
 
 MLP = mlp((8, 16, 4)).built()
@@ -34,11 +32,7 @@ def served(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Server, s
     server = Server(tmp_path_factory.mktemp("cli-user") / "data")
     server.start()
     try:
-        created = httpx2.post(
-            f"{server.url}/v1/admin/tenants", json={"name": "acme"}, headers=auth(ADMIN_TOKEN)
-        )
-        assert created.status_code == 201, created.text
-        yield server, created.json()["key"]
+        yield server, post_tenant(server, "acme")
     finally:
         server.stop()
 

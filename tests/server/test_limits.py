@@ -24,7 +24,7 @@ from server.services.limits import (
 from server.settings import Settings
 from tests.server.conftest import ADMIN_TOKEN, auth, new_tenant
 from tests.server.test_models_api import AFFINE, assert_error, upload
-from tests.server.test_serve_process import Server
+from tests.server.test_serve_process import Server, post_model, post_tenant
 
 X = np.arange(8, dtype=np.float32).reshape(2, 4)
 INFER = {"inputs": [{"name": "x", "datatype": "FP32", "shape": [2, 4], "data": X.ravel().tolist()}]}
@@ -300,19 +300,8 @@ def test_serve_reads_limits_from_the_environment_and_counts_429s(
     server = Server(tmp_path / "data")
     server.start()
     try:
-        admin = auth(ADMIN_TOKEN)
-        created = httpx2.post(
-            f"{server.url}/v1/admin/tenants", json={"name": "acme"}, headers=admin
-        )
-        key = created.json()["key"]
-        files = {"program": AFFINE.program, "params": AFFINE.params or b""}
-        uploaded = httpx2.post(
-            f"{server.url}/v1/models",
-            data={"name": "m"},
-            files=files,
-            headers=auth(key),
-            timeout=60,
-        )
+        key = post_tenant(server, "acme")
+        uploaded = post_model(server, key, AFFINE)
         assert uploaded.status_code == 201, uploaded.text
         assert (
             httpx2.post(
@@ -324,7 +313,7 @@ def test_serve_reads_limits_from_the_environment_and_counts_429s(
         assert_error(refused, 429, "RATE_LIMITED")
         assert 90 <= int(refused.headers["retry-after"]) <= 100
 
-        text = httpx2.get(f"{server.url}/metrics", headers=admin).text
+        text = httpx2.get(f"{server.url}/metrics", headers=auth(ADMIN_TOKEN)).text
         samples = {
             (s.name, tuple(sorted(s.labels.items()))): s.value
             for family in text_string_to_metric_families(text)

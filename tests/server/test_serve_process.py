@@ -19,7 +19,7 @@ from typer.testing import CliRunner
 
 from server.cli import app as cli
 from server.storage.artifacts import TMP_PREFIX
-from tests.builders import affine
+from tests.builders import Built, affine
 from tests.server.conftest import ADMIN_TOKEN, auth
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -77,8 +77,19 @@ def _tenant(server: Server, name: str) -> str:
     return result.output.split()[-1]
 
 
-def _upload(server: Server, key: str) -> httpx2.Response:
-    files = {"program": AFFINE.program, "params": AFFINE.params or b""}
+def post_tenant(server: Server, name: str) -> str:
+    """Creates a tenant through the admin REST API; returns its key."""
+    created = httpx2.post(
+        f"{server.url}/v1/admin/tenants", json={"name": name}, headers=auth(ADMIN_TOKEN)
+    )
+    assert created.status_code == 201, created.text
+    key: str = created.json()["key"]
+    return key
+
+
+def post_model(server: Server, key: str, built: Built = AFFINE) -> httpx2.Response:
+    """Uploads `built` as model `m` of the key's tenant."""
+    files = {"program": built.program, "params": built.params or b""}
     return httpx2.post(
         f"{server.url}/v1/models", data={"name": "m"}, files=files, headers=auth(key), timeout=60
     )
@@ -87,8 +98,8 @@ def _upload(server: Server, key: str) -> httpx2.Response:
 def test_cli_tenants_and_restart_keep_everything(server: Server) -> None:
     key = _tenant(server, "acme")
     assert key.startswith("gg_")
-    assert _upload(server, key).status_code == 201
-    assert _upload(server, key).status_code == 201
+    assert post_model(server, key).status_code == 201
+    assert post_model(server, key).status_code == 201
     before = httpx2.get(f"{server.url}/v1/models/m", headers=auth(key)).json()
     onnx = httpx2.get(f"{server.url}/v1/models/m/versions/2/onnx", headers=auth(key)).content
 
@@ -149,4 +160,4 @@ def test_sigkill_mid_upload_leaves_no_model_and_temp_files_are_swept(server: Ser
     assert httpx2.get(f"{server.url}/v1/models/m", headers=auth(key)).status_code == 404
     assert httpx2.get(f"{server.url}/v1/models", headers=auth(key)).json() == {"models": []}
     assert list((server.data_dir / "artifacts").glob(f"*/{TMP_PREFIX}*")) == []
-    assert _upload(server, key).json()["version"] == 1
+    assert post_model(server, key).json()["version"] == 1

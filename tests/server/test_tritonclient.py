@@ -5,7 +5,6 @@ from __future__ import annotations
 from collections.abc import Iterator
 from pathlib import Path
 
-import httpx2
 import numpy as np
 import pytest
 import tritonclient.http as triton
@@ -14,8 +13,8 @@ from tritonclient.utils import InferenceServerException
 from executor import CompiledModel, SessionOptions, compile
 from graph_proto.types import DType
 from tests.builders import Built, GraphBuilder, V, weights
-from tests.server.conftest import ADMIN_TOKEN, auth
-from tests.server.test_serve_process import Server
+from tests.server.conftest import auth
+from tests.server.test_serve_process import Server, post_model, post_tenant
 from validator import validate
 
 
@@ -48,19 +47,8 @@ def served(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Server, s
     server = Server(Path(tmp_path_factory.mktemp("triton")) / "data")
     server.start()
     try:
-        created = httpx2.post(
-            f"{server.url}/v1/admin/tenants", json={"name": "acme"}, headers=auth(ADMIN_TOKEN)
-        )
-        assert created.status_code == 201, created.text
-        key: str = created.json()["key"]
-        files = {"program": MODEL.program, "params": MODEL.params or b""}
-        uploaded = httpx2.post(
-            f"{server.url}/v1/models",
-            data={"name": "m"},
-            files=files,
-            headers=auth(key),
-            timeout=60,
-        )
+        key = post_tenant(server, "acme")
+        uploaded = post_model(server, key, MODEL)
         assert uploaded.status_code == 201, uploaded.text
         yield server, key
     finally:
