@@ -67,13 +67,11 @@ def lower(program: ValidatedProgram) -> Lowered:
     masks: list[tuple[int, Value]] = []
     flags = control.merge_flags(b, _lower_ops(b, program.ops, env, types, limits, masks))
     outputs = _outputs(b, program, env)
-    hidden = tuple(_HIDDEN[kind] for kind in flags)
     for kind, flag in flags.items():
         b.nodes.append(helper.make_node("Identity", [flag], [_HIDDEN[kind]], name=_HIDDEN[kind]))
         outputs.append(helper.make_tensor_value_info(_HIDDEN[kind], TensorProto.BOOL, []))
-    mask_outputs = control.branch_mask_outputs(b, masks)
-    outputs.extend(mask_outputs)
-    hidden += tuple(info.name for info in mask_outputs)
+    outputs.extend(control.branch_mask_outputs(b, masks))
+    hidden = tuple(info.name for info in outputs[len(program.outputs) :])
     graph = helper.make_graph(
         b.nodes,
         "graphgate",

@@ -130,7 +130,7 @@ def check_fed_indices(
         assert size is not None  # a dim known at compile time, or a feed's: known by now
         if values.size == 0:
             continue
-        low, high = (-size if check.wraps else 0), (size if check.inclusive else size - 1)
+        low, high = _accepted(check, size)
         if int(values.min()) < low or int(values.max()) > high:
             # from None: raised as a guard's failure is, with no context to show
             raise IndexOutOfRange(f"{host.op}: {_index_message(check, feeds, shapes)}") from None
@@ -175,13 +175,14 @@ def run_failed(
         block, index, op_type, _ = node.groups()
         check = index_checks.get(node.group(0)[len("Name:'") : -1])
         if check is not None:
-            op = _op_label(block, index, op_type)
+            op = op_label(block, index, op_type)
             return IndexOutOfRange(f"{op}: {_index_message(check, feeds or {}, shapes or {})}")
     block, index, op_type, _ = nodes[-1].groups()
-    return RunFailed(f"{_op_label(block, index, op_type)} could not run on these inputs")
+    return RunFailed(f"{op_label(block, index, op_type)} could not run on these inputs")
 
 
-def _op_label(block: str | None, index: str, op_type: str) -> str:
+def op_label(block: str | None, index: str, op_type: str) -> str:
+    """How a failure names its Paddle op, whether a guard or the session's host check found it."""
     return f"op {index} ({op_type})" if block is None else f"block {block}, op {index} ({op_type})"
 
 
@@ -198,10 +199,15 @@ def _index_message(
     if fed is None or size is None:
         return f"{expected}, got one outside"
     values = np.asarray(fed).reshape(-1).astype(np.int64)
-    low, high = (-size if check.wraps else 0), (size + 1 if check.inclusive else size)
-    outside = values[(values < low) | (values >= high)]
+    low, high = _accepted(check, size)
+    outside = values[(values < low) | (values > high)]
     # None outside: the guard saw other values than the feed's (the variable was rewritten).
     return f"{expected}, got {int(outside[0])}" if outside.size else f"{expected}, got one outside"
+
+
+def _accepted(check: IndexCheck, size: int) -> tuple[int, int]:
+    """The lowest and the highest index `check` accepts in a dim of this size."""
+    return (-size if check.wraps else 0), (size if check.inclusive else size - 1)
 
 
 def _concrete_size(

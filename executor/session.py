@@ -93,17 +93,17 @@ class CompiledModel:
         # Fed indices are checked here rather than by a guard in the graph (OnnxBuilder)
         check_fed_indices(self.host_checks, checked, fed_shapes)
         try:
-            values = self.session.run(list(self.output_names), checked, _quiet_run())
+            values = self.session.run(list(self.output_names), checked, _QUIET_RUN)
         except _RUN_ERRORS as e:
             shapes = {name: t.shape for name, t in expected.items()}
             raise run_failed(str(e), self.index_checks, checked, shapes) from None
         fetched = len(self.program.outputs)
-        # Hidden outputs (loop flags, select_input Masks) follow the fetches.
-        hidden, hidden_values = self.output_names[fetched:], values[fetched:]
-        check_loop_bound(self.program, hidden, hidden_values)
-        if taken := branches_taken(hidden, hidden_values):
-            # Dims that depend on the branch that ran: now known exactly, checked exactly.
-            expected = self._expected_types(fed_shapes, sizes, taken)
+        # Hidden outputs (loop flags, select_input Masks) follow the fetches; most models have none.
+        if hidden := self.output_names[fetched:]:
+            check_loop_bound(self.program, hidden, values[fetched:])
+            if taken := branches_taken(hidden, values[fetched:]):
+                # Dims that depend on the branch that ran: now known exactly, checked exactly.
+                expected = self._expected_types(fed_shapes, sizes, taken)
         outputs = {
             spec.name: np.asarray(v)
             for spec, v in zip(self.program.outputs, values[:fetched], strict=True)
@@ -172,6 +172,10 @@ def _quiet_run() -> ort.RunOptions:
     options.log_severity_level = 4
     options.logid = "graphgate"
     return options
+
+
+# Made once: Run only reads its options, so every request and thread shares these.
+_QUIET_RUN: Final = _quiet_run()
 
 
 def _session(

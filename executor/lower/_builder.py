@@ -11,7 +11,7 @@ import numpy as np
 import onnx
 from onnx import TensorProto, helper, numpy_helper
 
-from executor.errors import HostIndexCheck, IndexCheck
+from executor.errors import HostIndexCheck, IndexCheck, op_label
 from graph_proto.types import DType
 from validator.diagnostics import Code
 from validator.ops._def import GraphError, TensorType
@@ -169,7 +169,7 @@ class OnnxBuilder:
         if size is None or (isinstance(size, tuple) and size[0] not in self.feeds):
             return False
         index, op_type = self._prefix.rstrip("/").split("_", 1)
-        self.host_checks.append(HostIndexCheck(f"op {index} ({op_type})", check))
+        self.host_checks.append(HostIndexCheck(op_label(None, index, op_type), check))
         return True
 
     def out(self, index: int = 0) -> TensorType:

@@ -111,31 +111,51 @@ def _model(
     )
 
 
+def _loop_body(name: str, made: list[onnx.NodeProto] | None = None) -> onnx.GraphProto:
+    """A Loop body carrying one float32[2]: in {name}_i, {name}_cond_in, {name}_in; out
+    {name}_cond_out (the cond passed through) and {name}_out, which `made` computes (a copy of
+    {name}_in when None)."""
+    if made is None:
+        made = [helper.make_node("Identity", [f"{name}_in"], [f"{name}_out"])]
+    return helper.make_graph(
+        [helper.make_node("Identity", [f"{name}_cond_in"], [f"{name}_cond_out"]), *made],
+        name,
+        [
+            helper.make_tensor_value_info(f"{name}_i", TensorProto.INT64, []),
+            helper.make_tensor_value_info(f"{name}_cond_in", TensorProto.BOOL, []),
+            helper.make_tensor_value_info(f"{name}_in", TensorProto.FLOAT, [2]),
+        ],
+        [
+            helper.make_tensor_value_info(f"{name}_cond_out", TensorProto.BOOL, []),
+            helper.make_tensor_value_info(f"{name}_out", TensorProto.FLOAT, [2]),
+        ],
+    )
+
+
 def _loop(trips: onnx.TensorProto | None) -> onnx.ModelProto:
     """y = x, carried through a Loop whose trip count M is the initializer `trips` (or, when
     None, a value computed at run time)."""
-    body = helper.make_graph(
-        [
-            helper.make_node("Identity", ["cond_in"], ["cond_out"]),
-            helper.make_node("Identity", ["carried_in"], ["carried_out"]),
-        ],
-        "body",
-        [
-            helper.make_tensor_value_info("i", TensorProto.INT64, []),
-            helper.make_tensor_value_info("cond_in", TensorProto.BOOL, []),
-            helper.make_tensor_value_info("carried_in", TensorProto.FLOAT, [2]),
-        ],
-        [
-            helper.make_tensor_value_info("cond_out", TensorProto.BOOL, []),
-            helper.make_tensor_value_info("carried_out", TensorProto.FLOAT, [2]),
-        ],
-    )
+    body = _loop_body("body")
     cond = numpy_helper.from_array(np.array(True), "cond")
     nodes = [helper.make_node("Loop", ["trips", "cond", "x"], ["y"], name="loop", body=body)]
     if trips is None:
         nodes.insert(0, helper.make_node("Size", ["x"], ["trips"], name="size"))
         return _model(nodes, [cond])
     return _model(nodes, [trips, cond])
+
+
+def _nested_loops(inner_trips: str) -> onnx.ModelProto:
+    """A Loop whose body holds a Loop with trip count `inner_trips`; M of both from outside."""
+    body = _loop_body("inner")
+    inner = helper.make_node(
+        "Loop", [inner_trips, "cond", "outer_in"], ["inner_v"], name="inner", body=body
+    )
+    made = [inner, helper.make_node("Identity", ["inner_v"], ["outer_out"])]
+    if inner_trips == "made_inside":
+        made.insert(0, helper.make_node("Identity", ["trips"], ["made_inside"]))
+    outer_body = _loop_body("outer", made)
+    outer = helper.make_node("Loop", ["trips", "cond", "x"], ["y"], name="outer", body=outer_body)
+    return _model([outer], [_int64("trips", 3), numpy_helper.from_array(np.asarray(True), "cond")])
 
 
 def _identity() -> onnx.ModelProto:
@@ -167,6 +187,15 @@ def _int64(name: str, value: int) -> onnx.TensorProto:
 def test_the_gate_passes_a_plain_model_and_a_bounded_loop() -> None:
     gate.check(_identity())
     gate.check(_loop(_int64("trips", gate.MAX_LOOP_TRIPS)))
+
+
+def test_the_gate_sees_outer_constants_as_trip_counts_of_nested_loops() -> None:
+    gate.check(_nested_loops("trips"))
+
+
+def test_the_gate_refuses_a_nested_trip_count_computed_in_the_subgraph() -> None:
+    with pytest.raises(gate.GateError, match="expected a Loop with a constant trip count M"):
+        gate.check(_nested_loops("made_inside"))
 
 
 @pytest.mark.parametrize(

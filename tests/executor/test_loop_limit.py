@@ -1,17 +1,16 @@
-"""Loops lowered to ONNX: M = the policy's bound + 1, hidden flag outputs for "ran past it" and
-"grew past the byte cap", and the gate's constant-M rule through nested subgraphs."""
+"""Loops lowered to ONNX: M = the policy's bound + 1, and hidden flag outputs for "ran past it"
+and "grew past the byte cap". The gate's constant-M rule through nested subgraphs: test_compile."""
 
 from __future__ import annotations
 
 import numpy as np
 import onnx
 import pytest
-from onnx import TensorProto, helper, numpy_helper
+from onnx import numpy_helper
 
-from executor import SessionOptions, compile, gate
+from executor import SessionOptions, compile
 from executor.convert import LOOP_BOUND_EXCEEDED, lower
 from executor.errors import LoopTripLimitExceeded, TensorTooLarge, WrongShape
-from executor.lower import IR_VERSION, ONNX_OPSET
 from graph_proto.builder import ProgramBuilder, set_attr
 from tests.validator.test_control_flow_bad import branch, counting_loop
 from validator import Policy, validate
@@ -56,74 +55,6 @@ def test_the_default_bound_is_enforced(n: int, trips: int | None) -> None:
     out = model.run(feeds)
     assert list(out) == ["i", "x"]  # the hidden flag is never returned
     assert out["i"].shape == () and int(out["i"]) == trips
-
-
-def _outer_loop(inner_trips: str) -> onnx.ModelProto:
-    """A Loop whose body holds a Loop with trip count `inner_trips`; M of both from outside."""
-    inner_body = helper.make_graph(
-        [
-            helper.make_node("Identity", ["c_in"], ["c_out"]),
-            helper.make_node("Identity", ["v_in"], ["v_out"]),
-        ],
-        "inner",
-        [
-            helper.make_tensor_value_info("j", TensorProto.INT64, []),
-            helper.make_tensor_value_info("c_in", TensorProto.BOOL, []),
-            helper.make_tensor_value_info("v_in", TensorProto.FLOAT, [2]),
-        ],
-        [
-            helper.make_tensor_value_info("c_out", TensorProto.BOOL, []),
-            helper.make_tensor_value_info("v_out", TensorProto.FLOAT, [2]),
-        ],
-    )
-    nodes = [
-        helper.make_node(
-            "Loop", [inner_trips, "cond", "o_in"], ["inner_v"], name="inner", body=inner_body
-        )
-    ]
-    if inner_trips == "made_inside":
-        nodes.insert(0, helper.make_node("Identity", ["trips"], ["made_inside"]))
-    outer_body = helper.make_graph(
-        [
-            *nodes,
-            helper.make_node("Identity", ["oc_in"], ["oc_out"]),
-            helper.make_node("Identity", ["inner_v"], ["o_out"]),
-        ],
-        "outer",
-        [
-            helper.make_tensor_value_info("i", TensorProto.INT64, []),
-            helper.make_tensor_value_info("oc_in", TensorProto.BOOL, []),
-            helper.make_tensor_value_info("o_in", TensorProto.FLOAT, [2]),
-        ],
-        [
-            helper.make_tensor_value_info("oc_out", TensorProto.BOOL, []),
-            helper.make_tensor_value_info("o_out", TensorProto.FLOAT, [2]),
-        ],
-    )
-    graph = helper.make_graph(
-        [
-            helper.make_node("Loop", ["trips", "cond", "x"], ["y"], name="outer", body=outer_body),
-        ],
-        "nested",
-        [helper.make_tensor_value_info("x", TensorProto.FLOAT, [2])],
-        [helper.make_tensor_value_info("y", TensorProto.FLOAT, [2])],
-        [
-            numpy_helper.from_array(np.asarray(3, np.int64), "trips"),
-            numpy_helper.from_array(np.asarray(True), "cond"),
-        ],
-    )
-    return helper.make_model(
-        graph, opset_imports=[helper.make_opsetid("", ONNX_OPSET)], ir_version=IR_VERSION
-    )
-
-
-def test_the_gate_sees_outer_constants_as_trip_counts_of_nested_loops() -> None:
-    gate.check(_outer_loop("trips"))
-
-
-def test_the_gate_refuses_a_nested_trip_count_computed_in_the_subgraph() -> None:
-    with pytest.raises(gate.GateError, match="expected a Loop with a constant trip count M"):
-        gate.check(_outer_loop("made_inside"))
 
 
 def _doubling_loop() -> ProgramBuilder:
