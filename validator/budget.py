@@ -184,11 +184,7 @@ def _check_tensors(
     where: str,
 ) -> None:
     for (name, t), size in zip(inferred.items(), sizes, strict=True):
-        problem = (
-            f"expected at most {policy.max_tensor_bytes} bytes, got {size}"
-            if size > policy.max_tensor_bytes
-            else dim_over_cap(t, policy)
-        )
+        problem = over_cap(t, size, policy)
         if problem is not None:
             shown = f"output {name!r} {t.dtype.label}{list(t.shape)}{where}"
             raise _Rejected(_diag(Code.TENSOR_TOO_LARGE, op, f"{shown}: {problem}"))
@@ -224,9 +220,9 @@ def _op_cost(
         )
         flops += inner_flops
         transient += sum(sizes) + inner_transient
-    trips = (policy.max_loop_trips or 0) if op.op_type == WHILE_OP else 1
     # A loop runs up to its bound, plus the one extra check of the condition the lowering makes.
-    return flops * (trips + 1 if op.op_type == WHILE_OP else trips), transient
+    runs = (policy.max_loop_trips or 0) + 1 if op.op_type == WHILE_OP else 1
+    return flops * runs, transient
 
 
 def _check_sized_by_data(
@@ -240,6 +236,13 @@ def _check_sized_by_data(
         if not t.known:
             message = f"output {name!r} {t.dtype.label}{list(t.shape)} in block {op.block} is sized by input data; expected sizes fixed by shapes and constants inside loops and branches"
             raise _Rejected(_diag(Code.SUB_BLOCK_DATA_DEPENDENT, op, message))
+
+
+def over_cap(t: TensorType, size: int, policy: Policy) -> str | None:
+    """Why a tensor of `size` bytes is over the policy's byte or dim cap, or None."""
+    if size > policy.max_tensor_bytes:
+        return f"expected at most {policy.max_tensor_bytes} bytes, got {size}"
+    return dim_over_cap(t, policy)
 
 
 def dim_over_cap(t: TensorType, policy: Policy) -> str | None:

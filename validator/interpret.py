@@ -5,14 +5,14 @@ from __future__ import annotations
 
 import dataclasses
 import itertools
-from collections.abc import Iterator, Mapping, MutableMapping
+from collections.abc import Iterator, Mapping, MutableMapping, Sequence
 from dataclasses import dataclass, field
 from typing import Final
 
 from graph_proto import framework_pb2 as pb
 from graph_proto.types import DType
 from validator.bind import BindError, BoundOp, bind
-from validator.budget import dim_over_cap
+from validator.budget import over_cap
 from validator.diagnostics import Code, Diagnostic
 from validator.infer import (
     BodyError,
@@ -130,7 +130,6 @@ def _bind(op: pb.OpDesc, index: int, block: int, walk: _Walk) -> BoundOp | None:
     if forbidden_reason(op.type) is not None or is_training_op(op.type):
         return None  # already reported by the structure checks
     op_def = walk.registry.get(op.type)
-    message = None
     if op_def is None:
         code, message = Code.OP_UNKNOWN, f"expected a registered op type, got {op.type[:64]!r}"
     elif not walk.policy.allows(op.type):
@@ -143,14 +142,13 @@ def _bind(op: pb.OpDesc, index: int, block: int, walk: _Walk) -> BoundOp | None:
             Code.LOOP_UNBOUNDED,
             "expected a loop trip bound from the tenant policy, got none (loops are not allowed)",
         )
-    if message is not None or op_def is None:
-        walk.out.append(_diag(code, block, index, op.type, message or ""))
-        return None
-    try:
-        return bind(op, op_def, index, block)
-    except BindError as e:
-        walk.out.append(_diag(e.code, block, index, op.type, str(e)))
-        return None
+    else:
+        try:
+            return bind(op, op_def, index, block)
+        except BindError as e:
+            code, message = e.code, str(e)
+    walk.out.append(_diag(code, block, index, op.type, message))
+    return None
 
 
 def _walk_sub_block(bound: BoundOp, walk: _Walk, frame: _Frame) -> BoundOp | None:
@@ -173,18 +171,16 @@ def _walk_sub_block(bound: BoundOp, walk: _Walk, frame: _Frame) -> BoundOp | Non
 
 def _owner_problems(bound: BoundOp, inner: _Frame) -> Iterator[Problem]:
     sub = inner.block
-    loop_cond = bound.inputs["Condition"][0] if bound.op_type == WHILE_OP else None
+    cond = bound.inputs["Condition"][0] if bound.op_type == WHILE_OP else None
     for name in bound.outputs.get("Out", ()):
-        if name not in inner.written_outer and name != loop_cond:
+        if name not in inner.written_outer and name != cond:
             message = f"Out lists {name!r}, but sub-block {sub} never writes it"
             yield Code.SUB_BLOCK_OUTPUTS, name, message
-    if bound.op_type == WHILE_OP:
-        (cond,) = bound.inputs["Condition"]
-        if cond not in inner.written_outer:
-            message = (
-                f"expected sub-block {sub} to recompute the condition {cond!r}, got no write to it"
-            )
-            yield Code.LOOP_UNBOUNDED, cond, message
+    if cond is not None and cond not in inner.written_outer:
+        message = (
+            f"expected sub-block {sub} to recompute the condition {cond!r}, got no write to it"
+        )
+        yield Code.LOOP_UNBOUNDED, cond, message
 
 
 def _error_count(out: list[Diagnostic]) -> int:
@@ -236,10 +232,9 @@ def _write_problems(bound: BoundOp, walk: _Walk, frame: _Frame) -> Iterator[Prob
     if bound.op_type == "fetch":
         return
     aliases = _inplace_aliases(bound)
-    loop_vars = set(bound.outputs.get("Out", ())) if bound.op_type == WHILE_OP else set()
     for slot, names in bound.outputs.items():
         for name in names:
-            problem = _write_problem(bound, slot, name, walk, frame, aliases, loop_vars)
+            problem = _write_problem(bound, slot, name, walk, frame, aliases)
             if problem is not None:
                 yield problem
 
@@ -251,7 +246,6 @@ def _write_problem(
     walk: _Walk,
     frame: _Frame,
     aliases: set[str],
-    loop_vars: set[str],
 ) -> Problem | None:
     found = walk.s.lookup(frame.block, name)
     if found is None:
@@ -285,12 +279,12 @@ def _write_problem(
             return Code.SUB_BLOCK_OUTPUTS, name, message
         frame.written_outer.add(name)
         return None
-    if name in loop_vars:
+    if bound.op_type == WHILE_OP:  # a loop var: Out is a while's one slot besides StepScopes
         if name not in frame.defined:
             message = f"loop var {name!r} is not defined before the while; expected a value for the first iteration"
             return Code.VAR_UNDEFINED, name, message
         return None
-    if name in frame.defined and name not in aliases and bound.op_type != "feed":
+    if name in frame.defined and bound.op_type != "feed":  # an in-place alias returned above
         return (
             Code.VAR_REDEFINED,
             name,
@@ -303,26 +297,28 @@ def _guard_problems(bound: BoundOp, walk: _Walk) -> Iterator[Problem]:
     """A branch output is defined only when its branch ran: only a select_input whose Mask is
     that branch's condition may read it. Every select_input's Mask must be a cast condition, so
     that it is 0 or 1 (Paddle fails on any other value)."""
-    mask = walk.masks.get(bound.inputs["Mask"][0]) if bound.op_type == "select_input" else None
-    if bound.op_type == "select_input" and mask is None:
-        message = "expected a Mask cast to int32 from a boolean condition, so that it is 0 or 1"
-        yield Code.BRANCH_OUTPUT_UNGUARDED, bound.inputs["Mask"][0], message
-        return
-    choices = bound.inputs.get("X", ()) if mask is not None else ()
+    choices: Sequence[str] = ()
+    picks: list[tuple[Condition, str]] = []  # (the condition it is picked on, branch value)
+    if bound.op_type == "select_input":
+        mask = walk.masks.get(bound.inputs["Mask"][0])
+        if mask is None:
+            message = "expected a Mask cast to int32 from a boolean condition, so that it is 0 or 1"
+            yield Code.BRANCH_OUTPUT_UNGUARDED, bound.inputs["Mask"][0], message
+            return
+        choices = bound.inputs.get("X", ())
+        picks = [(_polarity(mask, i == 1), name) for i, name in enumerate(choices)]
     for name in dict.fromkeys(bound.reads()):
         guard = walk.guards.get(name)
         if guard is None:
             continue
-        wanted = {choices[i] for i in range(len(choices)) if guard == _polarity(mask, i == 1)}
+        wanted = {choice for condition, choice in picks if condition == guard}
         if name in wanted and choices.count(name) == 1:
             continue
         message = f"reads {name!r}, which conditional_block writes only when {guard[0]!r} is {guard[2]}; expected a select_input picking it on that condition"
         yield Code.BRANCH_OUTPUT_UNGUARDED, name, message
 
 
-def _polarity(condition: Condition | None, positive: bool) -> Condition | None:
-    if condition is None:
-        return None
+def _polarity(condition: Condition, positive: bool) -> Condition:
     root, version, polarity = condition
     return root, version, polarity if positive else not polarity
 
@@ -334,9 +330,7 @@ def _track_conditions(bound: BoundOp, frame: _Frame, walk: _Walk) -> None:
     facts: list[tuple[dict[str, Condition], str, Condition]] = []
     if bound.op_type == "logical_not":
         (x,), (out,) = bound.inputs["X"], bound.outputs["Out"]
-        negated = _polarity(normal(x), False)
-        assert negated is not None
-        facts.append((walk.negations, out, negated))
+        facts.append((walk.negations, out, _polarity(normal(x), False)))
     elif bound.op_type == "cast" and bound.attrs.out_dtype == int(DType.INT32):
         (x,), (out,) = bound.inputs["X"], bound.outputs["Out"]
         if frame.types[x].dtype == DType.BOOL:
@@ -385,41 +379,35 @@ def _unused_writes(bound: BoundOp) -> set[str]:
 
 def _infer(bound: BoundOp, frame: _Frame, walk: _Walk) -> bool:
     """Infers the op into the frame's types; False (reported, outputs failed) on a problem."""
-    policy = walk.policy
     try:
         inferred = infer_op(bound, frame.types)
-        for name, tensor in inferred.items():
-            check_dims(tensor)
-            size = tensor_bytes(tensor)
-            problem = (
-                f"expected at most {policy.max_tensor_bytes} bytes, got {size}"
-                if size > policy.max_tensor_bytes
-                else dim_over_cap(tensor, policy)
-            )
-            if problem is not None:
-                shown = f"output {name!r} {tensor.dtype.label}{list(tensor.shape)}"
-                walk.out.append(
-                    _diag(
-                        Code.TENSOR_TOO_LARGE,
-                        frame.block,
-                        bound.index,
-                        bound.op_type,
-                        f"{shown}: {problem}",
-                        var=name,
-                    )
-                )
-                walk.failed.update(bound.writes())
-                return False
+        problem = _too_large(bound, frame.block, inferred, walk.policy)
     except BodyError as e:  # an op inside the sub-block, under the types of a later iteration
-        walk.out.append(_diag(e.code, e.op.block, e.op.index, e.op.op_type, str(e)))
-        walk.failed.update(bound.writes())
-        return False
+        problem = _diag(e.code, e.op.block, e.op.index, e.op.op_type, str(e))
     except GraphError as e:  # only graph problems; a bug in a rule must crash loudly
-        walk.out.append(_diag(e.code, frame.block, bound.index, bound.op_type, str(e)))
+        problem = _diag(e.code, frame.block, bound.index, bound.op_type, str(e))
+    if problem is not None:
+        walk.out.append(problem)
         walk.failed.update(bound.writes())
         return False
     frame.types.update(inferred)
     return True
+
+
+def _too_large(
+    bound: BoundOp, block: int, inferred: Mapping[str, TensorType], policy: Policy
+) -> Diagnostic | None:
+    """The first output over the policy's caps, reported; raises GraphError on bad dims."""
+    for name, tensor in inferred.items():
+        check_dims(tensor)
+        problem = over_cap(tensor, tensor_bytes(tensor), policy)
+        if problem is not None:
+            shown = f"output {name!r} {tensor.dtype.label}{list(tensor.shape)}"
+            message = f"{shown}: {problem}"
+            return _diag(
+                Code.TENSOR_TOO_LARGE, block, bound.index, bound.op_type, message, var=name
+            )
+    return None
 
 
 def _check_known_trips(bound: BoundOp, frame: _Frame, walk: _Walk) -> bool:
