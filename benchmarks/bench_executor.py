@@ -66,40 +66,10 @@ TRANSFORMER = "d_model=256, nhead=4, dim_feedforward=1024, num_layers=4, vocab=1
 class Model:
     key: str  # file name in benchmarks/.cache/
     label: str
-    build: str  # Python expression (BUILDERS, tests.conformance.models), run in a child process
+    build: str  # Python expression on tests.conformance.models, run in a child process
     feed: str  # "image" (float32 [1, 3, 224, 224]) or "ids" (int64 [1, SEQ_LEN])
     vocab: int = 0
 
-
-# The tests' model builders make small inputs; these two make the benchmark sizes, the same way
-# (tests/conformance/models.py: _image_model, _transformer).
-BUILDERS = """
-from tests.conformance import models, paddle_util
-from tests.conformance.paddle_util import paddle
-
-def vision(name, size):
-    with paddle_util.building() as (main, startup):
-        image = paddle.static.data("image", [-1, 3, size, size], "float32")
-        net = getattr(paddle.vision.models, name)()
-        net.eval()
-        out = net(image)
-    return paddle_util.save(main, startup, [image], [out])
-
-def transformer(d_model, nhead, dim_feedforward, num_layers, vocab):
-    paddle_util.install_legacy_compat()
-    with paddle_util.building() as (main, startup):
-        ids = paddle.static.data("ids", [-1, -1], "int64")
-        embedding = paddle.nn.Embedding(vocab, d_model)
-        layer = paddle.nn.TransformerEncoderLayer(
-            d_model=d_model, nhead=nhead, dim_feedforward=dim_feedforward, dropout=0.1,
-            activation="relu",
-        )
-        encoder = paddle.nn.TransformerEncoder(layer, num_layers=num_layers)
-        embedding.eval()
-        encoder.eval()
-        out = encoder(embedding(ids))
-    return paddle_util.save(main, startup, [ids], [out])
-"""
 
 MODELS = [
     # resnet50.* is also bench_validate.py's cached export
@@ -107,13 +77,13 @@ MODELS = [
     Model(
         "mobilenet_v3_large_224",
         "MobileNetV3-Large 224x224",
-        "vision('mobilenet_v3_large', 224)",
+        "models.vision('mobilenet_v3_large', 224)",
         "image",
     ),
     Model(
         "transformer_d256_l4",
         f"Embedding + TransformerEncoder ({TRANSFORMER}), seq {SEQ_LEN}",
-        f"transformer({TRANSFORMER})",
+        f"models.transformer('relu', {TRANSFORMER})",
         "ids",
         10000,
     ),
@@ -144,7 +114,7 @@ def model_files(models: list[Model]) -> dict[str, tuple[Path, Path]]:
     missing = [m for m in models if not files[m.key][0].exists()]
     if missing:
         CACHE.mkdir(parents=True, exist_ok=True)
-        lines = [BUILDERS]
+        lines = ["from tests.conformance import models"]
         for m in missing:
             program, params = files[m.key]
             lines += [

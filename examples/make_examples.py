@@ -19,7 +19,6 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import tempfile
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -149,7 +148,7 @@ def write_json_request(path: Path, inputs: dict[str, np.ndarray]) -> None:
 
 def run_saved(prefix: Path, inputs: dict[str, np.ndarray]) -> list[np.ndarray]:
     exe = paddle.static.Executor(paddle.CPUPlace())
-    with tempfile.TemporaryDirectory(), paddle.static.scope_guard(paddle.static.Scope()):
+    with paddle.static.scope_guard(paddle.static.Scope()):
         program, _, fetch_vars = paddle.static.load_inference_model(str(prefix), exe)
         return list(exe.run(program, feed=inputs, fetch_list=fetch_vars))
 

@@ -23,13 +23,9 @@ The others end in an adaptive average pool and take 32x32, where every window fi
 
 from __future__ import annotations
 
-import os
-import tempfile
-from collections.abc import Callable, Iterator, Mapping
-from contextlib import contextmanager
+from collections.abc import Callable, Mapping
 from dataclasses import replace
 from functools import cache
-from pathlib import Path
 from typing import Any, Final
 
 import numpy as np
@@ -38,7 +34,8 @@ from graph_proto import framework_pb2 as pb
 from graph_proto.pdiparams import array, read_params, write_params
 from graph_proto.types import DType
 from tests.conformance import paddle_util
-from tests.conformance.paddle_util import Saved, paddle
+from tests.conformance.paddle_util import Saved, paddle, random_feeds
+from validator import validate
 
 _IMAGE = 32
 # Calibration feeds have their own seed: parity tests (random_feeds) compare on other data.
@@ -67,26 +64,27 @@ def _image_model(make: Callable[[], Any], shape: list[int]) -> Saved:
 
 
 @cache
-def _vision(name: str, size: int = _IMAGE, channels: int = 3) -> Saved:
-    """paddle.vision.models.<name>() on a [-1, channels, size, size] image (cached)."""
+def vision(name: str, size: int = _IMAGE, channels: int = 3) -> Saved:
+    """paddle.vision.models.<name>() on a [-1, channels, size, size] image (cached); benchmarks
+    build their full-size models with it too."""
     return _image_model(getattr(paddle.vision.models, name), [-1, channels, size, size])
 
 
 def resnet18() -> Saved:
-    return _vision("resnet18")
+    return vision("resnet18")
 
 
 def resnet50(size: int = _IMAGE) -> Saved:
     """ResNet-50; `size=224` gives the full-size model (for benchmarks)."""
-    return _vision("resnet50", size)
+    return vision("resnet50", size)
 
 
 def mobilenet_v1() -> Saved:
-    return _vision("mobilenet_v1", 64)
+    return vision("mobilenet_v1", 64)
 
 
 def mobilenet_v2() -> Saved:
-    return _vision("mobilenet_v2")
+    return vision("mobilenet_v2")
 
 
 @cache
@@ -96,60 +94,73 @@ def mobilenet_v2_dynamic() -> Saved:
 
 
 def mobilenet_v3_small() -> Saved:
-    return _vision("mobilenet_v3_small")
+    return vision("mobilenet_v3_small")
 
 
 def mobilenet_v3_large() -> Saved:
-    return _vision("mobilenet_v3_large")
+    return vision("mobilenet_v3_large")
 
 
 def vgg11() -> Saved:
-    return _vision("vgg11")
+    return vision("vgg11")
 
 
 def squeezenet1_0() -> Saved:
-    return _vision("squeezenet1_0", 35)
+    return vision("squeezenet1_0", 35)
 
 
 def squeezenet1_1() -> Saved:
-    return _vision("squeezenet1_1")
+    return vision("squeezenet1_1")
 
 
 def shufflenet_v2_x0_25() -> Saved:
-    return _vision("shufflenet_v2_x0_25")
+    return vision("shufflenet_v2_x0_25")
 
 
 def shufflenet_v2_swish() -> Saved:
-    return _vision("shufflenet_v2_swish")
+    return vision("shufflenet_v2_swish")
 
 
 def densenet121() -> Saved:
-    return _vision("densenet121")
+    return vision("densenet121")
 
 
 def googlenet() -> Saved:
     """GoogLeNet with its two auxiliary heads: three fetches (out, aux1, aux2)."""
-    return _vision("googlenet", 189)
+    return vision("googlenet", 189)
 
 
 def lenet() -> Saved:
-    return _vision("LeNet", 28, 1)
+    return vision("LeNet", 28, 1)
 
 
 def alexnet() -> Saved:
-    return _vision("AlexNet", 224)
+    return vision("AlexNet", 224)
 
 
-def _transformer(activation: str) -> Saved:
-    """Embedding over int64 ids [-1, -1] then a 2-layer TransformerEncoder (d_model 16, 2 heads)."""
+def transformer(
+    activation: str,
+    *,
+    d_model: int = 16,
+    nhead: int = 2,
+    dim_feedforward: int = 32,
+    num_layers: int = 2,
+    vocab: int = 100,
+) -> Saved:
+    """Embedding(vocab, d_model) over int64 ids [-1, -1] then a TransformerEncoder; the defaults
+    are the tests' size (2 layers, d_model 16, 2 heads), larger ones are for benchmarks."""
     paddle_util.install_legacy_compat()  # matmul and gelu only trace to PIR in Paddle 3.3.1
     with paddle_util.building() as (main, startup):
         ids = paddle.static.data("ids", [-1, -1], "int64")
-        embedding = paddle.nn.Embedding(100, 16)
+        embedding = paddle.nn.Embedding(vocab, d_model)
         layer = paddle.nn.TransformerEncoderLayer(
-            d_model=16, nhead=2, dim_feedforward=32, dropout=0.1, activation=activation
+            d_model=d_model,
+            nhead=nhead,
+            dim_feedforward=dim_feedforward,
+            dropout=0.1,
+            activation=activation,
         )
-        encoder = paddle.nn.TransformerEncoder(layer, num_layers=2)
+        encoder = paddle.nn.TransformerEncoder(layer, num_layers=num_layers)
         embedding.eval()
         encoder.eval()
         out = encoder(embedding(ids))
@@ -158,12 +169,12 @@ def _transformer(activation: str) -> Saved:
 
 @cache
 def transformer_relu() -> Saved:
-    return _transformer("relu")
+    return transformer("relu")
 
 
 @cache
 def transformer_gelu() -> Saved:
-    return _transformer("gelu")
+    return transformer("gelu")
 
 
 @cache
@@ -184,20 +195,10 @@ def calibrated(name: str) -> Saved:
 
 def calibration_feeds(saved: Saved, batch: int, size: int = _IMAGE) -> dict[str, np.ndarray]:
     """Standard-normal float32 feeds: a -1 dim becomes `batch` (axis 0) or `size`."""
-    declared = {
-        var.name: var.type.dense_tensor.tensor
-        for var in pb.ProgramDesc.FromString(saved.program).blocks[0].vars
-    }
-    rng = np.random.default_rng(CALIBRATION_SEED)
-    feeds = {}
-    for name in saved.feeds:
-        assert declared[name].data_type == pb.VarType.FP32, f"{name}: expected a float32 feed"
-        shape = [
-            d if d >= 0 else (batch if axis == 0 else size)
-            for axis, d in enumerate(declared[name].dims)
-        ]
-        feeds[name] = rng.standard_normal(shape).astype(np.float32)
-    return feeds
+    validated = validate(saved.program, saved.params)
+    for spec in validated.inputs:
+        assert spec.dtype == DType.FP32, f"{spec.name}: expected a float32 feed"
+    return random_feeds(validated, batch=batch, dynamic=size, seed=CALIBRATION_SEED)
 
 
 def calibrate_batch_norm(
@@ -252,7 +253,7 @@ def calibrate_batch_norm(
         if _arg(op.outputs, "Y") not in ends_branch
     }
     saved = replace(saved, params=_replace_params(program, saved.params, shifts))
-    with _loaded(saved) as (main, exe):
+    with paddle_util.loaded(saved) as (main, _, exe):
         block = main.global_block()
         inputs = [_use_batch_statistics(block, op) for op in block.ops if op.type == "batch_norm"]
         values = exe.run(main, feed=dict(feeds), fetch_list=inputs)
@@ -301,7 +302,7 @@ def normalize_convolutions(saved: Saved, feeds: Mapping[str, np.ndarray]) -> Sav
     assert saved.params is not None
     program = pb.ProgramDesc.FromString(saved.program)
     filters = [_arg(op.inputs, "Filter") for op in program.blocks[0].ops if op.type in _CONVS]
-    with _loaded(saved) as (main, exe):
+    with paddle_util.loaded(saved) as (main, _, exe):
         block = main.global_block()
         names = [_divide_by_rms(block, op) for op in list(block.ops) if op.type in _CONVS]
         values = exe.run(main, feed=dict(feeds), fetch_list=names)
@@ -312,22 +313,8 @@ def normalize_convolutions(saved: Saved, feeds: Mapping[str, np.ndarray]) -> Sav
 
 def fetch(saved: Saved, feeds: Mapping[str, np.ndarray], names: list[str]) -> list[np.ndarray]:
     """Runs the saved model with Paddle's Executor and returns the named vars (any var of block 0)."""
-    with _loaded(saved) as (main, exe):
+    with paddle_util.loaded(saved) as (main, _, exe):
         return list(exe.run(main, feed=dict(feeds), fetch_list=names))
-
-
-@contextmanager
-def _loaded(saved: Saved) -> Iterator[tuple[Any, Any]]:
-    """The saved inference program as Paddle loads it (in a fresh scope), and an Executor."""
-    exe = paddle.static.Executor(paddle.CPUPlace())
-    with tempfile.TemporaryDirectory() as tmp:
-        prefix = os.path.join(tmp, "model")
-        Path(prefix + ".pdmodel").write_bytes(saved.program)
-        if saved.params is not None:
-            Path(prefix + ".pdiparams").write_bytes(saved.params)
-        with paddle.static.scope_guard(paddle.base.core.Scope()):
-            main, _, _ = paddle.static.load_inference_model(prefix, exe)
-            yield main, exe
 
 
 def _use_batch_statistics(block: Any, op: Any) -> str:

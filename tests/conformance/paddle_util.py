@@ -123,18 +123,25 @@ def dims_differences(
     return differences
 
 
-def run_paddle(saved: Saved, feeds: dict[str, np.ndarray]) -> list[np.ndarray]:
-    """Runs the saved inference model with Paddle's own Executor (for numeric parity later)."""
+@contextmanager
+def loaded(saved: Saved) -> Iterator[tuple[Any, list[Any], Any]]:
+    """The saved inference program as Paddle loads it (in a fresh scope), its fetch vars, and an
+    Executor to run it."""
     exe = paddle.static.Executor(paddle.CPUPlace())
     with tempfile.TemporaryDirectory() as tmp:
         prefix = os.path.join(tmp, "model")
         Path(prefix + ".pdmodel").write_bytes(saved.program)
         if saved.params is not None:
             Path(prefix + ".pdiparams").write_bytes(saved.params)
-        scope = paddle.static.Scope()
-        with paddle.static.scope_guard(scope):
+        with paddle.static.scope_guard(paddle.static.Scope()):
             program, _, fetch_vars = paddle.static.load_inference_model(prefix, exe)
-            return list(exe.run(program, feed=feeds, fetch_list=fetch_vars))
+            yield program, fetch_vars, exe
+
+
+def run_paddle(saved: Saved, feeds: dict[str, np.ndarray]) -> list[np.ndarray]:
+    """Runs the saved inference model with Paddle's own Executor (for numeric parity later)."""
+    with loaded(saved) as (program, fetch_vars, exe):
+        return list(exe.run(program, feed=feeds, fetch_list=fetch_vars))
 
 
 def random_feeds(
@@ -196,6 +203,7 @@ __all__ = [
     "build_and_save",
     "building",
     "dims_differences",
+    "loaded",
     "op_types",
     "paddle",
     "random_feeds",

@@ -174,6 +174,14 @@ def _training_mode(saved: Saved) -> Saved:
     return Saved(program.SerializeToString(), saved.params, saved.feeds, saved.fetches)
 
 
+def _assert_refused(saved: Saved, code: Code, message: str) -> None:
+    """validate() refuses `saved` with exactly `code`, its message containing `message`."""
+    with pytest.raises(ValidationFailed) as info:
+        validate(saved.program, saved.params)
+    assert info.value.codes == [code]
+    assert message in str(info.value)
+
+
 def test_training_mode_without_dropout_equals_paddle() -> None:
     saved = _training_mode(build_and_save(_build("GRU", 2, True, True, False)))
     assert_parity(saved, _feeds(saved, "GRU", 4, 3, 5, [5, 3, 1]))
@@ -183,11 +191,10 @@ def test_training_dropout_is_refused() -> None:
     saved = _training_mode(build_and_save(_build("LSTM", 2, False, False, False, dropout=0.5)))
     feeds = _feeds(saved, "LSTM", 2, 2, 5, [])
     assert len(run_paddle(saved, feeds)) == 3  # a program Paddle runs, with random dropout
-    with pytest.raises(ValidationFailed) as info:
-        validate(saved.program, saved.params)
-    assert info.value.codes == [Code.RNN_UNSUPPORTED]
-    assert "expected is_test true or dropout_prob 0 (inference), got is_test false" in str(
-        info.value
+    _assert_refused(
+        saved,
+        Code.RNN_UNSUPPORTED,
+        "expected is_test true or dropout_prob 0 (inference), got is_test false",
     )
 
 
@@ -206,11 +213,10 @@ def test_float64_is_refused() -> None:
         paddle.set_default_dtype(previous)
     x = np.random.default_rng(0).standard_normal((2, 3, INPUT))
     assert run_paddle(saved, {"x": x})[0].dtype == np.float64
-    with pytest.raises(ValidationFailed) as info:
-        validate(saved.program, saved.params)
-    assert info.value.codes == [Code.RNN_UNSUPPORTED]
-    assert "expected float32 (onnxruntime's LSTM, GRU and RNN kernels), got float64" in str(
-        info.value
+    _assert_refused(
+        saved,
+        Code.RNN_UNSUPPORTED,
+        "expected float32 (onnxruntime's LSTM, GRU and RNN kernels), got float64",
     )
 
 
@@ -224,7 +230,8 @@ def test_bias_free_layer_paddle_cannot_run_is_refused() -> None:
         return [x], [out, final]
 
     saved = build_and_save(build)
-    with pytest.raises(ValidationFailed) as info:
-        validate(saved.program, saved.params)
-    assert info.value.codes == [Code.SHAPE_MISMATCH]
-    assert "WeightList: expected 4 tensors (1 layers x 1 directions x 4), got 2" in str(info.value)
+    _assert_refused(
+        saved,
+        Code.SHAPE_MISMATCH,
+        "WeightList: expected 4 tensors (1 layers x 1 directions x 4), got 2",
+    )
