@@ -34,9 +34,25 @@ ONNX_DTYPE: Final = {
 
 
 class LoweringError(GraphError):
-    """An op or attribute value the ONNX lowering cannot compute exactly: rejected, never approximated."""
+    """An op or attribute value the ONNX lowering cannot compute exactly: rejected, never approximated.
+
+    The converter fills in the Paddle op it was lowering (`block`, `op_index`, `op_type`), so the
+    diagnostic points at it like the validator's own do."""
 
     code = Code.LOWERING_UNSUPPORTED
+
+    def __init__(
+        self,
+        message: str,
+        *,
+        block: int | None = None,
+        op_index: int | None = None,
+        op_type: str | None = None,
+    ) -> None:
+        super().__init__(message)
+        self.block = block
+        self.op_index = op_index
+        self.op_type = op_type
 
 
 @dataclass(frozen=True, slots=True)
