@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from validator.diagnostics import Code, Diagnostic, Severity, ValidationFailed
+from validator.ops._def import GraphError, Scalar, TensorType
 from validator.policy import DEFAULT_POLICY, Policy
 from validator.report import Report, TensorSpec
 from validator.validate import ValidatedProgram, validate
@@ -11,10 +12,13 @@ __all__ = [
     "DEFAULT_POLICY",
     "Code",
     "Diagnostic",
+    "GraphError",
     "Policy",
     "Report",
+    "Scalar",
     "Severity",
     "TensorSpec",
+    "TensorType",
     "ValidatedProgram",
     "ValidationFailed",
     "validate",
