@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import ClassVar
 
 from executor import CompiledModel
 
@@ -30,7 +29,9 @@ class LoadedModel:
 class ServiceError(Exception):
     """A domain error with a stable code; server/errors.py maps each class to an HTTP status."""
 
-    code: ClassVar[str] = "SERVICE_ERROR"
+    # Not a ClassVar: declared as the executor's ExecutionError declares it, so that a class may
+    # be both (server/v2/errors.py: one code per condition, whichever layer finds it).
+    code = "SERVICE_ERROR"
 
     def __init__(self, message: str) -> None:
         super().__init__(message)

@@ -31,6 +31,7 @@ from server.v2.errors import (
     InputDuplicate,
     InputElementCount,
     InputMissing,
+    InputRank,
     InputShape,
     InputUnknown,
     OutputDuplicate,
@@ -309,11 +310,11 @@ def _shape(obj: Mapping[str, Any], spec: TensorSpec) -> tuple[int, ...]:
             f"input {spec.name!r}: expected a shape of integers from 0 to {_MAX_DIM}, "
             f"got {raw[:8]!r}"
         )
-    fits = len(raw) == len(spec.dims) and all(
-        w < 0 or w == g for w, g in zip(spec.dims, raw, strict=True)
-    )
-    if not fits:
-        raise InputShape(f"input {spec.name!r}: expected shape {list(spec.dims)}, got {raw[:8]}")
+    expected = f"input {spec.name!r}: expected shape {list(spec.dims)}, got {raw[:8]}"
+    if len(raw) != len(spec.dims):
+        raise InputRank(expected)
+    if not all(w < 0 or w == g for w, g in zip(spec.dims, raw, strict=True)):
+        raise InputShape(expected)
     return tuple(raw)
 
 

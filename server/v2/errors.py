@@ -1,7 +1,14 @@
-"""Typed errors of malformed V2 inference requests; server/errors.py maps their bases to 400/413."""
+"""Typed errors of malformed V2 inference requests; server/errors.py maps their bases to 400/413.
+
+A condition the executor's Scope also checks (a missing or unknown input, a datatype, a rank or
+a shape that is not the signature's) has one code wherever it is found: these classes are also
+the executor's classes (`executor.errors`), so a client matches one code, whichever layer
+refused the request.
+"""
 
 from __future__ import annotations
 
+from executor.errors import MissingInput, UnexpectedInput, WrongDType, WrongRank, WrongShape
 from server.services.types import BadRequest, PayloadTooLarge
 
 
@@ -12,13 +19,13 @@ class InferRequestInvalid(BadRequest):
 
 
 class InferMalformed(InferRequestInvalid):
-    """Not JSON, or JSON not shaped like an inference request."""
+    """Not JSON, or JSON not shaped like a V2 inference request."""
 
     code = "INFER_MALFORMED"
 
 
 class InferHeaderLength(InferRequestInvalid):
-    """Inference-Header-Content-Length that is not an integer within the body."""
+    """`Inference-Header-Content-Length` not an integer within the body."""
 
     code = "INFER_HEADER_LENGTH"
 
@@ -29,24 +36,40 @@ class InferUnsupported(InferRequestInvalid):
     code = "INFER_UNSUPPORTED"
 
 
-class InputMissing(InferRequestInvalid):
-    code = "INFER_INPUT_MISSING"
+class InputMissing(InferRequestInvalid, MissingInput):
+    """An input of the model is not in the request."""
+
+    code = MissingInput.code
 
 
-class InputUnknown(InferRequestInvalid):
-    code = "INFER_INPUT_UNKNOWN"
+class InputUnknown(InferRequestInvalid, UnexpectedInput):
+    """The request names an input the model does not have."""
+
+    code = UnexpectedInput.code
 
 
 class InputDuplicate(InferRequestInvalid):
+    """The same input twice."""
+
     code = "INFER_INPUT_DUPLICATE"
 
 
-class InputDatatype(InferRequestInvalid):
-    code = "INFER_DATATYPE"
+class InputDatatype(InferRequestInvalid, WrongDType):
+    """A V2 datatype that is not the input's."""
+
+    code = WrongDType.code
 
 
-class InputShape(InferRequestInvalid):
-    code = "INFER_SHAPE"
+class InputRank(InferRequestInvalid, WrongRank):
+    """A shape with another number of dims than the input's."""
+
+    code = WrongRank.code
+
+
+class InputShape(InferRequestInvalid, WrongShape):
+    """A shape that does not fit the input's fixed dims, or data nested unlike the shape."""
+
+    code = WrongShape.code
 
 
 class InputElementCount(InferRequestInvalid):
@@ -56,7 +79,7 @@ class InputElementCount(InferRequestInvalid):
 
 
 class InputData(InferRequestInvalid):
-    """Values that do not fit the datatype: a string in FP32 data, 300 in UINT8, a BOOL byte 2."""
+    """Values that do not fit the datatype (a string in FP32 data, 300 in UINT8, a BOOL byte 2)."""
 
     code = "INFER_DATA"
 
@@ -68,20 +91,23 @@ class InputDataSource(InferRequestInvalid):
 
 
 class BinarySizeMismatch(InferRequestInvalid):
-    """A binary_data_size that disagrees with the shape, or binary bytes that do not add up."""
+    """A `binary_data_size` that disagrees with the shape, or binary bytes that do not add up."""
 
     code = "INFER_BINARY_SIZE"
 
 
 class OutputUnknown(InferRequestInvalid):
+    """A requested output the model does not have."""
+
     code = "INFER_OUTPUT_UNKNOWN"
 
 
 class OutputDuplicate(InferRequestInvalid):
+    """The same output requested twice."""
+
     code = "INFER_OUTPUT_DUPLICATE"
 
 
 class InferBodyTooLarge(PayloadTooLarge):
-    """The request body, or its decompressed size, exceeds the configured cap."""
-
-    code = "INFER_BODY_TOO_LARGE"
+    """A decompressed inference body over `GRAPHGATE_MAX_INFER_BYTES`: the same condition, and
+    code, as a body over its cap on the wire (server/body_limit.py)."""

@@ -146,7 +146,7 @@ def test_server_errors_exit_2_with_code_and_message(
     shape = run(served, "infer", "small", "-i", f"x={wide}")
     assert shape.exit_code == 2
     assert (
-        shape.stderr.strip() == "error [INFER_SHAPE]: input 'x': expected shape [-1, 8], got [2, 5]"
+        shape.stderr.strip() == "error [INPUT_SHAPE]: input 'x': expected shape [-1, 8], got [2, 5]"
     )
 
     doubles = tmp_path / "doubles.npy"
@@ -155,7 +155,7 @@ def test_server_errors_exit_2_with_code_and_message(
     assert dtype.exit_code == 2
     assert (
         dtype.stderr.strip()
-        == "error [INFER_DATATYPE]: input 'x': expected datatype 'FP32', got 'FP64'"
+        == "error [INPUT_DTYPE]: input 'x': expected datatype 'FP32', got 'FP64'"
     )
 
     bad_name = upload(served, "Bad Name", files)

@@ -102,7 +102,7 @@ def test_inference_counts_failures_and_latency_per_tenant_and_model(
     assert _binary_infer(client, key_a) == 200
     wrong_type = {"inputs": [{**JSON_INFER["inputs"][0], "datatype": "INT64"}]}
     bad = client.post("/v2/models/m/infer", json=wrong_type, headers=auth(key_a))
-    assert_error(bad, 400, "INFER_DATATYPE")
+    assert_error(bad, 400, "INPUT_DTYPE")
     unknown = client.post("/v2/models/nope/infer", json=JSON_INFER, headers=auth(key_a))
     assert_error(unknown, 404, "NOT_FOUND")
     assert (
@@ -125,7 +125,7 @@ def test_inference_counts_failures_and_latency_per_tenant_and_model(
     assert total == 7
 
     failures = "graphgate_inference_failures_total"
-    assert got[sample(failures, tenant="tenant-a", model="m", code="INFER_DATATYPE")] == 1
+    assert got[sample(failures, tenant="tenant-a", model="m", code="INPUT_DTYPE")] == 1
     assert got[sample(failures, tenant="tenant-a", model="", code="NOT_FOUND")] == 1
     assert got[sample(failures, tenant="", model="", code="UNAUTHORIZED")] == 1
     assert sum(v for (name, _), v in got.items() if name == failures) == 3

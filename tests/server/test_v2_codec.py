@@ -14,6 +14,14 @@ import numpy as np
 import pytest
 
 from executor import CompiledModel, SessionOptions, compile
+from executor.errors import (
+    ExecutionError,
+    MissingInput,
+    UnexpectedInput,
+    WrongDType,
+    WrongRank,
+    WrongShape,
+)
 from graph_proto.types import DType
 from server.services import inference
 from server.services.types import LoadedModel, ServiceError
@@ -30,6 +38,7 @@ from server.v2.errors import (
     InputDuplicate,
     InputElementCount,
     InputMissing,
+    InputRank,
     InputShape,
     InputUnknown,
     OutputDuplicate,
@@ -342,7 +351,7 @@ def test_inflating_past_the_cap_is_refused() -> None:
             identity(DType.INT64), body, {"content-encoding": "gzip"}, max_body_bytes=1000
         )
     assert str(info.value) == "decompressed request body exceeds the 1000-byte limit"
-    assert info.value.code == "INFER_BODY_TOO_LARGE"
+    assert info.value.code == "PAYLOAD_TOO_LARGE"
 
 
 # -- malformed requests: one code each, messages "expected ..., got ..." ---------------------
@@ -421,7 +430,7 @@ BAD: list[tuple[str, bytes, str | None, type[ServiceError], str]] = [
         "wrong-rank",
         _req(_x(shape=[3]), MASK),
         None,
-        InputShape,
+        InputRank,
         "input 'x': expected shape [-1, 3], got [3]",
     ),
     (
@@ -725,5 +734,42 @@ def test_unknown_content_encoding_is_refused() -> None:
 def test_every_error_has_its_own_code() -> None:
     classes = {case[3] for case in BAD} | {case[2] for case in BAD_BINARY} | {InferBodyTooLarge}
     codes = [cls.code for cls in classes]
-    assert len(codes) == len(set(codes)) == 15
-    assert all(code.startswith("INFER_") for code in codes)
+    assert len(codes) == len(set(codes)) == 16
+    # V2-only conditions are INFER_*; a condition the Scope or the body cap also checks has
+    # their code.
+    shared = {code for code in codes if not code.startswith("INFER_")}
+    assert shared == {
+        "INPUT_MISSING",
+        "INPUT_UNEXPECTED",
+        "INPUT_DTYPE",
+        "INPUT_RANK",
+        "INPUT_SHAPE",
+        "PAYLOAD_TOO_LARGE",
+    }
+
+
+@pytest.mark.parametrize(
+    ("codec_error", "scope_error"),
+    [
+        (InputMissing, MissingInput),
+        (InputUnknown, UnexpectedInput),
+        (InputDatatype, WrongDType),
+        (InputRank, WrongRank),
+        (InputShape, WrongShape),
+    ],
+)
+def test_a_condition_the_scope_also_checks_has_the_scope_code(
+    codec_error: type[ServiceError], scope_error: type[ExecutionError]
+) -> None:
+    assert issubclass(codec_error, scope_error)
+    assert codec_error.code == scope_error.code
+
+
+def test_the_codec_and_the_scope_refuse_a_missing_input_with_one_code() -> None:
+    model = pair()
+    request = _req(_x())
+    with pytest.raises(ServiceError) as by_codec:
+        decode(model, request, None)
+    with pytest.raises(MissingInput) as by_scope:
+        model.compiled.run({"x": np.zeros((1, 3), np.float32)})
+    assert by_codec.value.code == by_scope.value.code == "INPUT_MISSING"

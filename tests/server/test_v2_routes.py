@@ -100,7 +100,7 @@ def test_bad_requests_are_400_with_their_code(client: TestClient, key_a: str) ->
     upload(client, key_a)
     bad = {"inputs": [{"name": "x", "datatype": "INT64", "shape": [1, 4], "data": [1, 2, 3, 4]}]}
     response = client.post("/v2/models/m/infer", json=bad, headers=auth(key_a))
-    assert_error(response, 400, "INFER_DATATYPE")
+    assert_error(response, 400, "INPUT_DTYPE")
     assert response.json()["error"] == "input 'x': expected datatype 'FP32', got 'INT64'"
     response = client.post("/v2/models/m/infer", content=b"{", headers=auth(key_a))
     assert_error(response, 400, "INFER_MALFORMED")
@@ -156,7 +156,7 @@ def test_bodies_over_the_cap_are_413(tmp_path: Path) -> None:
         big = client.post(
             "/v2/models/m/infer", json=_json_infer(np.zeros((50, 4), np.float32)), headers=auth(key)
         )
-        assert_error(big, 413, "INFER_BODY_TOO_LARGE")
+        assert_error(big, 413, "PAYLOAD_TOO_LARGE")
         assert big.json()["error"] == "request body exceeds the 200-byte limit"
 
         def chunks():  # no Content-Length: counted as it streams
@@ -164,4 +164,4 @@ def test_bodies_over_the_cap_are_413(tmp_path: Path) -> None:
             yield b" " * 150 + b"}"
 
         streamed = client.post("/v2/models/m/infer", content=chunks(), headers=auth(key))
-        assert_error(streamed, 413, "INFER_BODY_TOO_LARGE")
+        assert_error(streamed, 413, "PAYLOAD_TOO_LARGE")
