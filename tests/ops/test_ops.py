@@ -38,6 +38,16 @@ def test_every_op_has_a_valid_and_an_invalid_case() -> None:
     assert (no_valid, no_invalid) == ([], [])
 
 
+def test_every_invalid_case_pins_its_diagnostic_code() -> None:
+    unpinned = [
+        f"{op.op_type}-{i}"
+        for op in REGISTRY
+        for i, c in enumerate(op.cases)
+        if c.raises is not None and c.code is None
+    ]
+    assert unpinned == []
+
+
 def test_every_case_is_either_valid_or_invalid() -> None:
     both_or_neither = [
         op.op_type for op in REGISTRY for c in op.cases if (c.expect is None) == (c.raises is None)

@@ -226,7 +226,14 @@ RELU6 = unary(
     attrs=Relu6Attrs,
     check=_relu6_check,
     ignored=_ONEDNN,
-    cases=(Case({"X": f32(2)}, {"threshold": 3.0}, raises="threshold: expected 6.0"),),
+    cases=(
+        Case(
+            {"X": f32(2)},
+            {"threshold": 3.0},
+            raises="threshold: expected 6.0",
+            code=Code.ATTR_VALUE,
+        ),
+    ),
 )
 LEAKY_RELU = unary(
     "leaky_relu",
@@ -238,7 +245,12 @@ LEAKY_RELU = unary(
     cases=(
         Case({"X": f32(2, 3)}, {"alpha": 0.1}, expect=_leaky_relu),
         Case({"X": _GRID}, {"alpha": 0.1}, expect=_leaky_relu),
-        Case({"X": f32(2)}, {"alpha": math.inf}, raises="alpha: expected a finite number, got inf"),
+        Case(
+            {"X": f32(2)},
+            {"alpha": math.inf},
+            raises="alpha: expected a finite number, got inf",
+            code=Code.ATTR_VALUE,
+        ),
     ),
 )
 ELU = unary(
@@ -249,7 +261,12 @@ ELU = unary(
     check=_elu_check,
     ignored=_ONEDNN,
     cases=(
-        Case({"X": f32(2)}, {"alpha": math.nan}, raises="alpha: expected a finite number"),
+        Case(
+            {"X": f32(2)},
+            {"alpha": math.nan},
+            raises="alpha: expected a finite number",
+            code=Code.ATTR_VALUE,
+        ),
         Case({"X": _GRID}, {"alpha": 0.5}, expect=_elu),
         Case(
             {"X": _GRID.astype(np.float16)},
@@ -286,7 +303,7 @@ SWISH = unary(
     attrs=SwishAttrs,
     check=_swish_check,
     ignored=_ONEDNN,
-    cases=(Case({"X": f32(2)}, {"beta": 2.0}, raises="beta: expected 1.0"),),
+    cases=(Case({"X": f32(2)}, {"beta": 2.0}, raises="beta: expected 1.0", code=Code.ATTR_VALUE),),
 )
 SIGMOID = unary("sigmoid", "1 / (1 + exp(-x)).", _sigmoid, ignored=_CUDNN | _ONEDNN_DTYPE)
 HARD_SIGMOID = unary(
@@ -299,7 +316,12 @@ HARD_SIGMOID = unary(
     cases=(
         Case({"X": f32(3)}, {"slope": 1 / 6, "offset": 0.5}, expect=_hard_sigmoid),
         Case({"X": _GRID}, {"slope": 1 / 6, "offset": 0.5}, expect=_hard_sigmoid),
-        Case({"X": f32(2)}, {"slope": -math.inf}, raises="slope: expected a finite number"),
+        Case(
+            {"X": f32(2)},
+            {"slope": -math.inf},
+            raises="slope: expected a finite number",
+            code=Code.ATTR_VALUE,
+        ),
     ),
 )
 HARD_SWISH = unary(
@@ -331,9 +353,17 @@ SOFTPLUS = unary(
         ),
         Case({"X": np.array([-100, -20, 0, 19.5, 20.5, 100], np.float32)}, expect=_softplus),
         Case(
-            {"X": f32(2)}, {"beta": 0.0}, raises="beta: expected a finite non-zero number, got 0.0"
+            {"X": f32(2)},
+            {"beta": 0.0},
+            raises="beta: expected a finite non-zero number, got 0.0",
+            code=Code.ATTR_VALUE,
         ),
-        Case({"X": f32(2)}, {"threshold": -1.0}, raises="threshold: expected a finite number > 0"),
+        Case(
+            {"X": f32(2)},
+            {"threshold": -1.0},
+            raises="threshold: expected a finite number > 0",
+            code=Code.ATTR_VALUE,
+        ),
     ),
 )
 
@@ -382,8 +412,18 @@ def _softmax_cases(reference: Callable[..., np.ndarray]) -> tuple[Case, ...]:
             rtol=_HALF_TOL,
             atol=_HALF_TOL,
         ),
-        Case({"X": f32(2, 3)}, {"axis": 2}, raises="axis must be in [-2, 2), got 2"),
-        Case({"X": f32()}, {"axis": 1}, raises="axis must be -1 or 0 for a 0-D input, got 1"),
+        Case(
+            {"X": f32(2, 3)},
+            {"axis": 2},
+            raises="axis must be in [-2, 2), got 2",
+            code=Code.AXIS_INVALID,
+        ),
+        Case(
+            {"X": f32()},
+            {"axis": 1},
+            raises="axis must be -1 or 0 for a 0-D input, got 1",
+            code=Code.AXIS_INVALID,
+        ),
         Case({"X": i64(2, 3)}, raises="input 'X': expected one of", code=Code.DTYPE_MISMATCH),
     )
 
@@ -487,24 +527,41 @@ PRELU = OpDef(
             {"mode": "element"},
             expect=lambda x, alpha, a: np.where(x > 0, x, alpha[0] * x),
         ),
-        Case({"X": f32(2, 3), "Alpha": f32(2)}, raises="mode 'all': elements of Alpha"),
+        Case(
+            {"X": f32(2, 3), "Alpha": f32(2)},
+            raises="mode 'all': elements of Alpha",
+            code=Code.SHAPE_MISMATCH,
+        ),
         Case(
             {"X": f32(2, 3, 4), "Alpha": f32(4)},
             {"mode": "channel"},
             raises="elements of Alpha and channels of X: expected equal sizes, got 4 and 3",
+            code=Code.SHAPE_MISMATCH,
         ),
-        Case({"X": f32(3), "Alpha": f32(3)}, {"mode": "channel"}, raises="expected X of rank >= 2"),
+        Case(
+            {"X": f32(3), "Alpha": f32(3)},
+            {"mode": "channel"},
+            raises="expected X of rank >= 2",
+            code=Code.AXIS_INVALID,
+        ),
         Case(
             {"X": f32(2, 3, 4), "Alpha": f32(3, 4)},
             {"mode": "element"},
             raises="expected Alpha of X's rank 3 (>= 1), got dims [3, 4]",
+            code=Code.SHAPE_MISMATCH,
         ),
         Case(
             {"X": f32(2, 3, 4), "Alpha": f32(1, 3, 5)},
             {"mode": "element"},
             raises="elements per sample: expected equal sizes, got 15 and 12",
+            code=Code.SHAPE_MISMATCH,
         ),
-        Case({"X": f32(2, 3), "Alpha": f32(1)}, {"mode": "row"}, raises="mode: expected 'all'"),
+        Case(
+            {"X": f32(2, 3), "Alpha": f32(1)},
+            {"mode": "row"},
+            raises="mode: expected 'all'",
+            code=Code.ATTR_VALUE,
+        ),
         Case(
             {"X": f32(2, 3), "Alpha": f32(1)},
             {"data_format": "NCL"},
@@ -570,19 +627,29 @@ DROPOUT = OpDef(
             {**_TEST, "dropout_prob": 0.0, "fix_seed": True, "seed": 7},
             expect=_dropout,
         ),
-        Case({"X": f32(2)}, {"dropout_prob": 0.5}, raises="is_test: expected True"),
+        Case(
+            {"X": f32(2)},
+            {"dropout_prob": 0.5},
+            raises="is_test: expected True",
+            code=Code.ATTR_VALUE,
+        ),
         Case(
             {"X": f32(2)},
             {**_TEST, "dropout_prob": 1.5},
             raises="expected a value in [0, 1], got 1.5",
+            code=Code.ATTR_VALUE,
         ),
         Case(
             {"X": f32(2)},
             {**_TEST, "dropout_implementation": "scale"},
             raises="dropout_implementation: expected one of",
+            code=Code.ATTR_VALUE,
         ),
         Case(
-            {"X": f32(2), "Seed": i64(1)}, _TEST, raises="input 'Seed': expected int32, got int64"
+            {"X": f32(2), "Seed": i64(1)},
+            _TEST,
+            raises="input 'Seed': expected int32, got int64",
+            code=Code.DTYPE_MISMATCH,
         ),
     ),
 )

@@ -21,6 +21,7 @@ from graph_proto.builder import Attr
 from graph_proto.framework_pb2 import BLOCK
 from graph_proto.types import ALL, UNKNOWN, DType, Shape, numel
 from validator.attrs import BlockRef
+from validator.diagnostics import Code
 from validator.ops._cases import boolean, f32, i32, i64
 from validator.ops._def import AttrError, Case, In, OpDef, Out, ShapeError, TensorType
 
@@ -93,11 +94,13 @@ CONDITIONAL_BLOCK = OpDef(
             {"Cond": boolean(2), "Input": (f32(2),)},
             {"sub_block": _BLOCK_1, "is_scalar_condition": True},
             raises="Cond: expected a single-element tensor, got dims [2]",
+            code=Code.SHAPE_MISMATCH,
         ),
         Case(
             {"Cond": np.asarray(True)},
             {"sub_block": _BLOCK_1},
             raises="expected is_scalar_condition true",
+            code=Code.ATTR_VALUE,
         ),
     ),
 )
@@ -124,6 +127,7 @@ WHILE = OpDef(
             {"Condition": boolean(1, 2)},
             {"sub_block": _BLOCK_1},
             raises="Condition: expected a single-element tensor, got dims [1, 2]",
+            code=Code.SHAPE_MISMATCH,
         ),
     ),
 )
@@ -163,10 +167,12 @@ SELECT_INPUT = OpDef(
         Case(
             {"X": (f32(2, 3), f32(3)), "Mask": np.asarray(0, np.int32)},
             raises="expected branch values of one rank, got dims [2, 3] and [3]",
+            code=Code.SHAPE_MISMATCH,
         ),
         Case(
             {"X": (f32(2),), "Mask": i32(1)},
             raises="X: expected 2 branch values (false, true), got 1",
+            code=Code.SHAPE_MISMATCH,
         ),
     ),
 )
@@ -205,7 +211,11 @@ INCREMENT = OpDef(
         Case({"X": i64(1)}, expect=_increment_reference),
         Case({"X": np.asarray(3, np.int32)}, {"step": 2.0}, expect=_increment_reference),
         Case({"X": f32(1)}, {"step": -0.5}, expect=_increment_reference),
-        Case({"X": i64(2)}, raises="X: expected a single-element tensor, got dims [2]"),
+        Case(
+            {"X": i64(2)},
+            raises="X: expected a single-element tensor, got dims [2]",
+            code=Code.SHAPE_MISMATCH,
+        ),
     ),
 )
 

@@ -11,6 +11,7 @@ import numpy as np
 from graph_proto import framework_pb2 as pb
 from graph_proto.builder import Attr
 from graph_proto.types import ALL, FLOATS, INDICES, INTEGERS, UNKNOWN, DType, Shape, numel
+from validator.diagnostics import Code
 from validator.ops._cases import boolean, f32, i32, i64
 from validator.ops._def import (
     AttrError,
@@ -246,16 +247,61 @@ FILL_CONSTANT = OpDef(
             {"shape": [], "dtype": 0},
             expect=lambda v, *_: np.asarray(v[0] != 0),
         ),
-        Case({}, {"shape": [-1, 3]}, raises="shape must be >= 0, got [-1, 3]"),
-        Case({}, {"shape": [2], "dtype": 3, "str_value": "inf"}, raises="value must be finite"),
-        Case({}, {"shape": [2], "dtype": 2, "value": 3e9}, raises="value must fit int32"),
-        Case({}, {"shape": [2], "str_value": "abc"}, raises="str_value must be a number"),
-        Case({}, {"shape": [2], "dtype": 17}, raises="dtype must be a supported VarType"),
-        Case({}, {"shape": [2], "place_type": 7}, raises="place_type must be in [-1, 3], got 7"),
-        Case({}, {"shape": [1] * 10}, raises="shape must have at most 9 dims, got 10"),
-        Case({"ShapeTensor": np.array([2, -1], np.int32)}, raises="sizes >= 0, got -1"),
-        Case({"ValueTensor": f32(2)}, {"shape": [2]}, raises="ValueTensor: expected 1 element"),
-        Case({"ShapeTensor": f32(2)}, raises="input 'ShapeTensor': expected one of"),
+        Case(
+            {}, {"shape": [-1, 3]}, raises="shape must be >= 0, got [-1, 3]", code=Code.ATTR_VALUE
+        ),
+        Case(
+            {},
+            {"shape": [2], "dtype": 3, "str_value": "inf"},
+            raises="value must be finite",
+            code=Code.ATTR_VALUE,
+        ),
+        Case(
+            {},
+            {"shape": [2], "dtype": 2, "value": 3e9},
+            raises="value must fit int32",
+            code=Code.ATTR_VALUE,
+        ),
+        Case(
+            {},
+            {"shape": [2], "str_value": "abc"},
+            raises="str_value must be a number",
+            code=Code.ATTR_VALUE,
+        ),
+        Case(
+            {},
+            {"shape": [2], "dtype": 17},
+            raises="dtype must be a supported VarType",
+            code=Code.ATTR_VALUE,
+        ),
+        Case(
+            {},
+            {"shape": [2], "place_type": 7},
+            raises="place_type must be in [-1, 3], got 7",
+            code=Code.ATTR_VALUE,
+        ),
+        Case(
+            {},
+            {"shape": [1] * 10},
+            raises="shape must have at most 9 dims, got 10",
+            code=Code.ATTR_VALUE,
+        ),
+        Case(
+            {"ShapeTensor": np.array([2, -1], np.int32)},
+            raises="sizes >= 0, got -1",
+            code=Code.SHAPE_MISMATCH,
+        ),
+        Case(
+            {"ValueTensor": f32(2)},
+            {"shape": [2]},
+            raises="ValueTensor: expected 1 element",
+            code=Code.SHAPE_MISMATCH,
+        ),
+        Case(
+            {"ShapeTensor": f32(2)},
+            raises="input 'ShapeTensor': expected one of",
+            code=Code.DTYPE_MISMATCH,
+        ),
     ),
 )
 
@@ -300,9 +346,17 @@ FILL_ANY_LIKE = OpDef(
             {"value": 0.1, "dtype": 6},
             expect=lambda x, a: np.full(2, np.float32(0.1), np.float64),
         ),
-        Case({"X": f32(2)}, {"value": math.nan, "dtype": 2}, raises="value must be finite"),
         Case(
-            {"X": f32(2)}, {"dtype": 99}, raises="dtype must be a supported VarType number, got 99"
+            {"X": f32(2)},
+            {"value": math.nan, "dtype": 2},
+            raises="value must be finite",
+            code=Code.ATTR_VALUE,
+        ),
+        Case(
+            {"X": f32(2)},
+            {"dtype": 99},
+            raises="dtype must be a supported VarType number, got 99",
+            code=Code.ATTR_VALUE,
         ),
     ),
 )
@@ -445,28 +499,50 @@ ASSIGN_VALUE = OpDef(
             {},
             {"shape": [2, 3], "fp32_values": [1.0] * 5},
             raises="values: expected 6 elements for shape [2, 3], got 5",
+            code=Code.ATTR_VALUE,
         ),
-        Case({}, {"shape": [2], "values": Attr(pb.SCALARS, [1.0])}, raises="expected 2 elements"),
         Case(
-            {}, {"shape": [1], "dtype": 3, "fp32_values": [1.0]}, raises="expected values in one of"
+            {},
+            {"shape": [2], "values": Attr(pb.SCALARS, [1.0])},
+            raises="expected 2 elements",
+            code=Code.ATTR_VALUE,
+        ),
+        Case(
+            {},
+            {"shape": [1], "dtype": 3, "fp32_values": [1.0]},
+            raises="expected values in one of",
+            code=Code.ATTR_VALUE,
         ),
         Case(
             {},
             {"shape": [1], "dtype": 2, "int32_values": [1], "int64_values": [1]},
             raises="got ['int32_values', 'int64_values']",
+            code=Code.ATTR_VALUE,
         ),
-        Case({}, {"shape": [1], "dtype": 2, "int64_values": [2**40]}, raises="values must be in ["),
+        Case(
+            {},
+            {"shape": [1], "dtype": 2, "int64_values": [2**40]},
+            raises="values must be in [",
+            code=Code.ATTR_VALUE,
+        ),
         Case(
             {},
             {"shape": [1], "dtype": 3, "values": Attr(pb.SCALARS, [1.5])},
             raises="values must be integers for int64",
+            code=Code.ATTR_VALUE,
         ),
         Case(
             {},
             {"shape": [1], "values": Attr(pb.SCALARS, [1.0]), "fp32_values": [1.0]},
             raises="got both",
+            code=Code.ATTR_VALUE,
         ),
-        Case({}, {"shape": [-1], "fp32_values": [1.0]}, raises="shape must be >= 0, got [-1]"),
+        Case(
+            {},
+            {"shape": [-1], "fp32_values": [1.0]},
+            raises="shape must be >= 0, got [-1]",
+            code=Code.ATTR_VALUE,
+        ),
     ),
 )
 
@@ -530,10 +606,22 @@ RANGE = OpDef(
         Case(_bounds(5, -1, -2, np.int32, ()), expect=_range_ref),
         Case(_bounds(2, 2, 1), expect=_range_ref),
         Case(_bounds(-7, 8, 4, np.int64), expect=_range_ref),
-        Case(_bounds(0, 4, 0), raises="Step must not be 0, got 0"),
-        Case(_bounds(0, 5, -1), raises="Step must move from Start towards End, got 0, 5, -1"),
-        Case({**_bounds(0, 1, 1), "Start": i64(2)}, raises="Start: expected 1 element"),
-        Case({**_bounds(0, 1, 1), "End": i32(1)}, raises="expected int64 like the other T inputs"),
+        Case(_bounds(0, 4, 0), raises="Step must not be 0, got 0", code=Code.SHAPE_MISMATCH),
+        Case(
+            _bounds(0, 5, -1),
+            raises="Step must move from Start towards End, got 0, 5, -1",
+            code=Code.SHAPE_MISMATCH,
+        ),
+        Case(
+            {**_bounds(0, 1, 1), "Start": i64(2)},
+            raises="Start: expected 1 element",
+            code=Code.SHAPE_MISMATCH,
+        ),
+        Case(
+            {**_bounds(0, 1, 1), "End": i32(1)},
+            raises="expected int64 like the other T inputs",
+            code=Code.DTYPE_MISMATCH,
+        ),
     ),
 )
 
@@ -562,7 +650,11 @@ SHAPE = OpDef(
         Case({"Input": f32()}, expect=lambda x, a: np.array(x.shape, np.int32)),
         Case({"Input": i64(5)}, expect=lambda x, a: np.array(x.shape, np.int32)),
         Case({"Input": boolean(0, 3)}, expect=lambda x, a: np.array(x.shape, np.int32)),
-        Case({"Input": np.zeros((2**31, 0), np.float32)}, raises="fit the int32 result"),
+        Case(
+            {"Input": np.zeros((2**31, 0), np.float32)},
+            raises="fit the int32 result",
+            code=Code.SHAPE_MISMATCH,
+        ),
     ),
 )
 

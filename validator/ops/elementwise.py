@@ -8,6 +8,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from graph_proto.types import ALL, NUMERIC, DType, Shape
+from validator.diagnostics import Code
 from validator.ops._cases import boolean, f32, i64, pos32
 from validator.ops._def import AxisError, Case, In, OpDef, Out, TensorType
 from validator.ops._shape import broadcast
@@ -83,9 +84,16 @@ def binary(
             Case({"X": x(2, 1, 4), "Y": x(3, 1)}, expect=ref),
             Case({"X": x(), "Y": x(3)}, expect=ref),
             Case(
-                {"X": x(2, 3), "Y": x(4)}, raises="expected dims that are equal or 1, got 3 and 4"
+                {"X": x(2, 3), "Y": x(4)},
+                raises="expected dims that are equal or 1, got 3 and 4",
+                code=Code.SHAPE_MISMATCH,
             ),
-            Case({"X": x(2, 3), "Y": x(3)}, {"axis": 2}, raises="axis must be -1 or in [0, 1]"),
+            Case(
+                {"X": x(2, 3), "Y": x(3)},
+                {"axis": 2},
+                raises="axis must be -1 or in [0, 1]",
+                code=Code.AXIS_INVALID,
+            ),
         ),
     )
 

@@ -126,14 +126,17 @@ GATHER = OpDef(
             {"X": f32(2, 5, 3), "Index": i32(4)},
             {"axis": -4},
             raises="axis must be in [-3, 3), got -4",
+            code=Code.AXIS_INVALID,
         ),
         Case(
             {"X": f32(), "Index": np.array(0, np.int64)},
             raises="axis 0 needs an input of rank >= 1, got a 0-D tensor",
+            code=Code.AXIS_INVALID,
         ),
         Case(
             {"X": f32(2, 5, 3), "Index": i32(4, 2)},
             raises="Index: expected a last dim of 0 or 1 for a 2-D Index, got [4, 2]",
+            code=Code.SHAPE_MISMATCH,
         ),
         Case(
             {"X": f32(2, 5, 3), "Index": i32(2, 3, 1)},
@@ -148,10 +151,12 @@ GATHER = OpDef(
         Case(
             {"X": f32(2, 5, 3), "Index": i32(4), "Axis": np.array([5], np.int64)},
             raises="axis must be in [-3, 3), got 5",
+            code=Code.AXIS_INVALID,
         ),
         Case(
             {"X": f32(2, 5, 3), "Index": i32(4), "Axis": np.array([1, 2], np.int64)},
             raises="Axis: expected dims [1] or [], got [2]",
+            code=Code.SHAPE_MISMATCH,
         ),
         Case(
             {"X": f32(2, 5, 3), "Index": f32(4)},
@@ -202,10 +207,12 @@ INDEX_SELECT = OpDef(
         Case(
             {"X": f32(2, 5, 3), "Index": np.array(1, np.int32)},
             raises="Index: expected dims [n] or [n, 1], got []",
+            code=Code.SHAPE_MISMATCH,
         ),
         Case(
             {"X": f32(2, 5, 3), "Index": i32(2, 2)},
             raises="Index: expected dims [n] or [n, 1], got [2, 2]",
+            code=Code.SHAPE_MISMATCH,
         ),
         Case(
             {"X": f32(2, 0, 3), "Index": i32(2)},
@@ -213,7 +220,11 @@ INDEX_SELECT = OpDef(
             raises="X: expected a non-empty axis 1 to take 2 elements from",
             code=Code.EMPTY_DIM,
         ),
-        Case({"X": f32(), "Index": i32(1)}, raises="dim 0 needs an input of rank >= 1"),
+        Case(
+            {"X": f32(), "Index": i32(1)},
+            raises="dim 0 needs an input of rank >= 1",
+            code=Code.AXIS_INVALID,
+        ),
     ),
 )
 
@@ -279,6 +290,7 @@ LOOKUP_TABLE_V2 = OpDef(
             {"W": f32(6, 4), "Ids": i64(2, 3)},
             {"padding_idx": -3},
             raises="padding_idx must be -1 or in [0, 6), got -3",
+            code=Code.ATTR_VALUE,
         ),
         Case(
             {"W": f32(6, 4, 1), "Ids": i64(3)},
@@ -294,6 +306,7 @@ LOOKUP_TABLE_V2 = OpDef(
             {"W": f32(6, 4), "Ids": i64(3)},
             {"is_distributed": True},
             raises="is_distributed and remote_prefetch must be false",
+            code=Code.ATTR_VALUE,
         ),
         Case(
             {"W": f32(6, 4), "Ids": f32(3)},
@@ -371,19 +384,22 @@ ONE_HOT_V2 = OpDef(
         Case(
             {"X": i64(2, 3)}, {"depth": 0}, raises="depth must be > 0, got 0", code=Code.ATTR_VALUE
         ),
-        Case({"X": i64(2, 3)}, {}, raises="depth must be > 0, got -1"),
+        Case({"X": i64(2, 3)}, {}, raises="depth must be > 0, got -1", code=Code.ATTR_VALUE),
         Case(
             {"X": i64(2, 3), "depth_tensor": np.array([0], np.int32)},
             raises="depth_tensor: expected a depth >= 1, got 0",
+            code=Code.SHAPE_MISMATCH,
         ),
         Case(
             {"X": i64(2, 3), "depth_tensor": np.array([2, 3], np.int32)},
             raises="depth_tensor: expected dims [1] or [], got [2]",
+            code=Code.SHAPE_MISMATCH,
         ),
         Case(
             {"X": i64(2, 3)},
             {"depth": 4, "dtype": 99},
             raises="dtype must be a supported VarType number, got 99",
+            code=Code.ATTR_VALUE,
         ),
         Case(
             {"X": f32(2, 3)},
@@ -438,14 +454,17 @@ WHERE = OpDef(
         Case(
             {"Condition": boolean(2, 3), "X": f32(2, 3), "Y": f32(2, 4)},
             raises="Condition, X and Y: expected equal sizes, got 3 and 4",
+            code=Code.SHAPE_MISMATCH,
         ),
         Case(
             {"Condition": boolean(2, 1), "X": f32(2, 3), "Y": f32(2, 3)},
             raises="expected equal sizes, got 1 and 3",
+            code=Code.SHAPE_MISMATCH,
         ),
         Case(
             {"Condition": boolean(2, 3), "X": f32(2, 3), "Y": f32(3)},
             raises="expected Condition, X and Y of equal rank, got dims [2, 3], [2, 3] and [3]",
+            code=Code.SHAPE_MISMATCH,
         ),
         Case(
             {"Condition": f32(2, 3), "X": f32(2, 3), "Y": f32(2, 3)},

@@ -5,6 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from graph_proto.types import ALL, Shape
+from validator.diagnostics import Code
 from validator.ops._cases import f32, i64
 from validator.ops._def import AttrError, Case, In, OpDef, Out, TensorType
 
@@ -43,7 +44,7 @@ FEED = OpDef(
     cases=(
         Case({"X": f32(2, 3)}, {"col": 0}, expect=lambda x, a: x),
         Case({"X": i64(4)}, {"col": 1}, expect=lambda x, a: x),
-        Case({"X": f32(2)}, {"col": -1}, raises="col must be >= 0, got -1"),
+        Case({"X": f32(2)}, {"col": -1}, raises="col must be >= 0, got -1", code=Code.ATTR_VALUE),
     ),
 )
 
@@ -58,7 +59,7 @@ FETCH = OpDef(
     cost=lambda *_: 0,
     cases=(
         Case({"X": f32(2, 3)}, {"col": 0}, expect=lambda x, a: ()),
-        Case({"X": f32(2)}, {"col": -5}, raises="col must be >= 0, got -5"),
+        Case({"X": f32(2)}, {"col": -5}, raises="col must be >= 0, got -5", code=Code.ATTR_VALUE),
     ),
 )
 

@@ -8,6 +8,7 @@ from typing import Any, Final
 import numpy as np
 
 from graph_proto.types import FLOATS, INDICES, Shape
+from validator.diagnostics import Code
 from validator.ops._cases import f32, i32, i64
 from validator.ops._def import AttrError, AxisError, Case, In, OpDef, Out, ShapeError, TensorType
 from validator.ops._shape import broadcast, merge_dim, product
@@ -112,11 +113,23 @@ MATMUL_V2 = OpDef(
         Case(
             {"X": f32(3, 4), "Y": f32(5, 6)},
             raises="inner dimensions of X and Y: expected equal sizes, got 4 and 5",
+            code=Code.SHAPE_MISMATCH,
         ),
-        Case({"X": f32(3, 4), "Y": f32(3, 4)}, {"trans_y": False}, raises="got 4 and 3"),
-        Case({"X": f32(2, 3, 4), "Y": f32(3, 4, 5)}, raises="expected dims that are equal or 1"),
         Case(
-            {"X": f32(), "Y": f32(4)}, raises="expected X and Y of rank >= 1, got dims [] and [4]"
+            {"X": f32(3, 4), "Y": f32(3, 4)},
+            {"trans_y": False},
+            raises="got 4 and 3",
+            code=Code.SHAPE_MISMATCH,
+        ),
+        Case(
+            {"X": f32(2, 3, 4), "Y": f32(3, 4, 5)},
+            raises="expected dims that are equal or 1",
+            code=Code.SHAPE_MISMATCH,
+        ),
+        Case(
+            {"X": f32(), "Y": f32(4)},
+            raises="expected X and Y of rank >= 1, got dims [] and [4]",
+            code=Code.AXIS_INVALID,
         ),
     ),
 )
@@ -224,18 +237,38 @@ MATMUL = OpDef(
             {"alpha": 3.0},
             expect=_matmul_ref,
         ),
-        Case({"X": f32(3, 4), "Y": f32(5, 6)}, raises="inner dimensions of X and Y"),
+        Case(
+            {"X": f32(3, 4), "Y": f32(5, 6)},
+            raises="inner dimensions of X and Y",
+            code=Code.SHAPE_MISMATCH,
+        ),
         Case(
             {"X": f32(2, 1, 3, 4), "Y": f32(7, 4, 5)},
             raises="batch dims of X and Y: expected equal, got [2, 1] and [7]",
+            code=Code.SHAPE_MISMATCH,
         ),
-        Case({"X": f32(2, 3, 4), "Y": f32(3, 4, 5)}, raises="batch dims of X and Y"),
         Case(
-            {"X": f32(4), "Y": f32(4, 5)}, {"transpose_X": True}, raises="transpose_X must be false"
+            {"X": f32(2, 3, 4), "Y": f32(3, 4, 5)},
+            raises="batch dims of X and Y",
+            code=Code.SHAPE_MISMATCH,
         ),
-        Case({"X": f32(3, 4), "Y": f32(4, 5)}, {"head_number": 2}, raises="head_number must be 1"),
         Case(
-            {"X": f32(3, 4), "Y": f32(4, 5)}, {"fused_reshape_X": [3, 4]}, raises="fused_reshape_X"
+            {"X": f32(4), "Y": f32(4, 5)},
+            {"transpose_X": True},
+            raises="transpose_X must be false",
+            code=Code.ATTR_VALUE,
+        ),
+        Case(
+            {"X": f32(3, 4), "Y": f32(4, 5)},
+            {"head_number": 2},
+            raises="head_number must be 1",
+            code=Code.ATTR_VALUE,
+        ),
+        Case(
+            {"X": f32(3, 4), "Y": f32(4, 5)},
+            {"fused_reshape_X": [3, 4]},
+            raises="fused_reshape_X",
+            code=Code.ATTR_VALUE,
         ),
     ),
 )
@@ -305,14 +338,25 @@ MUL = OpDef(
             {"X": f32(2, 3, 4), "Y": f32(5, 5)},
             {"x_num_col_dims": 2},
             raises="flattened inner dimensions of X and Y: expected equal sizes, got 4 and 5",
+            code=Code.SHAPE_MISMATCH,
         ),
         Case(
             {"X": f32(2, 3, 4), "Y": f32(4, 5)},
             {"x_num_col_dims": 3},
             raises="x_num_col_dims must be in [1, 3) for X of dims [2, 3, 4], got 3",
+            code=Code.AXIS_INVALID,
         ),
-        Case({"X": f32(4), "Y": f32(4, 5)}, raises="x_num_col_dims must be in [1, 1)"),
-        Case({"X": f32(2, 4), "Y": f32(4, 5)}, {"y_num_col_dims": 0}, raises="y_num_col_dims"),
+        Case(
+            {"X": f32(4), "Y": f32(4, 5)},
+            raises="x_num_col_dims must be in [1, 1)",
+            code=Code.AXIS_INVALID,
+        ),
+        Case(
+            {"X": f32(2, 4), "Y": f32(4, 5)},
+            {"y_num_col_dims": 0},
+            raises="y_num_col_dims",
+            code=Code.AXIS_INVALID,
+        ),
     ),
 )
 

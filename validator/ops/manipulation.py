@@ -12,6 +12,7 @@ from typing import Any, Final
 import numpy as np
 
 from graph_proto.types import ALL, UNKNOWN, Shape
+from validator.diagnostics import Code
 from validator.ops._cases import boolean, f32, i32, i64
 from validator.ops._def import AttrError, AxisError, Case, In, OpDef, Out, ShapeError, TensorType
 from validator.ops._operands import (
@@ -65,13 +66,13 @@ def reshape_dims(x: Shape, spec: Operand) -> Shape:
     """Paddle's ValidateShape: 0 copies X's dim, one -1 is inferred, None is unknown."""
     check_rank(len(spec))
     if spec.count(-1) > 1:
-        raise ShapeError(f"expected at most one -1 in shape, got {spec}")
+        raise AttrError(f"expected at most one -1 in shape, got {spec}")
     # NOTE: Paddle 3.x: when X is empty (a 0 dim), a 0 in shape is a size of 0, not a copy.
     empty = 0 in x
     out: list[int] = []
     for i, s in enumerate(spec):
         if s is not None and s < -1:
-            raise ShapeError(f"expected shape values >= -1, got {spec}")
+            raise AttrError(f"expected shape values >= -1, got {spec}")
         copy = s == 0 and not empty
         if copy and i >= len(x):
             raise ShapeError(
@@ -139,15 +140,50 @@ RESHAPE2 = OpDef(
             {"shape": [-1, -1]},
             expect=_reshape_ref,
         ),
-        Case({"X": f32(2, 3)}, {"shape": [-1, -1]}, raises="at most one -1"),
-        Case({"X": f32(2, 3)}, {"shape": [4, 2]}, raises="shape of 6 elements"),
-        Case({"X": f32(2, 3)}, {"shape": [4, -1]}, raises="cannot infer the -1"),
-        Case({"X": f32(0, 3)}, {"shape": [0, -1]}, raises="cannot infer the -1"),
-        Case({"X": f32(2, 3)}, {"shape": [-2, 3]}, raises="expected shape values >= -1"),
-        Case({"X": f32(6)}, {"shape": [3, 0]}, raises="shape[1] = 0 copies a dim of X"),
-        Case({"X": f32(1)}, {"shape": [1] * 10}, raises="rank <= 9, got 10"),
-        Case({"X": f32(6), "Shape": f32(2)}, raises="expected int32 or int64, got float32"),
-        Case({"X": f32(6), "Shape": i32(2, 1)}, raises="expected a 1-D tensor"),
+        Case({"X": f32(2, 3)}, {"shape": [-1, -1]}, raises="at most one -1", code=Code.ATTR_VALUE),
+        Case(
+            {"X": f32(2, 3)},
+            {"shape": [4, 2]},
+            raises="shape of 6 elements",
+            code=Code.SHAPE_MISMATCH,
+        ),
+        Case(
+            {"X": f32(2, 3)},
+            {"shape": [4, -1]},
+            raises="cannot infer the -1",
+            code=Code.SHAPE_MISMATCH,
+        ),
+        Case(
+            {"X": f32(0, 3)},
+            {"shape": [0, -1]},
+            raises="cannot infer the -1",
+            code=Code.SHAPE_MISMATCH,
+        ),
+        Case(
+            {"X": f32(2, 3)},
+            {"shape": [-2, 3]},
+            raises="expected shape values >= -1",
+            code=Code.ATTR_VALUE,
+        ),
+        Case(
+            {"X": f32(6)},
+            {"shape": [3, 0]},
+            raises="shape[1] = 0 copies a dim of X",
+            code=Code.SHAPE_MISMATCH,
+        ),
+        Case(
+            {"X": f32(1)}, {"shape": [1] * 10}, raises="rank <= 9, got 10", code=Code.SHAPE_MISMATCH
+        ),
+        Case(
+            {"X": f32(6), "Shape": f32(2)},
+            raises="expected int32 or int64, got float32",
+            code=Code.DTYPE_MISMATCH,
+        ),
+        Case(
+            {"X": f32(6), "Shape": i32(2, 1)},
+            raises="expected a 1-D tensor",
+            code=Code.SHAPE_MISMATCH,
+        ),
         # Lowering variants (deterministic arrays: the shared generator's order stays as it was).
         Case({"X": _bools(2, 3)}, {"shape": [0, 3, -1]}, expect=_reshape_ref),
         Case({"X": _ints(2, 3, 4)}, {"shape": [0, 0, 0]}, expect=_reshape_ref),
@@ -186,9 +222,24 @@ TRANSPOSE2 = OpDef(
         Case({"X": f32()}, {"axis": []}, expect=lambda x, a: x),
         Case({"X": _bools(2, 3)}, {"axis": [-1, -2]}, expect=lambda x, a: x.transpose(a.axis)),
         Case({"X": _ints(2, 3)}, {"axis": [0, 1]}, expect=lambda x, a: x),
-        Case({"X": f32(2, 3, 4)}, {"axis": [0, 0, 1]}, raises="must not repeat"),
-        Case({"X": f32(2, 3, 4)}, {"axis": [0, 1]}, raises="expected axis to permute 3 dims"),
-        Case({"X": f32(2, 3)}, {"axis": [0, 2]}, raises="axis must be in [-2, 2), got 2"),
+        Case(
+            {"X": f32(2, 3, 4)},
+            {"axis": [0, 0, 1]},
+            raises="must not repeat",
+            code=Code.AXIS_INVALID,
+        ),
+        Case(
+            {"X": f32(2, 3, 4)},
+            {"axis": [0, 1]},
+            raises="expected axis to permute 3 dims",
+            code=Code.AXIS_INVALID,
+        ),
+        Case(
+            {"X": f32(2, 3)},
+            {"axis": [0, 2]},
+            raises="axis must be in [-2, 2), got 2",
+            code=Code.AXIS_INVALID,
+        ),
     ),
 )
 
@@ -235,9 +286,24 @@ FLATTEN_CONTIGUOUS_RANGE = OpDef(
         Case({"X": f32()}, {"start_axis": 0, "stop_axis": -1}, expect=_flatten_ref),
         Case({"X": _ints(2, 3, 4)}, {"start_axis": 1, "stop_axis": 1}, expect=_flatten_ref),
         Case({"X": _floats(2, 0, 3)}, {"start_axis": 0, "stop_axis": 1}, expect=_flatten_ref),
-        Case({"X": f32(2, 3)}, {"start_axis": 1, "stop_axis": 0}, raises="expected stop_axis >= "),
-        Case({"X": f32(2, 3)}, {"start_axis": 0, "stop_axis": 5}, raises="stop_axis must be in"),
-        Case({"X": f32()}, {"start_axis": 1, "stop_axis": 1}, raises="for a 0-D X"),
+        Case(
+            {"X": f32(2, 3)},
+            {"start_axis": 1, "stop_axis": 0},
+            raises="expected stop_axis >= ",
+            code=Code.AXIS_INVALID,
+        ),
+        Case(
+            {"X": f32(2, 3)},
+            {"start_axis": 0, "stop_axis": 5},
+            raises="stop_axis must be in",
+            code=Code.AXIS_INVALID,
+        ),
+        Case(
+            {"X": f32()},
+            {"start_axis": 1, "stop_axis": 1},
+            raises="for a 0-D X",
+            code=Code.AXIS_INVALID,
+        ),
     ),
 )
 
@@ -284,8 +350,13 @@ SQUEEZE2 = OpDef(
         Case({"X": f32()}, {"axes": [0]}, expect=_squeeze_ref),
         Case({"X": _floats(1)}, {"axes": [-1]}, expect=_squeeze_ref),
         Case({"X": _bools(2, 3)}, {"axes": [0]}, expect=_squeeze_ref),
-        Case({"X": f32(2, 1)}, {"axes": [2]}, raises="axes must be in [-2, 2), got 2"),
-        Case({"X": f32()}, {"axes": [1]}, raises="for a 0-D X"),
+        Case(
+            {"X": f32(2, 1)},
+            {"axes": [2]},
+            raises="axes must be in [-2, 2), got 2",
+            code=Code.AXIS_INVALID,
+        ),
+        Case({"X": f32()}, {"axes": [1]}, raises="for a 0-D X", code=Code.AXIS_INVALID),
     ),
 )
 
@@ -348,9 +419,23 @@ UNSQUEEZE2 = OpDef(
             {"X": _ints(2, 3), "AxesTensorList": (np.array([2], np.int32), np.array(-4, np.int64))},
             expect=_unsqueeze_ref,
         ),
-        Case({"X": f32(2, 3)}, {"axes": [4]}, raises="axes must be in [-3, 2], got 4"),
-        Case({"X": f32(2, 3)}, {"axes": [0] * 8}, raises="rank <= 9, got 10"),
-        Case({"X": f32(2), "AxesTensor": boolean(1)}, raises="expected int32 or int64, got bool"),
+        Case(
+            {"X": f32(2, 3)},
+            {"axes": [4]},
+            raises="axes must be in [-3, 2], got 4",
+            code=Code.AXIS_INVALID,
+        ),
+        Case(
+            {"X": f32(2, 3)},
+            {"axes": [0] * 8},
+            raises="rank <= 9, got 10",
+            code=Code.SHAPE_MISMATCH,
+        ),
+        Case(
+            {"X": f32(2), "AxesTensor": boolean(1)},
+            raises="expected int32 or int64, got bool",
+            code=Code.DTYPE_MISMATCH,
+        ),
     ),
 )
 
@@ -396,12 +481,30 @@ CONCAT = OpDef(
         ),
         Case({"X": (_bools(2, 3), _bools(2, 1))}, {"axis": -1}, expect=_concat_ref),
         Case({"X": (_floats(2, 3),)}, {"axis": 0}, expect=_concat_ref),
-        Case({"X": (f32(2, 3), f32(2, 3))}, {"axis": 2}, raises="axis must be in [-2, 2), got 2"),
         Case(
-            {"X": (f32(2, 3), f32(3, 3))}, {"axis": 1}, raises="expected equal sizes, got 2 and 3"
+            {"X": (f32(2, 3), f32(2, 3))},
+            {"axis": 2},
+            raises="axis must be in [-2, 2), got 2",
+            code=Code.AXIS_INVALID,
         ),
-        Case({"X": (f32(2, 3), f32(2))}, {"axis": 0}, raises="X[1]: expected rank 2 like X[0]"),
-        Case({"X": (f32(), f32())}, {"axis": 0}, raises="needs an input of rank >= 1"),
+        Case(
+            {"X": (f32(2, 3), f32(3, 3))},
+            {"axis": 1},
+            raises="expected equal sizes, got 2 and 3",
+            code=Code.SHAPE_MISMATCH,
+        ),
+        Case(
+            {"X": (f32(2, 3), f32(2))},
+            {"axis": 0},
+            raises="X[1]: expected rank 2 like X[0]",
+            code=Code.SHAPE_MISMATCH,
+        ),
+        Case(
+            {"X": (f32(), f32())},
+            {"axis": 0},
+            raises="needs an input of rank >= 1",
+            code=Code.AXIS_INVALID,
+        ),
     ),
 )
 
@@ -510,18 +613,59 @@ SPLIT = OpDef(
             {"sections": [3, -1]},
             expect=_split_ref,
         ),
-        Case({"X": f32(4, 6)}, {"axis": 1, "num": 4}, raises="divisible by num 4, got 6"),
-        Case({"X": f32(4, 6)}, {"axis": 1, "sections": [2, 3]}, raises="adding up to 6"),
-        Case({"X": f32(4, 6)}, {"axis": 1, "sections": [6, -1]}, raises="room for the -1"),
-        Case({"X": f32(4, 6)}, {"axis": 1, "sections": [-1, -1]}, raises="at most one -1"),
-        Case({"X": f32(4, 6)}, {"axis": 1, "sections": [8, -2]}, raises="expected sections >= 0"),
-        Case({"X": f32(4, 6)}, {"axis": 1}, raises="expected 1 to 16384 outputs"),
-        Case({"X": f32(4, 6)}, {"axis": 1, "num": 1 << 20}, raises="expected 1 to 16384 outputs"),
-        Case({"X": f32(4, 6)}, {"axis": 2, "num": 2}, raises="axis must be in [-2, 2), got 2"),
+        Case(
+            {"X": f32(4, 6)},
+            {"axis": 1, "num": 4},
+            raises="divisible by num 4, got 6",
+            code=Code.SHAPE_MISMATCH,
+        ),
+        Case(
+            {"X": f32(4, 6)},
+            {"axis": 1, "sections": [2, 3]},
+            raises="adding up to 6",
+            code=Code.SHAPE_MISMATCH,
+        ),
+        Case(
+            {"X": f32(4, 6)},
+            {"axis": 1, "sections": [6, -1]},
+            raises="room for the -1",
+            code=Code.SHAPE_MISMATCH,
+        ),
+        Case(
+            {"X": f32(4, 6)},
+            {"axis": 1, "sections": [-1, -1]},
+            raises="at most one -1",
+            code=Code.ATTR_VALUE,
+        ),
+        Case(
+            {"X": f32(4, 6)},
+            {"axis": 1, "sections": [8, -2]},
+            raises="expected sections >= 0",
+            code=Code.ATTR_VALUE,
+        ),
+        Case(
+            {"X": f32(4, 6)},
+            {"axis": 1},
+            raises="expected 1 to 16384 outputs",
+            code=Code.ATTR_VALUE,
+        ),
+        Case(
+            {"X": f32(4, 6)},
+            {"axis": 1, "num": 1 << 20},
+            raises="expected 1 to 16384 outputs",
+            code=Code.ATTR_VALUE,
+        ),
+        Case(
+            {"X": f32(4, 6)},
+            {"axis": 2, "num": 2},
+            raises="axis must be in [-2, 2), got 2",
+            code=Code.AXIS_INVALID,
+        ),
         Case(
             {"X": f32(4, 6)},
             {"axis": 1, "num": 2, "sections": [1, 5]},
             raises="expected either num or sections",
+            code=Code.ATTR_VALUE,
         ),
     ),
 )
@@ -550,9 +694,17 @@ STACK = OpDef(
         Case({"X": (i64(), i64())}, {"axis": 0}, expect=lambda xs, a: np.stack(xs)),
         Case({"X": (_bools(2, 3),)}, {"axis": -3}, expect=lambda xs, a: np.stack(xs, -3)),
         Case(
-            {"X": (f32(2, 3), f32(2, 4))}, {"axis": 0}, raises="expected equal sizes, got 3 and 4"
+            {"X": (f32(2, 3), f32(2, 4))},
+            {"axis": 0},
+            raises="expected equal sizes, got 3 and 4",
+            code=Code.SHAPE_MISMATCH,
         ),
-        Case({"X": (f32(2), f32(2))}, {"axis": 2}, raises="axis must be in [-2, 2), got 2"),
+        Case(
+            {"X": (f32(2), f32(2))},
+            {"axis": 2},
+            raises="axis must be in [-2, 2), got 2",
+            code=Code.AXIS_INVALID,
+        ),
     ),
 )
 

@@ -336,18 +336,18 @@ _CONV2D_CASES: Final = (
     _cv((1, 2, 7, 8), (4, 2, 3, 3), padding_algorithm="SAME", strides=[2, 2], dilations=[2, 2]),
     _cv((1, 2, 5, 5), (2, 2, 2, 2), padding_algorithm="VALID", paddings=[3, 3]),
     _cv((1, 4, 5, 5), (4, 2, 3, 3), data_format="AnyLayout", groups=2),
-    _cv((1, 3, 5, 5), (4, 2, 3, 3), "expected input channels = Filter dim 1 * groups = 2, got 3"),
-    _cv((1, 4, 5, 5), (3, 2, 3, 3), "expected Filter dim 0 divisible by groups 2, got 3", groups=2),
-    _cv((1, 3, 5, 5), (4, 1, 3, 3), "expected input channels divisible by groups 2", groups=2),
+    _cv((1, 3, 5, 5), (4, 2, 3, 3), "expected input channels = Filter dim 1 * groups = 2, got 3", Code.SHAPE_MISMATCH),
+    _cv((1, 4, 5, 5), (3, 2, 3, 3), "expected Filter dim 0 divisible by groups 2, got 3", Code.SHAPE_MISMATCH, groups=2),
+    _cv((1, 3, 5, 5), (4, 1, 3, 3), "expected input channels divisible by groups 2", Code.SHAPE_MISMATCH, groups=2),
     _cv((1, 2, 5, 5), (2, 2, 3, 3), "groups must be >= 1, got 0", Code.ATTR_VALUE, groups=0),
-    _cv((1, 1, 5, 5), (1, 1, 3, 3), "strides must be >= 1, got [0, 1]", strides=[0, 1]),
-    _cv((1, 1, 5, 5), (1, 1, 3, 3), "dilations: expected 2 values, got [1]", dilations=[1]),
-    _cv((1, 1, 2, 2), (1, 1, 3, 3), "does not fit an input of 2 with padding 0"),
+    _cv((1, 1, 5, 5), (1, 1, 3, 3), "strides must be >= 1, got [0, 1]", Code.ATTR_VALUE, strides=[0, 1]),
+    _cv((1, 1, 5, 5), (1, 1, 3, 3), "dilations: expected 2 values, got [1]", Code.ATTR_VALUE, dilations=[1]),
+    _cv((1, 1, 2, 2), (1, 1, 3, 3), "does not fit an input of 2 with padding 0", Code.SHAPE_MISMATCH),
     _cv((1, 3, 5), (1, 3, 3), "Input: expected rank [4], got 3", Code.AXIS_INVALID),
-    _cv((1, 1, 5, 5), (1, 1, 3, 3), "expected 2 or 4 values, got [1, 1, 1]", paddings=[1, 1, 1]),
-    _cv((1, 1, 5, 5), (1, 1, 3, 3), "paddings must be >= 0, got [-1, 0]", paddings=[-1, 0]),
-    _cv((1, 1, 5, 5), (1, 1, 3, 3), "padding_algorithm must be one of", padding_algorithm="FULL"),
-    _cv((1, 1, 5, 5), (1, 1, 3, 3), "got 'NCDHW'", data_format="NCDHW"),
+    _cv((1, 1, 5, 5), (1, 1, 3, 3), "expected 2 or 4 values, got [1, 1, 1]", Code.ATTR_VALUE, paddings=[1, 1, 1]),
+    _cv((1, 1, 5, 5), (1, 1, 3, 3), "paddings must be >= 0, got [-1, 0]", Code.ATTR_VALUE, paddings=[-1, 0]),
+    _cv((1, 1, 5, 5), (1, 1, 3, 3), "padding_algorithm must be one of", Code.ATTR_VALUE, padding_algorithm="FULL"),
+    _cv((1, 1, 5, 5), (1, 1, 3, 3), "got 'NCDHW'", Code.ATTR_VALUE, data_format="NCDHW"),
     _cv((1, 0, 3, 3), (1, 0, 1, 1), "expected non-empty batch, channels and Filter", Code.EMPTY_DIM),
     # lowering variants
     _cv((1, 2, 7, 7), (3, 2, 1, 1), padding_algorithm="SAME", strides=[3, 3]),
@@ -373,8 +373,8 @@ CONV2D = OpDef(
 _DEPTHWISE_CONV2D_CASES: Final = (
     _cv((1, 4, 6, 6), (8, 1, 3, 3), groups=4, strides=[2, 2], paddings=[1, 1]),
     _cv((1, 5, 6, 3), (6, 1, 3, 3), groups=3, data_format="NHWC", padding_algorithm="SAME"),
-    _cv((1, 4, 6, 6), (4, 2, 3, 3), "expected groups equal to the input channels (4), got 2", groups=2),
-    _cv((), (4, 1, 3, 3), "Input: expected rank [4], got 0", groups=4),
+    _cv((1, 4, 6, 6), (4, 2, 3, 3), "expected groups equal to the input channels (4), got 2", Code.SHAPE_MISMATCH, groups=2),
+    _cv((), (4, 1, 3, 3), "Input: expected rank [4], got 0", Code.AXIS_INVALID, groups=4),
 )
 # fmt: on
 
@@ -404,18 +404,18 @@ _CONV2D_TRANSPOSE_CASES: Final = (
     _ct((1, 5, 4, 4), (4, 2, 3, 3), groups=2, data_format="NHWC", strides=[3, 3], paddings=[0, 1, 2, 0],
         output_padding=[2, 2]),
     _ct((1, 3, 5, 4), (3, 4, 2, 2), strides=[3, 3], padding_algorithm="SAME"),
-    _ct((1, 3, 4, 4), (3, 2, 3, 3), "output_size: expected a value in [7, 9), got 9",
+    _ct((1, 3, 4, 4), (3, 2, 3, 3), "output_size: expected a value in [7, 9), got 9", Code.SHAPE_MISMATCH,
         strides=[2, 2], paddings=[1, 1], output_size=[9, 9]),
-    _ct((1, 3, 4, 4), (3, 2, 3, 3), "output_padding must be in [0, max(stride, dilation)) = [0, 2), got 2",
+    _ct((1, 3, 4, 4), (3, 2, 3, 3), "output_padding must be in [0, max(stride, dilation)) = [0, 2), got 2", Code.ATTR_VALUE,
         strides=[2, 2], output_padding=[2, 0]),
-    _ct((1, 3, 4, 4), (3, 2, 3, 3), "expected output_size or output_padding, got both",
+    _ct((1, 3, 4, 4), (3, 2, 3, 3), "expected output_size or output_padding, got both", Code.ATTR_VALUE,
         output_size=[6, 6], output_padding=[0, 0]),
-    _ct((1, 3, 4, 4), (2, 2, 3, 3), "input channels and Filter dim 0: expected equal sizes, got 3 and 2"),
-    _ct((1, 1, 1, 1), (1, 1, 1, 1), "expected a positive output size, got -1", paddings=[1, 1]),
-    _ct((1, 3, 4, 4), (3, 2, 3, 3), "expected input channels divisible by groups 2, got 3", groups=2),
+    _ct((1, 3, 4, 4), (2, 2, 3, 3), "input channels and Filter dim 0: expected equal sizes, got 3 and 2", Code.SHAPE_MISMATCH),
+    _ct((1, 1, 1, 1), (1, 1, 1, 1), "expected a positive output size, got -1", Code.SHAPE_MISMATCH, paddings=[1, 1]),
+    _ct((1, 3, 4, 4), (3, 2, 3, 3), "expected input channels divisible by groups 2, got 3", Code.SHAPE_MISMATCH, groups=2),
     Case(
         {"Input": f32(1, 3, 4, 4), "Filter": f32(3, 2, 3, 3), "Bias": f32(2)},
-        raises="expected no Bias (only Paddle's oneDNN kernels read it), got [2]",
+        raises="expected no Bias (only Paddle's oneDNN kernels read it), got [2]", code=Code.SHAPE_MISMATCH,
     ),
 )
 # fmt: on
@@ -436,8 +436,8 @@ CONV2D_TRANSPOSE = OpDef(
 # fmt: off
 _DEPTHWISE_CONV2D_TRANSPOSE_CASES: Final = (
     _ct((1, 4, 3, 3), (4, 1, 3, 3), groups=4, strides=[2, 2]),
-    _ct((1, 4, 3, 3), (4, 1, 3, 3), "expected groups equal to the input channels (4), got 2", groups=2),
-    _ct((4,), (4, 1, 3, 3), "Input: expected rank [4], got 1", groups=4),
+    _ct((1, 4, 3, 3), (4, 1, 3, 3), "expected groups equal to the input channels (4), got 2", Code.SHAPE_MISMATCH, groups=2),
+    _ct((4,), (4, 1, 3, 3), "Input: expected rank [4], got 1", Code.AXIS_INVALID, groups=4),
 )
 # fmt: on
 

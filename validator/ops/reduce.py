@@ -10,6 +10,7 @@ from typing import Any, Final
 import numpy as np
 
 from graph_proto.types import ALL, FLOATS, INDICES, INTEGERS, NUMERIC, UNKNOWN, DType, Shape
+from validator.diagnostics import Code
 from validator.ops._cases import boolean, f32, i32, i64
 from validator.ops._def import AttrError, AxisError, Case, In, OpDef, Out, ShapeError, TensorType
 from validator.ops._shape import (
@@ -138,7 +139,12 @@ def reduction(
 
     empty = Case({"X": f32(0, 3)}, {"dim": [0]}, expect=ref)
     if nonempty:
-        empty = Case({"X": f32(0, 3)}, {"dim": [0]}, raises="expected non-zero dims, got [0, 3]")
+        empty = Case(
+            {"X": f32(0, 3)},
+            {"dim": [0]},
+            raises="expected non-zero dims, got [0, 3]",
+            code=Code.EMPTY_DIM,
+        )
     name = paddle_type.removeprefix("reduce_")
     return OpDef(
         op_type=paddle_type,
@@ -162,10 +168,30 @@ def reduction(
             Case({"X": i64(2, 3)}, {"dim": [1]}, expect=ref),
             empty,
             *extra,
-            Case({"X": f32(2, 3, 4)}, {"dim": [3]}, raises="axis must be in [-3, 3), got 3"),
-            Case({"X": f32(2, 3, 4)}, {"dim": [1, -2]}, raises="axis must not repeat, got [1, -2]"),
-            Case({"X": f32()}, {"dim": [1]}, raises="axis of a 0-D input must be 0 or -1, got [1]"),
-            Case({"X": f32(2, 3)}, {"dim": [0], "in_dtype": 6}, raises="in_dtype must be -1 or 5"),
+            Case(
+                {"X": f32(2, 3, 4)},
+                {"dim": [3]},
+                raises="axis must be in [-3, 3), got 3",
+                code=Code.AXIS_INVALID,
+            ),
+            Case(
+                {"X": f32(2, 3, 4)},
+                {"dim": [1, -2]},
+                raises="axis must not repeat, got [1, -2]",
+                code=Code.AXIS_INVALID,
+            ),
+            Case(
+                {"X": f32()},
+                {"dim": [1]},
+                raises="axis of a 0-D input must be 0 or -1, got [1]",
+                code=Code.AXIS_INVALID,
+            ),
+            Case(
+                {"X": f32(2, 3)},
+                {"dim": [0], "in_dtype": 6},
+                raises="in_dtype must be -1 or 5",
+                code=Code.ATTR_VALUE,
+            ),
         ),
     )
 
@@ -205,7 +231,12 @@ REDUCE_SUM = reduction(
             {"dim": [0], "keep_dim": True},
             expect=lambda x, a: x.sum(0, "i8", keepdims=True),
         ),
-        Case({"X": f32(2, 3)}, {"out_dtype": 7}, raises="out_dtype must be a supported VarType"),
+        Case(
+            {"X": f32(2, 3)},
+            {"out_dtype": 7},
+            raises="out_dtype must be a supported VarType",
+            code=Code.ATTR_VALUE,
+        ),
     ),
 )
 REDUCE_MEAN = reduction(
@@ -213,7 +244,12 @@ REDUCE_MEAN = reduction(
     np.mean,
     types=FLOAT_OR_INDEX,
     extra=(
-        Case({"X": f32(2, 3)}, {"out_dtype": 6}, raises="out_dtype must be -1 or 5"),
+        Case(
+            {"X": f32(2, 3)},
+            {"out_dtype": 6},
+            raises="out_dtype must be -1 or 5",
+            code=Code.ATTR_VALUE,
+        ),
         # NOTE: an integer mean truncates toward zero.
         Case(
             {"X": np.array([[-1, -1, -2], [1, 1, 2]], np.int64)},
@@ -315,9 +351,24 @@ LOGSUMEXP = OpDef(
         Case(
             {"X": f16(2, 3)}, {"axis": [1]}, expect=_f16_ref(_logsumexp_ref), rtol=1e-3, atol=1e-3
         ),
-        Case({"X": f32(2, 3)}, {"axis": [2]}, raises="axis must be in [-2, 2), got 2"),
-        Case({"X": f32(1, 1, 1, 1, 2)}, {"axis": [4]}, raises="X: expected rank 0..4, got 5"),
-        Case({"X": f32(2, 0)}, {"axis": [1]}, raises="expected non-zero dims, got [2, 0]"),
+        Case(
+            {"X": f32(2, 3)},
+            {"axis": [2]},
+            raises="axis must be in [-2, 2), got 2",
+            code=Code.AXIS_INVALID,
+        ),
+        Case(
+            {"X": f32(1, 1, 1, 1, 2)},
+            {"axis": [4]},
+            raises="X: expected rank 0..4, got 5",
+            code=Code.AXIS_INVALID,
+        ),
+        Case(
+            {"X": f32(2, 0)},
+            {"axis": [1]},
+            raises="expected non-zero dims, got [2, 0]",
+            code=Code.EMPTY_DIM,
+        ),
     ),
 )
 
@@ -417,9 +468,24 @@ P_NORM = OpDef(
         Case({"X": np.zeros((2, 3), np.float32)}, {"epsilon": 1.0}, expect=_p_norm_ref),
         Case({"X": f32(2, 3).astype(np.float64)}, {"porder": 2.0, "axis": 0}, expect=_p_norm_ref),
         Case({"X": f16(2, 3)}, {"porder": 2.0}, expect=_f16_ref(_p_norm_ref), rtol=1e-3, atol=1e-3),
-        Case({"X": f32(2, 3, 4)}, {"axis": 3}, raises="axis must be in [-3, 3), got 3"),
-        Case({"X": f32(2, 3)}, {"porder": math.nan}, raises="porder must be a number, got nan"),
-        Case({"X": f32(0, 3)}, {"porder": -math.inf, "axis": 0}, raises="expected non-zero dims"),
+        Case(
+            {"X": f32(2, 3, 4)},
+            {"axis": 3},
+            raises="axis must be in [-3, 3), got 3",
+            code=Code.AXIS_INVALID,
+        ),
+        Case(
+            {"X": f32(2, 3)},
+            {"porder": math.nan},
+            raises="porder must be a number, got nan",
+            code=Code.ATTR_VALUE,
+        ),
+        Case(
+            {"X": f32(0, 3)},
+            {"porder": -math.inf, "axis": 0},
+            raises="expected non-zero dims",
+            code=Code.EMPTY_DIM,
+        ),
     ),
 )
 
@@ -497,10 +563,30 @@ def arg(paddle_type: str, fn: Callable[..., Any]) -> OpDef:
             Case({"X": np.array([[3, 200], [200, 7]], np.uint8)}, {"axis": 1}, expect=ref),
             Case({"X": f32()}, {"axis": 0, "flatten": True, "keepdims": True}, expect=ref),
             Case({"X": f32(2, 3, 4)}, {"axis": 1, "flatten": True, "keepdims": True}, expect=ref),
-            Case({"X": f32(2, 3)}, {"axis": 1, "dtype": 5}, raises="dtype must be 2 (int32) or 3"),
-            Case({"X": f32(2, 3)}, {"axis": 2}, raises="axis must be in [-2, 2), got 2"),
-            Case({"X": f32()}, {"axis": 1}, raises="axis of a 0-D input must be 0 or -1, got 1"),
-            Case({"X": f32(0, 3)}, {"axis": 0}, raises="expected non-zero dims, got [0, 3]"),
+            Case(
+                {"X": f32(2, 3)},
+                {"axis": 1, "dtype": 5},
+                raises="dtype must be 2 (int32) or 3",
+                code=Code.ATTR_VALUE,
+            ),
+            Case(
+                {"X": f32(2, 3)},
+                {"axis": 2},
+                raises="axis must be in [-2, 2), got 2",
+                code=Code.AXIS_INVALID,
+            ),
+            Case(
+                {"X": f32()},
+                {"axis": 1},
+                raises="axis of a 0-D input must be 0 or -1, got 1",
+                code=Code.AXIS_INVALID,
+            ),
+            Case(
+                {"X": f32(0, 3)},
+                {"axis": 0},
+                raises="expected non-zero dims, got [0, 3]",
+                code=Code.EMPTY_DIM,
+            ),
         ),
     )
 
@@ -580,13 +666,36 @@ TOP_K_V2 = OpDef(
         Case({"X": i32(3, 6, high=100)}, {"k": 6}, expect=_top_k_v2_ref),
         Case({"X": f16(2, 5)}, {"k": 2, "axis": -1}, expect=_top_k_v2_ref),
         Case({"X": f32(5).astype(np.float64)}, {"k": 5, "largest": False}, expect=_top_k_v2_ref),
-        Case({"X": f32(2, 3)}, {"k": 0}, raises="k must be >= 1, got 0"),
-        Case({"X": f32(2, 3)}, {"k": 4}, raises="k must be <= 3 (the size of axis 1), got 4"),
-        Case({"X": f32(2, 3), "K": np.array([5], np.int64)}, raises="k must be <= 3"),
-        Case({"X": f32(2, 3), "K": np.array([1, 2], np.int32)}, raises="K: expected 1 element"),
-        Case({"X": f32(2, 3)}, {"axis": 2}, raises="axis must be in [-2, 2), got 2"),
-        Case({"X": f32(2, 0)}, raises="expected non-zero dims, got [2, 0]"),
-        Case({"X": f32()}, {"k": 2, "axis": 0}, raises="k must be 1 for a 0-D input, got 2"),
+        Case({"X": f32(2, 3)}, {"k": 0}, raises="k must be >= 1, got 0", code=Code.ATTR_VALUE),
+        Case(
+            {"X": f32(2, 3)},
+            {"k": 4},
+            raises="k must be <= 3 (the size of axis 1), got 4",
+            code=Code.SHAPE_MISMATCH,
+        ),
+        Case(
+            {"X": f32(2, 3), "K": np.array([5], np.int64)},
+            raises="k must be <= 3",
+            code=Code.SHAPE_MISMATCH,
+        ),
+        Case(
+            {"X": f32(2, 3), "K": np.array([1, 2], np.int32)},
+            raises="K: expected 1 element",
+            code=Code.SHAPE_MISMATCH,
+        ),
+        Case(
+            {"X": f32(2, 3)},
+            {"axis": 2},
+            raises="axis must be in [-2, 2), got 2",
+            code=Code.AXIS_INVALID,
+        ),
+        Case({"X": f32(2, 0)}, raises="expected non-zero dims, got [2, 0]", code=Code.EMPTY_DIM),
+        Case(
+            {"X": f32()},
+            {"k": 2, "axis": 0},
+            raises="k must be 1 for a 0-D input, got 2",
+            code=Code.SHAPE_MISMATCH,
+        ),
     ),
 )
 
@@ -648,8 +757,18 @@ CUMSUM = OpDef(
             expect=_cumsum_ref,
         ),
         Case({"X": f16(2, 5)}, {"axis": 1}, expect=_f16_ref(_cumsum_ref), rtol=1e-3, atol=1e-3),
-        Case({"X": f32(2, 3)}, {"axis": 2}, raises="axis must be in [-2, 2), got 2"),
-        Case({"X": f32()}, {"axis": 1}, raises="axis of a 0-D input must be 0 or -1, got 1"),
+        Case(
+            {"X": f32(2, 3)},
+            {"axis": 2},
+            raises="axis must be in [-2, 2), got 2",
+            code=Code.AXIS_INVALID,
+        ),
+        Case(
+            {"X": f32()},
+            {"axis": 1},
+            raises="axis of a 0-D input must be 0 or -1, got 1",
+            code=Code.AXIS_INVALID,
+        ),
     ),
 )
 

@@ -9,6 +9,7 @@ from typing import Any
 import numpy as np
 
 from graph_proto.types import ALL, UNKNOWN, Shape
+from validator.diagnostics import Code
 from validator.ops._cases import f32, i32, i64
 from validator.ops._def import AttrError, AxisError, Case, In, OpDef, Out, ShapeError, TensorType
 from validator.ops._operands import BACKEND_ATTRS, Operand, carry, check_rank, int_operand
@@ -187,26 +188,31 @@ SLICE = OpDef(
             {"Input": f32(5, 6)},
             {"axes": [-1], "starts": [0], "ends": [2]},
             raises="axes must be in [0, 2), got -1",
+            code=Code.AXIS_INVALID,
         ),
         Case(
             {"Input": f32(5, 6)},
             {"axes": [1, 1], "starts": [0, 0], "ends": [2, 2]},
             raises="must not repeat",
+            code=Code.AXIS_INVALID,
         ),
         Case(
             {"Input": f32(5, 6)},
             {"axes": [1], "starts": [0, 1], "ends": [2]},
             raises="expected 1 starts like axes",
+            code=Code.ATTR_VALUE,
         ),
         Case(
             {"Input": f32(5, 6)},
             {"axes": [1], "starts": [0], "ends": [2], "decrease_axis": [1]},
             raises="decrease_axis 1: expected a size of 1, got 2",
+            code=Code.SHAPE_MISMATCH,
         ),
         Case(
             {"Input": f32()},
             {"axes": [0], "starts": [0], "ends": [1]},
             raises="axes must be in [0, 0)",
+            code=Code.AXIS_INVALID,
         ),
     ),
 )
@@ -329,16 +335,19 @@ STRIDED_SLICE = OpDef(
             {"Input": f32(6)},
             {"axes": [0], "starts": [0], "ends": [6], "strides": [0]},
             raises="expected non-zero strides",
+            code=Code.ATTR_VALUE,
         ),
         Case(
             {"Input": f32(6)},
             {"axes": [0], "starts": [0], "ends": [6], "strides": []},
             raises="expected 1 strides like axes",
+            code=Code.ATTR_VALUE,
         ),
         Case(
             {"Input": f32(5, 6)},
             {"axes": [-1], "starts": [0], "ends": [6], "strides": [2]},
             raises="axes must be in [0, 2)",
+            code=Code.AXIS_INVALID,
         ),
     ),
 )
@@ -426,11 +435,33 @@ EXPAND_V2 = OpDef(
             },
             expect=_expand_ref,
         ),
-        Case({"X": f32(2, 4)}, {"shape": [3, 4]}, raises="cannot expand a dim of 2 to 3"),
-        Case({"X": f32(1, 4)}, {"shape": [-1, 3, 4]}, raises="keeps a dim that X does not have"),
-        Case({"X": f32(1, 4)}, {"shape": [-2, 4]}, raises="expected shape values >= -1"),
-        Case({"X": f32(1, 4, 5)}, {"shape": [4, 5]}, raises="expected at least 3 shape values"),
-        Case({"X": f32(1)}, {"shape": [1] * 10}, raises="rank <= 9, got 10"),
+        Case(
+            {"X": f32(2, 4)},
+            {"shape": [3, 4]},
+            raises="cannot expand a dim of 2 to 3",
+            code=Code.SHAPE_MISMATCH,
+        ),
+        Case(
+            {"X": f32(1, 4)},
+            {"shape": [-1, 3, 4]},
+            raises="keeps a dim that X does not have",
+            code=Code.SHAPE_MISMATCH,
+        ),
+        Case(
+            {"X": f32(1, 4)},
+            {"shape": [-2, 4]},
+            raises="expected shape values >= -1",
+            code=Code.ATTR_VALUE,
+        ),
+        Case(
+            {"X": f32(1, 4, 5)},
+            {"shape": [4, 5]},
+            raises="expected at least 3 shape values",
+            code=Code.SHAPE_MISMATCH,
+        ),
+        Case(
+            {"X": f32(1)}, {"shape": [1] * 10}, raises="rank <= 9, got 10", code=Code.SHAPE_MISMATCH
+        ),
     ),
 )
 
@@ -487,8 +518,18 @@ TILE = OpDef(
         Case({"X": f32(3), "repeat_times_tensor": (np.array([2], np.int32),)}, expect=_tile_ref),
         Case({"X": _floats()}, {"repeat_times": [2, 3]}, expect=_tile_ref),
         Case({"X": _bools(2, 3), "RepeatTimes": np.array([3, 1, 2], np.int64)}, expect=_tile_ref),
-        Case({"X": f32(3)}, {"repeat_times": [0]}, raises="expected repeat_times >= 1, got [0]"),
-        Case({"X": f32(3)}, {"repeat_times": [1] * 10}, raises="rank <= 9, got 10"),
+        Case(
+            {"X": f32(3)},
+            {"repeat_times": [0]},
+            raises="expected repeat_times >= 1, got [0]",
+            code=Code.ATTR_VALUE,
+        ),
+        Case(
+            {"X": f32(3)},
+            {"repeat_times": [1] * 10},
+            raises="rank <= 9, got 10",
+            code=Code.SHAPE_MISMATCH,
+        ),
     ),
 )
 

@@ -184,12 +184,22 @@ POW = OpDef(
             rtol=_HALF_TOL,
             atol=_HALF_TOL,
         ),
-        Case({"X": pos32(2)}, {"factor": math.nan}, raises="factor: expected a finite number"),
+        Case(
+            {"X": pos32(2)},
+            {"factor": math.nan},
+            raises="factor: expected a finite number",
+            code=Code.ATTR_VALUE,
+        ),
         Case(
             {"X": pos32(2), "FactorTensor": pos32(2)},
             raises="FactorTensor: expected a tensor of 1 element, got dims [2]",
+            code=Code.SHAPE_MISMATCH,
         ),
-        Case({"X": pos32(2), "FactorTensor": boolean(1)}, raises="expected a numeric tensor"),
+        Case(
+            {"X": pos32(2), "FactorTensor": boolean(1)},
+            raises="expected a numeric tensor",
+            code=Code.DTYPE_MISMATCH,
+        ),
         Case({"X": boolean(2)}, raises="input 'X': expected one of", code=Code.DTYPE_MISMATCH),
     ),
 )
@@ -282,11 +292,22 @@ SCALE = OpDef(
         ),
         Case({"X": _GRID}, {"scale": 0.1, "bias": 0.3}, expect=_scale),
         Case({"X": _GRID.astype(np.float16)}, {"scale": 0.5, "bias": 1.0}, expect=_scale),
-        Case({"X": f32(2)}, {"scale": math.inf}, raises="scale: expected a finite number, got inf"),
-        Case({"X": f32(2)}, {"bias": math.nan}, raises="bias: expected a finite number, got nan"),
+        Case(
+            {"X": f32(2)},
+            {"scale": math.inf},
+            raises="scale: expected a finite number, got inf",
+            code=Code.ATTR_VALUE,
+        ),
+        Case(
+            {"X": f32(2)},
+            {"bias": math.nan},
+            raises="bias: expected a finite number, got nan",
+            code=Code.ATTR_VALUE,
+        ),
         Case(
             {"X": f32(2), "ScaleTensor": f32(2, 1)},
             raises="ScaleTensor: expected a tensor of 1 element, got dims [2, 1]",
+            code=Code.SHAPE_MISMATCH,
         ),
         Case({"X": boolean(2)}, raises="input 'X': expected one of", code=Code.DTYPE_MISMATCH),
     ),
@@ -351,14 +372,23 @@ CLIP = OpDef(
             {"min": 1.0, "max": -1.0},  # ignored: the tensors win
             expect=_clip,
         ),
-        Case({"X": f32(2)}, {"min": 1.0, "max": -1.0}, raises="expected min <= max, got min=1.0"),
         Case(
-            {"X": f32(2)}, {"min": math.nan, "max": 1.0}, raises="expected numbers for min and max"
+            {"X": f32(2)},
+            {"min": 1.0, "max": -1.0},
+            raises="expected min <= max, got min=1.0",
+            code=Code.ATTR_VALUE,
+        ),
+        Case(
+            {"X": f32(2)},
+            {"min": math.nan, "max": 1.0},
+            raises="expected numbers for min and max",
+            code=Code.ATTR_VALUE,
         ),
         Case(
             {"X": f32(2), "Max": f32(3)},
             {"min": 0.0, "max": 1.0},
             raises="Max: expected a tensor of 1 element, got dims [3]",
+            code=Code.SHAPE_MISMATCH,
         ),
     ),
 )
@@ -447,9 +477,13 @@ CAST = OpDef(
             {"X": f32(2)},
             {"in_dtype": 5, "out_dtype": 23},
             raises="out_dtype: expected a supported",
+            code=Code.ATTR_VALUE,
         ),
         Case(
-            {"X": f32(2)}, {"in_dtype": 99, "out_dtype": 5}, raises="in_dtype: expected a supported"
+            {"X": f32(2)},
+            {"in_dtype": 99, "out_dtype": 5},
+            raises="in_dtype: expected a supported",
+            code=Code.ATTR_VALUE,
         ),
     ),
 )
@@ -474,7 +508,7 @@ ASSIGN = OpDef(
         Case({"X": f32(2, 3)}, expect=lambda x, a: x),
         Case({"X": i64()}, expect=lambda x, a: x),
         Case({"X": boolean(4)}, expect=lambda x, a: x),
-        Case({}, raises="expected an input X to copy, got an empty slot"),
+        Case({}, raises="expected an input X to copy, got an empty slot", code=Code.SHAPE_MISMATCH),
     ),
 )
 
