@@ -1,16 +1,21 @@
-"""lower(): a ValidatedProgram becomes a self-contained ONNX model (graph inputs/outputs by col)."""
+"""lower(): a ValidatedProgram becomes a self-contained ONNX model (graph inputs/outputs by col).
+
+Two forms: the serving form (Lowered.model), which CompiledModel runs and the server stores,
+hands graphgate's run-time checks hidden outputs after the fetches; the portable form
+(portable(), what `graphgate convert` writes) has exactly the fetches as outputs and states the
+loop bound policy in its metadata, for any ONNX runtime."""
 
 from __future__ import annotations
 
-from collections.abc import Mapping, MutableMapping, Sequence
-from dataclasses import dataclass, field
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 from typing import Any, Final
 
 import numpy as np
 import onnx
 from onnx import TensorProto, helper, numpy_helper
 
-from executor.errors import HostIndexCheck, IndexCheck, LoopTripLimitExceeded, TensorTooLarge
+from executor import gate
 from executor.lower import (
     BOUNDARY_OPS,
     EMITTERS,
@@ -22,30 +27,32 @@ from executor.lower import (
     control,
 )
 from executor.lower._builder import ONNX_DTYPE
+from executor.runtime_checks import LOOP_FLAG_OUTPUTS, RuntimeChecks, named_checks
 from graph_proto.types import DType
-from validator import ValidatedProgram
+from validator import TensorType, ValidatedProgram
 from validator.bind import BoundOp
-from validator.infer import infer_op
-from validator.ops._def import TensorType
 
-# Hidden graph outputs after the fetches, in a model with loops: true when some loop needed
-# more iterations than the policy's bound, or grew a loop var past the tensor byte cap (the
-# session then raises, never returning what the loop had when it stopped).
-LOOP_BOUND_EXCEEDED: Final = "graphgate:loop_bound_exceeded"
-LOOP_TENSOR_TOO_LARGE: Final = "graphgate:loop_tensor_too_large"
-_HIDDEN: Final = {"trips": LOOP_BOUND_EXCEEDED, "bytes": LOOP_TENSOR_TOO_LARGE}
+# The loop bound policy, in a model with loops (metadata_props): every Loop runs at most
+# max_loop_trips + 1 iterations, and stops early when a loop var grows past max_tensor_bytes.
+MAX_LOOP_TRIPS_KEY: Final = "graphgate.max_loop_trips"
+MAX_TENSOR_BYTES_KEY: Final = "graphgate.max_tensor_bytes"
+LOOP_POLICY_KEY: Final = "graphgate.loop_policy"
+_LOOP_POLICY: Final = (
+    "every Loop runs at most graphgate.max_loop_trips + 1 iterations and stops early when a loop "
+    "var grows past graphgate.max_tensor_bytes; graphgate refuses a request whose loop needed "
+    "more (LOOP_TRIP_LIMIT, TENSOR_TOO_LARGE), whereas another runtime returns what the loop "
+    "held when it stopped"
+)
 
 
 @dataclass(frozen=True, slots=True)
 class Lowered:
-    """The ONNX model, and which ONNX value holds each Paddle variable (for the shape cross-check)."""
+    """The serving form of the ONNX model (the fetches, then checks.hidden_outputs), which ONNX
+    value holds each Paddle variable (for the shape cross-check), and the run-time checks."""
 
     model: onnx.ModelProto
     values: Mapping[str, Value]
-    index_checks: Mapping[str, IndexCheck] = field(default_factory=dict)  # by guard node name
-    # Graph outputs after the fetches: _HIDDEN loop flags, then select_input Masks.
-    hidden_outputs: tuple[str, ...] = ()
-    host_checks: tuple[HostIndexCheck, ...] = ()  # made on the feeds before running
+    checks: RuntimeChecks
 
 
 def lower(program: ValidatedProgram) -> Lowered:
@@ -60,100 +67,144 @@ def lower(program: ValidatedProgram) -> Lowered:
     for name in program.params:
         env[name] = Value(name, program.types[name])
     inputs = [_value_info(spec.name, env[spec.name].type, symbolic=True) for spec in program.inputs]
-    # NOTE: types are re-inferred op by op, not read from program.types: a while rewrites its
-    # loop vars, so a name's type before the loop differs from the one program.types keeps.
-    types: dict[str, TensorType] = {name: value.type for name, value in env.items()}
     limits = (program.policy.max_loop_trips, program.policy.max_tensor_bytes)
     masks: list[tuple[int, Value]] = []
-    flags = control.merge_flags(b, _lower_ops(b, program.ops, env, types, limits, masks))
+    flags = control.merge_flags(b, _lower_ops(b, program.ops, env, limits, masks))
     outputs = _outputs(b, program, env)
     for kind, flag in flags.items():
-        b.nodes.append(helper.make_node("Identity", [flag], [_HIDDEN[kind]], name=_HIDDEN[kind]))
-        outputs.append(helper.make_tensor_value_info(_HIDDEN[kind], TensorProto.BOOL, []))
+        name = LOOP_FLAG_OUTPUTS[kind]
+        b.nodes.append(helper.make_node("Identity", [flag], [name], name=name))
+        outputs.append(helper.make_tensor_value_info(name, TensorProto.BOOL, []))
     outputs.extend(control.branch_mask_outputs(b, masks))
-    hidden = tuple(info.name for info in outputs[len(program.outputs) :])
-    graph = helper.make_graph(
-        b.nodes,
-        "graphgate",
-        inputs,
-        outputs,
-        initializers + b.initializers,
-    )
+    graph = helper.make_graph(b.nodes, "graphgate", inputs, outputs, initializers + b.initializers)
+    _prune_initializers(graph)
     model = helper.make_model(
         graph,
         opset_imports=[helper.make_opsetid("", ONNX_OPSET)],
         ir_version=IR_VERSION,
         producer_name="graphgate",
     )
-    return Lowered(model, env, b.index_checks, hidden, tuple(b.host_checks))
+    if flags:  # every while raises a "trips" flag
+        helper.set_model_props(model, _loop_policy(program))
+    checks = RuntimeChecks(
+        hidden_outputs=tuple(info.name for info in outputs[len(program.outputs) :]),
+        host_checks=tuple(b.host_checks),
+        index_checks=named_checks(b.index_checks, {v.name: p for p, v in env.items()}),
+        max_loop_trips=program.policy.max_loop_trips,
+        max_tensor_bytes=program.policy.max_tensor_bytes,
+    )
+    return Lowered(model, env, checks)
 
 
-def check_loop_bound(
-    program: ValidatedProgram, names: Sequence[str], values: Sequence[Any]
-) -> None:
-    """Raises the typed error of the first hidden loop flag the run set."""
-    raised = {
-        name
-        for name, value in zip(names, values, strict=True)
-        if name in _HIDDEN.values() and bool(np.asarray(value))
+def export(program: ValidatedProgram) -> onnx.ModelProto:
+    """What `graphgate convert` writes: the portable form of the lowered model, gated."""
+    model = portable(lower(program))
+    gate.check(model)
+    return model
+
+
+def portable(lowered: Lowered) -> onnx.ModelProto:
+    """The model any ONNX runtime can run as is: exactly the fetches as outputs (the hidden ones
+    only graphgate's session reads are dropped, with the nodes that computed nothing else), no
+    unused initializers, and the loop bound policy in metadata_props (kept from the serving
+    form)."""
+    model = onnx.ModelProto()
+    model.CopyFrom(lowered.model)
+    graph = model.graph
+    hidden = set(lowered.checks.hidden_outputs)
+    if not hidden:
+        return model
+    kept = [info for info in graph.output if info.name not in hidden]
+    del graph.output[:]
+    graph.output.extend(kept)
+    live = _live_nodes(graph)
+    del graph.node[:]
+    graph.node.extend(live)
+    _prune_initializers(graph)
+    return model
+
+
+def _loop_policy(program: ValidatedProgram) -> dict[str, str]:
+    return {
+        MAX_LOOP_TRIPS_KEY: str(program.policy.max_loop_trips),
+        MAX_TENSOR_BYTES_KEY: str(program.policy.max_tensor_bytes),
+        LOOP_POLICY_KEY: _LOOP_POLICY,
     }
-    if LOOP_BOUND_EXCEEDED in raised:
-        raise LoopTripLimitExceeded(
-            f"a while loop ran past the policy's trip bound: expected at most "
-            f"{program.policy.max_loop_trips} iterations, got more"
-        )
-    if LOOP_TENSOR_TOO_LARGE in raised:
-        raise TensorTooLarge(
-            f"a while loop grew a loop var past the policy's tensor byte cap: expected at most "
-            f"{program.policy.max_tensor_bytes} bytes, got more"
-        )
+
+
+def _live_nodes(graph: onnx.GraphProto) -> list[onnx.NodeProto]:
+    """The main graph's nodes some output depends on, in order (every node is pure: one whose
+    outputs nothing reads is dropped)."""
+    wanted = {info.name for info in graph.output}
+    live: list[onnx.NodeProto] = []
+    for node in reversed(graph.node):
+        if wanted.intersection(node.output):
+            live.append(node)
+            wanted.update(_reads(node))
+    return live[::-1]
+
+
+def _reads(node: onnx.NodeProto) -> set[str]:
+    """Every name the node reads, its subgraphs' reads of enclosing values included."""
+    names = set(node.input)
+    for attr in node.attribute:
+        for sub in ([attr.g] if attr.HasField("g") else []) + list(attr.graphs):
+            names.update(info.name for info in sub.output)
+            for inner in sub.node:
+                names.update(_reads(inner))
+    return names
+
+
+def _prune_initializers(graph: onnx.GraphProto) -> None:
+    """Drops the initializers no node reads (onnxruntime warns about each it removes)."""
+    used = {info.name for info in graph.output}
+    for node in graph.node:
+        used.update(_reads(node))
+    kept = [t for t in graph.initializer if t.name in used]
+    if len(kept) != len(graph.initializer):
+        del graph.initializer[:]
+        graph.initializer.extend(kept)
 
 
 def _lower_ops(
     b: OnnxBuilder,
     ops: Sequence[BoundOp],
     env: dict[str, Value],
-    types: MutableMapping[str, TensorType],
     limits: tuple[int | None, int],
     masks: list[tuple[int, Value]] | None = None,
 ) -> control.Flags:
-    """Lowers ops in order (a block's, or block 0's) into the builder's current node list;
-    returns the loop flags raised on the way. `masks` (block 0): collects the select_input
-    Masks the session needs to check outputs against the branch that ran."""
+    """Lowers ops in order (a block's, or block 0's) into the builder's current node list, with
+    the types the validator recorded on each; returns the loop flags raised on the way. `masks`
+    (block 0): collects the select_input Masks the session needs to check outputs against the
+    branch that ran."""
 
-    def lower_block(
-        b: OnnxBuilder,
-        ops: Sequence[BoundOp],
-        env: dict[str, Value],
-        types: MutableMapping[str, TensorType],
-    ) -> control.Flags:
-        return _lower_ops(b, ops, env, types, limits)
+    def lower_block(b: OnnxBuilder, ops: Sequence[BoundOp], env: dict[str, Value]) -> control.Flags:
+        return _lower_ops(b, ops, env, limits)
 
     flags: control.Flags = {}
     for op in ops:
-        if op.op_type in control.BLOCK_OPS:
-            inferred = infer_op(op, types)
-            with b.naming(f"{op.block}_{op.index}_{op.op_type}"):
-                produced, raised = control.lower_block_op(
-                    b, op, env, types, inferred, lower_block, limits
-                )
-            for kind, raised_flags in raised.items():
-                flags.setdefault(kind, []).extend(raised_flags)
-        elif op.op_type not in BOUNDARY_OPS:
-            inferred = infer_op(op, types)
-            if masks is not None and (mask := control.wanted_mask(op, env, types)):
-                masks.append(mask)
-            produced = _lower_op(b, op, env, inferred)
-        else:
+        if op.op_type in BOUNDARY_OPS and op.op_type not in control.BLOCK_OPS:
             continue
-        types.update(inferred)
+        try:
+            if op.op_type in control.BLOCK_OPS:
+                with b.naming(f"{op.block}_{op.index}_{op.op_type}"):
+                    produced, raised = control.lower_block_op(b, op, env, lower_block, limits)
+                for kind, raised_flags in raised.items():
+                    flags.setdefault(kind, []).extend(raised_flags)
+            else:
+                if masks is not None and (mask := control.wanted_mask(op, env)):
+                    masks.append(mask)
+                produced = _lower_op(b, op, env)
+        except LoweringError as e:
+            if e.op_index is None:  # an op inside a sub-block was located already
+                e.block, e.op_index, e.op_type = op.block, op.index, op.op_type
+            raise
         env.update(produced)
     return flags
 
 
-def _lower_op(
-    b: OnnxBuilder, op: BoundOp, env: Mapping[str, Value], types: Mapping[str, TensorType]
-) -> dict[str, Value]:
+def _lower_op(b: OnnxBuilder, op: BoundOp, env: Mapping[str, Value]) -> dict[str, Value]:
+    types = op.types_out
     emit = EMITTERS.get(op.op_type)
     if emit is None:
         raise LoweringError(f"op {op.op_type!r} has no ONNX lowering")

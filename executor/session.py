@@ -13,23 +13,13 @@ import numpy as np
 import onnxruntime as ort
 
 from executor import gate
-from executor.convert import check_loop_bound, lower
-from executor.errors import (
-    HostIndexCheck,
-    IncompatibleInputs,
-    IndexCheck,
-    SizeUnbounded,
-    TensorTooLarge,
-    check_fed_indices,
-    named_checks,
-    run_failed,
-)
+from executor.convert import lower
+from executor.errors import IncompatibleInputs, SizeUnbounded, TensorTooLarge
 from executor.lower import LoweringError
-from executor.lower.control import branches_taken
+from executor.runtime_checks import RuntimeChecks
 from executor.scope import DEFAULT_MAX_REQUEST_BYTES, Scope, check_outputs
-from validator import ValidatedProgram
+from validator import Code, Scalar, TensorType, ValidatedProgram
 from validator.infer import tensor_bytes
-from validator.ops._def import Scalar, TensorType
 from validator.runtime import RuntimeShapeError, reinfer
 
 log = logging.getLogger("graphgate.executor")
@@ -59,6 +49,13 @@ class SessionOptions:
     max_request_bytes: int = DEFAULT_MAX_REQUEST_BYTES
 
 
+class SessionRefused(LoweringError):
+    """onnxruntime cannot build a session for the lowered model (no kernel for a dtype on this
+    provider): a refusal of what this server can run, not a lowering bug."""
+
+    code = Code.LOWERING_UNSUPPORTED
+
+
 def choose_providers(use_cuda: bool) -> list[str]:
     """CUDA then CPU when this onnxruntime build has CUDA; CPU alone otherwise."""
     if use_cuda and CUDA in ort.get_available_providers():
@@ -74,10 +71,9 @@ class CompiledModel:
     onnx_bytes: bytes
     session: ort.InferenceSession
     provider: str
-    output_names: tuple[str, ...]  # ONNX graph outputs, in fetch col order
+    output_names: tuple[str, ...]  # ONNX graph outputs: the fetches in col order, then hidden
     max_request_bytes: int
-    index_checks: Mapping[str, IndexCheck] = field(default_factory=dict)  # by guard node name
-    host_checks: tuple[HostIndexCheck, ...] = ()  # index ranges of feeds, checked before running
+    checks: RuntimeChecks = field(default_factory=RuntimeChecks)
     _shapes: OrderedDict[tuple[object, ...], dict[str, TensorType]] = field(
         default_factory=OrderedDict
     )
@@ -90,20 +86,18 @@ class CompiledModel:
         sizes = self._size_values(checked)
         fed_shapes = scope.shapes()
         expected = self._expected_types(fed_shapes, sizes)
-        # Fed indices are checked here rather than by a guard in the graph (OnnxBuilder)
-        check_fed_indices(self.host_checks, checked, fed_shapes)
+        checks = self.checks
+        checks.before_run(checked, fed_shapes)
         try:
             values = self.session.run(list(self.output_names), checked, _QUIET_RUN)
         except _RUN_ERRORS as e:
             shapes = {name: t.shape for name, t in expected.items()}
-            raise run_failed(str(e), self.index_checks, checked, shapes) from None
+            raise checks.explain(str(e), checked, shapes) from None
         fetched = len(self.program.outputs)
         # Hidden outputs (loop flags, select_input Masks) follow the fetches; most models have none.
-        if hidden := self.output_names[fetched:]:
-            check_loop_bound(self.program, hidden, values[fetched:])
-            if taken := branches_taken(hidden, values[fetched:]):
-                # Dims that depend on the branch that ran: now known exactly, checked exactly.
-                expected = self._expected_types(fed_shapes, sizes, taken)
+        if checks.hidden_outputs and (taken := checks.after_run(values[fetched:])):
+            # Dims that depend on the branch that ran: now known exactly, checked exactly.
+            expected = self._expected_types(fed_shapes, sizes, taken)
         outputs = {
             spec.name: np.asarray(v)
             for spec, v in zip(self.program.outputs, values[:fetched], strict=True)
@@ -193,7 +187,8 @@ def _session(
 
 
 def compile(program: ValidatedProgram, options: SessionOptions = SessionOptions()) -> CompiledModel:
-    """Lowers, gates and builds the session. Raises GateError or LoweringError (both GraphErrors)."""
+    """Lowers, gates and builds the session. Raises GateError or LoweringError (SessionRefused
+    when onnxruntime cannot run the model; all GraphErrors)."""
     lowered = lower(program)
     gate.check(lowered.model)
     if disagreements := gate.cross_check_shapes(lowered.model, lowered.values):
@@ -212,7 +207,7 @@ def compile(program: ValidatedProgram, options: SessionOptions = SessionOptions(
         session = _session(model_bytes, session_options, providers)
     except _ORT_ERRORS as e:
         # e.g. no kernel for a dtype (onnxruntime's CPU has no float64 Conv): refused, typed.
-        raise LoweringError(
+        raise SessionRefused(
             f"onnxruntime cannot build a session for this model: {str(e).splitlines()[0][:300]}"
         ) from None
     chosen = session.get_providers()[0]
@@ -226,6 +221,5 @@ def compile(program: ValidatedProgram, options: SessionOptions = SessionOptions(
         chosen,
         output_names,
         options.max_request_bytes,
-        named_checks(lowered.index_checks, {v.name: p for p, v in lowered.values.items()}),
-        lowered.host_checks,
+        lowered.checks,
     )

@@ -66,24 +66,23 @@ def convert(
     output: Annotated[Path, typer.Option("-o", "--output", help="Where to write the .onnx.")],
     params: ParamsOpt = None,
 ) -> None:
-    """Convert a legacy Paddle program to ONNX offline: validated, exact, gated. No Paddle needed."""
-    from executor import gate
-    from executor.convert import lower
-    from validator.ops._def import GraphError
+    """Convert a legacy Paddle program to ONNX offline: validated, exact, gated. No Paddle needed.
+    The .onnx is portable: its outputs are exactly the program's fetches."""
+    from executor.convert import export
+    from validator import GraphError
 
     validated = _validated(program, _or_beside(program, params), False, None)
     try:
-        lowered = lower(validated)
-        gate.check(lowered.model)
+        model = export(validated)
     except GraphError as e:
         _fail(program, str(e), e.code)
     try:
-        output.write_bytes(lowered.model.SerializeToString())
+        output.write_bytes(model.SerializeToString())
     except OSError as e:
         typer.echo(f"graphgate: cannot write {output}: {e.strerror or e}", err=True)
         raise typer.Exit(EXIT_USAGE) from None
     typer.echo(
-        f"{output}: {len(lowered.model.graph.node)} ONNX nodes, opset {lowered.model.opset_import[0].version}"
+        f"{output}: {len(model.graph.node)} ONNX nodes, opset {model.opset_import[0].version}"
     )
 
 

@@ -3,13 +3,13 @@
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from graph_proto import framework_pb2 as pb
 from validator.attrs import AttrDecodeError, decode_attrs, raw_attrs
 from validator.diagnostics import Code
-from validator.ops._def import OpDef
+from validator.ops._def import OpDef, TensorType
 
 
 class BindError(ValueError):
@@ -31,6 +31,12 @@ class BoundOp:
     attrs: Any
     # The bound ops of each sub-block the op owns (conditional_block, while), in order.
     blocks: tuple[tuple[BoundOp, ...], ...] = ()
+    # What inference settled at this op's point, by var: each tensor it reads and each it
+    # writes (recorded by the interpretation; the lowering reads them as JAX lowerings read
+    # avals_in/out). A sub-block op's are those of its owner's last pass: a while body's are
+    # under the loop-carried types, not those the loop vars have before the loop.
+    types_in: Mapping[str, TensorType] = field(default_factory=dict)
+    types_out: Mapping[str, TensorType] = field(default_factory=dict)
 
     @property
     def op_type(self) -> str:

@@ -165,6 +165,11 @@ class Code(enum.StrEnum):
         "LOWERING_UNSUPPORTED",
         "an op or attribute value the ONNX lowering cannot compute exactly (never approximated)",
     )
+    LOWERING_FAILED = (
+        "LOWERING_FAILED",
+        "a graphgate bug: the lowering of an op that passed validation failed; refused, with "
+        "the op's location",
+    )
     RNN_UNSUPPORTED = (
         "RNN_UNSUPPORTED",
         "an rnn variant graphgate cannot reproduce exactly (training dropout, float64)",

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 from collections import ChainMap
 from collections.abc import Mapping, MutableMapping, Sequence
 from typing import Any, Final, cast
@@ -127,25 +128,49 @@ def infer_op(bound: BoundOp, types: Mapping[str, TensorType]) -> dict[str, Tenso
     return inferred
 
 
+def infer_recorded(bound: BoundOp, types: Mapping[str, TensorType]) -> BoundOp:
+    """infer_op, with its result recorded on the op: the types it reads and writes here, and
+    for a block op, its sub-block's ops recorded under the types of the last pass over them."""
+    if not bound.blocks:
+        inferred = infer_op(bound, types)
+        body: tuple[tuple[BoundOp, ...], ...] = ()
+    else:
+        recorded: list[BoundOp] = []
+        inferred = _infer_block_op(bound, types, recorded)
+        body = (tuple(recorded),)
+    # The feed op reads the feed holder, which is no tensor.
+    reads = {} if bound.op_type == FEED else {name: types[name] for name in bound.reads()}
+    return dataclasses.replace(bound, types_in=reads, types_out=inferred, blocks=body)
+
+
 def infer_block(
-    ops: Sequence[BoundOp], types: MutableMapping[str, TensorType]
+    ops: Sequence[BoundOp],
+    types: MutableMapping[str, TensorType],
+    recorded: list[BoundOp] | None = None,
 ) -> MutableMapping[str, TensorType]:
-    """Infers a sub-block's ops in order into `types` (a layer over the enclosing ones)."""
+    """Infers a sub-block's ops in order into `types` (a layer over the enclosing ones);
+    `recorded`, when given, gets each op with its types (infer_recorded)."""
     for op in ops:
         try:
-            types.update(infer_op(op, types))
+            if recorded is None:
+                types.update(infer_op(op, types))
+            else:
+                recorded.append(infer_recorded(op, types))
+                types.update(recorded[-1].types_out)
         except GraphError as e:
             raise BodyError(op, e) from None
     return types
 
 
-def _infer_block_op(bound: BoundOp, types: Mapping[str, TensorType]) -> dict[str, TensorType]:
+def _infer_block_op(
+    bound: BoundOp, types: Mapping[str, TensorType], recorded: list[BoundOp] | None = None
+) -> dict[str, TensorType]:
     infer_values(bound.op_def, gather_inputs(bound, types), bound.attrs)  # the op's own checks
     (body,) = bound.blocks
     written = bound.outputs.get("Out", ())
     if bound.op_type == CONDITIONAL_BLOCK_OP:
         # An Out var defined before keeps its value when the branch does not run.
-        inner = infer_block(body, scope_over(types))
+        inner = infer_block(body, scope_over(types), recorded)
         return {
             name: merge_carried(name, types[name], inner[name], "branch var")
             if name in types
@@ -153,22 +178,25 @@ def _infer_block_op(bound: BoundOp, types: Mapping[str, TensorType]) -> dict[str
             for name in written
         }
     assert bound.op_type == WHILE_OP, bound.op_type
-    return loop_carried_types(bound, types)
+    return loop_carried_types(bound, types, recorded)
 
 
-def loop_carried_types(bound: BoundOp, types: Mapping[str, TensorType]) -> dict[str, TensorType]:
+def loop_carried_types(
+    bound: BoundOp, types: Mapping[str, TensorType], recorded: list[BoundOp] | None = None
+) -> dict[str, TensorType]:
     """The types of a while's loop vars (Out) over zero or more iterations: each iteration's
-    types merged with the ones before (dims that change become unknown) until nothing changes."""
+    types merged with the ones before (dims that change become unknown) until nothing changes.
+    The last pass starts from the types returned, so `recorded` keeps the body ops of that one."""
     (body,) = bound.blocks
     carried = bound.outputs.get("Out", ())
     state = {name: types[name] for name in carried}
     for _ in range(_LOOP_PASSES):
-        merged = _one_iteration(body, carried, state, types)
+        merged = _one_iteration(body, carried, state, types, recorded)
         if merged == state:
             return state
         state = merged
     state = {name: TensorType(t.dtype, (-1,) * t.rank) for name, t in state.items()}
-    return _one_iteration(body, carried, state, types)
+    return _one_iteration(body, carried, state, types, recorded)
 
 
 def _one_iteration(
@@ -176,8 +204,11 @@ def _one_iteration(
     carried: Sequence[str],
     state: Mapping[str, TensorType],
     types: Mapping[str, TensorType],
+    recorded: list[BoundOp] | None,
 ) -> dict[str, TensorType]:
-    after = infer_block(body, scope_over(state, types))
+    if recorded is not None:
+        recorded.clear()  # only the last pass's types hold for every iteration
+    after = infer_block(body, scope_over(state, types), recorded)
     return {name: merge_carried(name, state[name], after[name]) for name in carried}
 
 
@@ -231,6 +262,7 @@ __all__ = [
     "gather_inputs",
     "infer_block",
     "infer_op",
+    "infer_recorded",
     "infer_values",
     "scope_over",
     "tensor_bytes",

@@ -18,7 +18,7 @@ from validator.infer import (
     BodyError,
     check_dims,
     infer_block,
-    infer_op,
+    infer_recorded,
     scope_over,
     tensor_bytes,
 )
@@ -117,8 +117,10 @@ def _walk_block(walk: _Walk, frame: _Frame) -> list[BoundOp]:
             bound = owner
         if bound.op_type == WHILE_OP and not _check_known_trips(bound, frame, walk):
             continue
-        if not _infer(bound, frame, walk):
+        recorded = _infer(bound, frame, walk)
+        if recorded is None:
             continue
+        bound = recorded
         ops.append(bound)
         _track_conditions(bound, frame, walk)
         frame.defined.update(bound.writes())
@@ -377,10 +379,12 @@ def _unused_writes(bound: BoundOp) -> set[str]:
     }
 
 
-def _infer(bound: BoundOp, frame: _Frame, walk: _Walk) -> bool:
-    """Infers the op into the frame's types; False (reported, outputs failed) on a problem."""
+def _infer(bound: BoundOp, frame: _Frame, walk: _Walk) -> BoundOp | None:
+    """Infers the op into the frame's types; returns it with its types recorded, or None
+    (reported, outputs failed) on a problem."""
     try:
-        inferred = infer_op(bound, frame.types)
+        recorded = infer_recorded(bound, frame.types)
+        inferred = recorded.types_out
         problem = _too_large(bound, frame.block, inferred, walk.policy)
     except BodyError as e:  # an op inside the sub-block, under the types of a later iteration
         problem = _diag(e.code, e.op.block, e.op.index, e.op.op_type, str(e))
@@ -389,9 +393,9 @@ def _infer(bound: BoundOp, frame: _Frame, walk: _Walk) -> bool:
     if problem is not None:
         walk.out.append(problem)
         walk.failed.update(bound.writes())
-        return False
+        return None
     frame.types.update(inferred)
-    return True
+    return recorded
 
 
 def _too_large(

@@ -23,14 +23,15 @@ class RuntimeShapeError(GraphError):
         self.cause = error
 
 
-def branches_differ(op: BoundOp, types: Mapping[str, TensorType]) -> bool:
-    """True for a select_input whose two branch values have different compile-time types: only
-    knowing which branch ran gives its Out exact dims (the other select_inputs merge nothing).
+def branches_differ(op: BoundOp) -> bool:
+    """True for a select_input whose two branch values have different compile-time types (as
+    recorded at the op): only knowing which branch ran gives its Out exact dims (the other
+    select_inputs merge nothing).
     NOTE: two branch values typed alike but with unknown dims from different feeds are not
     caught: at run time the dims they disagree on stay unknown, as before."""
     if op.op_type != SELECT_INPUT.op_type:
         return False
-    first, second = (types[name] for name in op.inputs["X"])
+    first, second = (op.types_in[name] for name in op.inputs["X"])
     return first != second
 
 

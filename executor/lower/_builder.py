@@ -11,10 +11,10 @@ import numpy as np
 import onnx
 from onnx import TensorProto, helper, numpy_helper
 
-from executor.errors import HostIndexCheck, IndexCheck, op_label
+from executor.runtime_checks import HostIndexCheck, IndexCheck, op_label
 from graph_proto.types import DType
+from validator import GraphError, TensorType
 from validator.diagnostics import Code
-from validator.ops._def import GraphError, TensorType
 
 ONNX_OPSET: Final = 17
 IR_VERSION: Final = 8  # the IR version of opset 17; every onnxruntime >= 1.11 accepts it
@@ -34,12 +34,13 @@ ONNX_DTYPE: Final = {
 
 
 class LoweringError(GraphError):
-    """An op or attribute value the ONNX lowering cannot compute exactly: rejected, never approximated.
+    """The lowering of an op that passed validation failed: a graphgate bug (what the lowering
+    cannot compute exactly is the validator's to refuse), refused, never approximated.
 
     The converter fills in the Paddle op it was lowering (`block`, `op_index`, `op_type`), so the
     diagnostic points at it like the validator's own do."""
 
-    code = Code.LOWERING_UNSUPPORTED
+    code = Code.LOWERING_FAILED
 
     def __init__(
         self,
@@ -149,7 +150,7 @@ class OnnxBuilder:
     def guard_range(self, indices: str, rank: int, low: str, high: str, check: IndexCheck) -> str:
         """`indices` as they are when every value v has low <= v < high (0-D bounds of their
         dtype); otherwise the request fails at the returned value's Reshape node, which
-        run_failed() explains as `check` says. Consumers read the returned value, so none runs
+        RuntimeChecks.explain() explains as `check` says. Consumers read the returned value, so none runs
         on indices outside.
 
         Why not Gather's own check: onnxruntime's CUDA Gather has none (microsoft/onnxruntime

@@ -8,14 +8,16 @@ raises a typed error when one is set, so a loop cut off never returns a truncate
 
 A block-0 select_input whose branch values differ in type hands its Mask out the same way
 (BRANCH_MASK_PREFIX + op index): the session re-infers with the branch that ran and checks the
-fetches against exactly its dims. NOTE: a select_input inside a sub-block (a cond in a loop body
+fetches against exactly its dims. What the run does with these outputs is RuntimeChecks' (in
+executor/runtime_checks.py); the types every op here uses are those the validator recorded on
+it (BoundOp.types_in/out), a sub-block's under its owner's last pass. NOTE: a select_input inside a sub-block (a cond in a loop body
 or in another branch) has no single value to hand out; its dims that differ stay checked only
 where the branches agree.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator, Mapping, MutableMapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from typing import Final
 
@@ -24,10 +26,10 @@ import onnx
 from onnx import TensorProto, helper
 
 from executor.lower._builder import ONNX_DTYPE, OnnxBuilder, Value
+from executor.runtime_checks import BRANCH_MASK_PREFIX
 from graph_proto.types import DType
+from validator import TensorType
 from validator.bind import BoundOp
-from validator.infer import scope_over
-from validator.ops._def import TensorType
 from validator.ops.control import BLOCK_OPS, CONDITIONAL_BLOCK_OP, IncrementAttrs
 from validator.runtime import branches_differ
 
@@ -35,14 +37,9 @@ from validator.runtime import branches_differ
 # or a loop var growing past the tensor byte cap ("bytes"). Each kind is one boolean per graph.
 FLAG_KINDS: Final = ("trips", "bytes")
 Flags = dict[str, list[str]]  # kind -> boolean values raised
-# Hidden output holding the Mask of the block-0 select_input with this op index.
-BRANCH_MASK_PREFIX: Final = "graphgate:branch_mask:"
 
 # Lowers a block's ops into the builder's current node list; returns the flags raised.
-LowerOps = Callable[
-    [OnnxBuilder, Sequence[BoundOp], dict[str, Value], MutableMapping[str, TensorType]],
-    Flags,
-]
+LowerOps = Callable[[OnnxBuilder, Sequence[BoundOp], dict[str, Value]], Flags]
 
 __all__ = [
     "BLOCK_OPS",
@@ -51,7 +48,6 @@ __all__ = [
     "FLAG_KINDS",
     "Flags",
     "branch_mask_outputs",
-    "branches_taken",
     "lower_block_op",
     "merge_flags",
     "wanted_mask",
@@ -95,34 +91,31 @@ def lower_block_op(
     b: OnnxBuilder,
     op: BoundOp,
     env: Mapping[str, Value],
-    types: Mapping[str, TensorType],
-    inferred: Mapping[str, TensorType],
     lower_ops: LowerOps,
     limits: tuple[int | None, int],
 ) -> tuple[dict[str, Value], Flags]:
     """The values the op writes (its Out vars), and the flags it raises. `limits`: the policy's
     trip bound and tensor byte cap."""
     if op.op_type == CONDITIONAL_BLOCK_OP:
-        return _conditional_block(b, op, env, types, inferred, lower_ops)
+        return _conditional_block(b, op, env, lower_ops)
     max_trips, max_bytes = limits
     assert max_trips is not None, "the validator rejects loops under a policy without a bound"
-    return _while(b, op, env, types, inferred, lower_ops, (max_trips, max_bytes))
+    return _while(b, op, env, lower_ops, (max_trips, max_bytes))
 
 
 def _conditional_block(
     b: OnnxBuilder,
     op: BoundOp,
     env: Mapping[str, Value],
-    types: Mapping[str, TensorType],
-    inferred: Mapping[str, TensorType],
     lower_ops: LowerOps,
 ) -> tuple[dict[str, Value], Flags]:
     (cond,) = op.inputs["Cond"]
     (body,) = op.blocks
     written = op.outputs.get("Out", ())
+    inferred = op.types_out
     inner_env = dict(env)
     with _subgraph_nodes(b) as then_nodes:
-        raised = merge_flags(b, lower_ops(b, body, inner_env, scope_over(types)))
+        raised = merge_flags(b, lower_ops(b, body, inner_env))
         then_out = [b.op("Identity", inner_env[name].name) for name in written]
         then_out.extend(b.op("Identity", flag) for flag in raised.values())
     with _subgraph_nodes(b) as else_nodes:
@@ -171,8 +164,6 @@ def _while(
     b: OnnxBuilder,
     op: BoundOp,
     env: Mapping[str, Value],
-    types: Mapping[str, TensorType],
-    inferred: Mapping[str, TensorType],
     lower_ops: LowerOps,
     limits: tuple[int, int],
 ) -> tuple[dict[str, Value], Flags]:
@@ -184,6 +175,7 @@ def _while(
     (cond,) = op.inputs["Condition"]
     (body,) = op.blocks
     carried = op.outputs["Out"]
+    inferred = op.types_out  # the loop-carried types: what every iteration starts from
     # NOTE: a dim unknown before the loop may grow too (concat along the batch dim).
     growing = [name for name in carried if not inferred[name].known]
     iteration, cond_in, trips_in = b.fresh("iteration"), b.fresh("cond_in"), b.fresh("trips_in")
@@ -191,7 +183,7 @@ def _while(
     inner_env = dict(env)
     inner_env.update({name: Value(carried_in[name], inferred[name]) for name in carried})
     with _subgraph_nodes(b) as nodes:
-        flags = lower_ops(b, body, inner_env, scope_over(inferred, types))
+        flags = lower_ops(b, body, inner_env)
         if growing:
             sizes = [_too_large(b, inner_env[name], max_bytes) for name in growing]
             flags.setdefault("bytes", []).extend(sizes)
@@ -252,12 +244,10 @@ def _select_input(b: OnnxBuilder, xs: tuple[Value, ...], mask: Value, _a: object
     return b.op("If", b.cast(mask.name, DType.BOOL), then_branch=picked[0], else_branch=picked[1])
 
 
-def wanted_mask(
-    op: BoundOp, env: Mapping[str, Value], types: Mapping[str, TensorType]
-) -> tuple[int, Value] | None:
+def wanted_mask(op: BoundOp, env: Mapping[str, Value]) -> tuple[int, Value] | None:
     """(op index, Mask value) of a block-0 select_input whose branch values differ in type, to
     hand out; call before the op's Out enters env (the Mask may be rewritten later)."""
-    if op.block != 0 or not branches_differ(op, types):
+    if op.block != 0 or not branches_differ(op):
         return None
     return op.index, env[op.inputs["Mask"][0]]
 
@@ -272,15 +262,6 @@ def branch_mask_outputs(
         b.nodes.append(helper.make_node("Identity", [mask.name], [name], name=name))
         infos.append(_info(name, mask.type))
     return infos
-
-
-def branches_taken(names: Sequence[str], values: Sequence[object]) -> dict[int, int]:
-    """Op index -> the Mask value a run gave it, from the hidden outputs (others ignored)."""
-    return {
-        int(name[len(BRANCH_MASK_PREFIX) :]): int(np.asarray(value).reshape(-1)[0])
-        for name, value in zip(names, values, strict=True)
-        if name.startswith(BRANCH_MASK_PREFIX)
-    }
 
 
 def _increment(b: OnnxBuilder, x: Value, a: IncrementAttrs) -> str:

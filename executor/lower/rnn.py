@@ -15,8 +15,8 @@ from __future__ import annotations
 
 from typing import Any, Final
 
-from executor.errors import IndexCheck
 from executor.lower._builder import OnnxBuilder, Value
+from executor.runtime_checks import IndexCheck
 from graph_proto.types import DType
 from validator.ops.rnn import RnnAttrs, RnnSpec, rnn_spec
 

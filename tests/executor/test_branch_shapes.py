@@ -13,7 +13,7 @@ import pytest
 from executor import SessionOptions, compile
 from executor.convert import lower
 from executor.errors import OutputMismatch
-from executor.lower.control import BRANCH_MASK_PREFIX
+from executor.runtime_checks import BRANCH_MASK_PREFIX
 from graph_proto import framework_pb2 as pb
 from graph_proto.builder import Attr, ProgramBuilder
 from graph_proto.types import DType
@@ -100,12 +100,12 @@ def test_the_mask_of_a_select_input_whose_branches_differ_is_a_hidden_output(
 ) -> None:
     lowered = lower(program)
     mask_output = f"{BRANCH_MASK_PREFIX}{SELECT_INDEX}"
-    assert lowered.hidden_outputs == (mask_output,)
+    assert lowered.checks.hidden_outputs == (mask_output,)
     assert [o.name for o in lowered.model.graph.output] == ["out", "act", mask_output]
 
 
 def test_branches_of_one_type_export_no_mask() -> None:
-    assert lower(validate(branch().program_bytes())).hidden_outputs == ()
+    assert lower(validate(branch().program_bytes())).checks.hidden_outputs == ()
 
 
 @pytest.mark.parametrize(("sign", "dims"), [(1.0, (6, 4)), (-1.0, (3, 2))], ids=["true", "false"])

@@ -9,8 +9,9 @@ import pytest
 from onnx import numpy_helper
 
 from executor import SessionOptions, compile
-from executor.convert import LOOP_BOUND_EXCEEDED, lower
+from executor.convert import lower
 from executor.errors import LoopTripLimitExceeded, TensorTooLarge, WrongShape
+from executor.runtime_checks import LOOP_BOUND_EXCEEDED
 from graph_proto.builder import ProgramBuilder, set_attr
 from tests.validator.test_control_flow_bad import branch, counting_loop
 from validator import Policy, validate
@@ -33,13 +34,13 @@ def test_a_loop_runs_at_most_the_bound_plus_one_and_reports_overflow() -> None:
     (loop,) = _loops(lowered.model.graph)
     constants = {t.name: t for t in lowered.model.graph.initializer}
     assert int(numpy_helper.to_array(constants[loop.input[0]])) == 10
-    assert lowered.hidden_outputs == (LOOP_BOUND_EXCEEDED,)
+    assert lowered.checks.hidden_outputs == (LOOP_BOUND_EXCEEDED,)
     assert [o.name for o in lowered.model.graph.output][-1] == LOOP_BOUND_EXCEEDED
 
 
 def test_a_program_without_loops_has_no_hidden_output() -> None:
     lowered = lower(validate(branch().program_bytes()))
-    assert lowered.hidden_outputs == ()
+    assert lowered.checks.hidden_outputs == ()
     assert [o.name for o in lowered.model.graph.output] == ["out"]
 
 

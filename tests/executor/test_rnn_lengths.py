@@ -133,7 +133,7 @@ def test_fed_lengths_are_checked_on_the_host_when_the_steps_are_known_before_run
     """T known at compile time: the session checks the fed lengths, the graph has no guard. T of
     x transposed in the program (known only in the graph): the guard stays in the graph."""
     model = _compiled("LSTM", steps, "int64")
-    assert bool(model.host_checks) == on_host
-    assert bool(model.index_checks) != on_host
+    assert bool(model.checks.host_checks) == on_host
+    assert bool(model.checks.index_checks) != on_host
     reductions = {n.op_type for n in onnx.load_from_string(model.onnx_bytes).graph.node}
     assert ("ReduceMin" in reductions) != on_host

@@ -19,8 +19,9 @@ import pytest
 from onnx import helper
 
 from executor import CompiledModel, SessionOptions, compile
-from executor.errors import HostIndexCheck, IndexCheck, IndexOutOfRange, RunFailed, run_failed
+from executor.errors import IndexOutOfRange, RunFailed
 from executor.lower import IR_VERSION, ONNX_OPSET, OnnxBuilder
+from executor.runtime_checks import HostIndexCheck, IndexCheck, RuntimeChecks
 from graph_proto import framework_pb2 as pb
 from graph_proto.builder import Attr
 from graph_proto.types import DType
@@ -255,8 +256,8 @@ def test_fed_indices_reach_their_consumer_unguarded_and_are_checked_on_the_host(
     the graph input itself, and the session holds the check it makes before running."""
     model = FED[op_type]()
     graph = onnx.load_from_string(model.onnx_bytes).graph
-    assert model.index_checks == {}
-    (host,) = model.host_checks
+    assert model.checks.index_checks == {}
+    (host,) = model.checks.host_checks
     assert isinstance(host, HostIndexCheck) and host.op.endswith(f"({op_type})")
     assert host.check.indices in {i.name for i in graph.input}
     kinds = {n.op_type for n in graph.node}
@@ -273,8 +274,8 @@ def test_computed_indices_reach_their_consumer_through_a_guard_reshape_that_fail
     only by the guard, and what uses them (Gather, or one_hot's Unsqueeze) reads its output."""
     model = computed_index(op_type)
     graph = onnx.load_from_string(model.onnx_bytes).graph
-    assert model.host_checks == ()
-    ((name, check),) = model.index_checks.items()
+    assert model.checks.host_checks == ()
+    ((name, check),) = model.checks.index_checks.items()
     (guard,) = [n for n in graph.node if n.name == name]
     assert guard.op_type == "Reshape"
     (cast,) = [n for n in graph.node if n.op_type == "Cast" and n.input == ["f"]]
@@ -330,7 +331,7 @@ def branch_embedding() -> CompiledModel:
 
 def test_fed_ids_used_in_a_branch_are_checked_only_when_the_branch_runs() -> None:
     model = branch_embedding()
-    assert model.host_checks == () and len(model.index_checks) == 1
+    assert model.checks.host_checks == () and len(model.checks.index_checks) == 1
     out_of_range = np.array([1, 9], np.int64)
     with pytest.raises(IndexOutOfRange) as info:
         model.run({"ids": out_of_range, "flag": np.array(True)})
@@ -415,11 +416,10 @@ def test_a_guard_failure_is_explained_from_the_node_name_alone() -> None:
     """Every provider's failure text names the node; nothing else of it is read."""
     check = IndexCheck("Ids", "ids", ("w", 0))
     text = "Non-zero status code returned while running Reshape node. Name:'3_lookup_table_v2/g_9'"
-    error = run_failed(
-        text, {"3_lookup_table_v2/g_9": check}, {"ids": np.array([2, 9])}, {"w": (8, 4)}
-    )
+    checks = RuntimeChecks(index_checks={"3_lookup_table_v2/g_9": check})
+    error = checks.explain(text, {"ids": np.array([2, 9])}, {"w": (8, 4)})
     assert str(error) == "op 3 (lookup_table_v2): expected Ids in [0, 8), got 9"
-    unknown = run_failed(text, {"3_lookup_table_v2/g_9": check}, {}, {})
+    unknown = checks.explain(text, {}, {})
     assert str(unknown) == (
         "op 3 (lookup_table_v2): expected Ids in [0, n) where n is the size of the indexed dim, "
         "got one outside"

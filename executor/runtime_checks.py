@@ -1,0 +1,212 @@
+"""RuntimeChecks: every check a request gets besides its shapes, in one object the lowering builds.
+
+- Fed indices (a HostIndexCheck each) are checked on the host before the run.
+- Loop flags and select_input Masks come back as hidden graph outputs after the fetches: a
+  loop that needed more iterations than the policy's bound, or grew a loop var past the byte
+  cap, fails the request with a typed error; a Mask says which branch ran, for the exact check
+  of the fetches' dims.
+- A failed run is explained from the node onnxruntime names: an index guard's failure
+  (OnnxBuilder.guard_range) in Paddle's terms, any other by the Paddle op it belongs to.
+
+CompiledModel.run asks this object (before_run, after_run, explain): a new kind of run-time check
+belongs here, and in the lowering that emits what it reads.
+"""
+
+from __future__ import annotations
+
+import logging
+import re
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field, replace
+from typing import Final
+
+import numpy as np
+
+from executor.errors import (
+    IndexOutOfRange,
+    LoopTripLimitExceeded,
+    RunFailed,
+    TensorTooLarge,
+)
+
+log = logging.getLogger("graphgate.executor")
+
+# Hidden graph outputs after the fetches, in a model with loops: true when some loop needed
+# more iterations than the policy's bound, or grew a loop var past the tensor byte cap (the run
+# then fails, never returning what the loop had when it stopped). By the lowering's flag kind.
+LOOP_BOUND_EXCEEDED: Final = "graphgate:loop_bound_exceeded"
+LOOP_TENSOR_TOO_LARGE: Final = "graphgate:loop_tensor_too_large"
+LOOP_FLAG_OUTPUTS: Final = {"trips": LOOP_BOUND_EXCEEDED, "bytes": LOOP_TENSOR_TOO_LARGE}
+# Hidden output holding the Mask of the block-0 select_input with this op index.
+BRANCH_MASK_PREFIX: Final = "graphgate:branch_mask:"
+
+
+@dataclass(frozen=True, slots=True)
+class IndexCheck:
+    """What a range guard (OnnxBuilder.guard_range) checks, so that its failure can be explained
+    in Paddle's terms: "expected Ids in [0, 5), got 7".
+
+    The range is [0, size), [-size, size) when negatives count from the end (`wraps`), or [0, size]
+    (`inclusive`, SequenceLength's [0, T]). `size` is a dim known at compile time, (variable, axis)
+    for one known at run time, or None (a size held in data). The offending value is quoted when
+    the indices are a feed as is; `indices` and the variable in `size` are ONNX value names until
+    named_checks() names them after Paddle variables."""
+
+    slot: str  # the Paddle input holding the indices: "Ids", "Index", "X", "SequenceLength"
+    indices: str | None  # the variable holding them, None when no Paddle variable holds them as is
+    size: int | tuple[str, int] | None
+    wraps: bool = False
+    inclusive: bool = False
+    size_name: str = "n"
+    size_means: str = "the size of the indexed dim"
+
+
+@dataclass(frozen=True, slots=True)
+class HostIndexCheck:
+    """An IndexCheck the session makes on a feed before running, in place of a guard in the
+    graph: `check.indices` is a feed, `check.size` a dim known at compile time or (feed, axis)."""
+
+    op: str  # "op 1 (lookup_table_v2)", as a guard's failure names it
+    check: IndexCheck
+
+
+@dataclass(frozen=True, slots=True)
+class RuntimeChecks:
+    """What a run of one lowered model checks besides shapes (see the module docstring)."""
+
+    # Graph outputs after the fetches, in order: LOOP_FLAG_OUTPUTS' raised, then Masks.
+    hidden_outputs: tuple[str, ...] = ()
+    host_checks: tuple[HostIndexCheck, ...] = ()  # made on the feeds before running
+    index_checks: Mapping[str, IndexCheck] = field(default_factory=dict)  # by guard node name
+    # The policy's figures the loop flags stand for (quoted by their errors).
+    max_loop_trips: int | None = None
+    max_tensor_bytes: int = 0
+
+    def before_run(
+        self, feeds: Mapping[str, np.ndarray], shapes: Mapping[str, tuple[int, ...]]
+    ) -> None:
+        """Raises IndexOutOfRange for the first host check a feed fails (its first value outside,
+        in the feed's order); an empty feed has none outside."""
+        for host in self.host_checks:
+            check = host.check
+            assert check.indices is not None  # OnnxBuilder records only checks of a feed
+            values = feeds[check.indices]
+            size = _concrete_size(check.size, shapes)
+            assert size is not None  # a dim known at compile time, or a feed's: known by now
+            if values.size == 0:
+                continue
+            low, high = _accepted(check, size)
+            if int(values.min()) < low or int(values.max()) > high:
+                # from None: raised as a guard's failure is, with no context to show
+                message = _index_message(check, feeds, shapes)
+                raise IndexOutOfRange(f"{host.op}: {message}") from None
+
+    def after_run(self, hidden: Sequence[object]) -> dict[int, int]:
+        """Given the hidden outputs' values (hidden_outputs' order): raises the typed error of
+        the first loop flag the run set; returns the Mask value each select_input got, by op
+        index."""
+        raised = {
+            name
+            for name, value in zip(self.hidden_outputs, hidden, strict=True)
+            if name in _LOOP_FLAGS and bool(np.asarray(value))
+        }
+        if LOOP_BOUND_EXCEEDED in raised:
+            raise LoopTripLimitExceeded(
+                f"a while loop ran past the policy's trip bound: expected at most "
+                f"{self.max_loop_trips} iterations, got more"
+            )
+        if LOOP_TENSOR_TOO_LARGE in raised:
+            raise TensorTooLarge(
+                f"a while loop grew a loop var past the policy's tensor byte cap: expected at "
+                f"most {self.max_tensor_bytes} bytes, got more"
+            )
+        return {
+            int(name[len(BRANCH_MASK_PREFIX) :]): int(np.asarray(value).reshape(-1)[0])
+            for name, value in zip(self.hidden_outputs, hidden, strict=True)
+            if name.startswith(BRANCH_MASK_PREFIX)
+        }
+
+    def explain(
+        self,
+        ort_message: str,
+        feeds: Mapping[str, np.ndarray] | None = None,
+        shapes: Mapping[str, tuple[int, ...]] | None = None,
+    ) -> RunFailed:
+        """The typed error for an onnxruntime failure; its raw text goes to a debug log line
+        only. `feeds` and `shapes` (the request's, by Paddle variable) fill in an index guard's
+        numbers."""
+        log.debug("onnxruntime failed to run a request: %s", ort_message)
+        nodes = list(_NODE.finditer(ort_message))
+        if not nodes:
+            return RunFailed("the model could not run on these inputs")
+        for node in reversed(nodes):  # the innermost node first
+            block, index, op_type, _ = node.groups()
+            check = self.index_checks.get(node.group(0)[len("Name:'") : -1])
+            if check is not None:
+                op = op_label(block, index, op_type)
+                return IndexOutOfRange(f"{op}: {_index_message(check, feeds or {}, shapes or {})}")
+        block, index, op_type, _ = nodes[-1].groups()
+        return RunFailed(f"{op_label(block, index, op_type)} could not run on these inputs")
+
+
+_LOOP_FLAGS: Final = frozenset(LOOP_FLAG_OUTPUTS.values())
+
+# onnxruntime's text names the failing node (every provider's text does): that name alone tells
+# an index guard from another failure; nothing else of onnxruntime's text is read. A node of a
+# sub-block ("1_0_lookup_table_v2/...": block 1, op 0) is named after the If or Loop holding it.
+_NODE: Final = re.compile(r"Name:'(?:(\d+)_)?(\d+)_([a-z][a-z0-9_]*)/([^']*)'")
+
+
+def named_checks(
+    checks: Mapping[str, IndexCheck], paddle_names: Mapping[str, str]
+) -> dict[str, IndexCheck]:
+    """The checks with ONNX value names replaced by the Paddle variables they hold at the end of
+    the program (None where none does: the failure then says less, never something wrong)."""
+
+    def named(check: IndexCheck) -> IndexCheck:
+        indices = paddle_names.get(check.indices) if check.indices is not None else None
+        size = check.size
+        if isinstance(size, tuple):
+            var = paddle_names.get(size[0])
+            size = None if var is None else (var, size[1])
+        return replace(check, indices=indices, size=size)
+
+    return {node: named(check) for node, check in checks.items()}
+
+
+def op_label(block: str | None, index: str, op_type: str) -> str:
+    """How a failure names its Paddle op, whether a guard or the session's host check found it."""
+    return f"op {index} ({op_type})" if block is None else f"block {block}, op {index} ({op_type})"
+
+
+def _index_message(
+    check: IndexCheck, feeds: Mapping[str, np.ndarray], shapes: Mapping[str, tuple[int, ...]]
+) -> str:
+    size = _concrete_size(check.size, shapes)
+    name = check.size_name if size is None else str(size)
+    interval = f"[{'-' + name if check.wraps else '0'}, {name}{']' if check.inclusive else ')'}"
+    expected = f"expected {check.slot} in {interval}"
+    if size is None:
+        expected += f" where {check.size_name} is {check.size_means}"
+    fed = feeds.get(check.indices) if check.indices is not None else None
+    if fed is None or size is None:
+        return f"{expected}, got one outside"
+    values = np.asarray(fed).reshape(-1).astype(np.int64)
+    low, high = _accepted(check, size)
+    outside = values[(values < low) | (values > high)]
+    # None outside: the guard saw other values than the feed's (the variable was rewritten).
+    return f"{expected}, got {int(outside[0])}" if outside.size else f"{expected}, got one outside"
+
+
+def _accepted(check: IndexCheck, size: int) -> tuple[int, int]:
+    """The lowest and the highest index `check` accepts in a dim of this size."""
+    return (-size if check.wraps else 0), (size if check.inclusive else size - 1)
+
+
+def _concrete_size(
+    size: int | tuple[str, int] | None, shapes: Mapping[str, tuple[int, ...]]
+) -> int | None:
+    if not isinstance(size, tuple):
+        return size
+    shape = shapes.get(size[0])
+    return shape[size[1]] if shape is not None and len(shape) > size[1] else None
