@@ -5,7 +5,6 @@ bfloat16 through float, round to nearest even)."""
 from __future__ import annotations
 
 import math
-import re
 from collections.abc import Sequence
 from typing import Final
 
@@ -13,19 +12,18 @@ import numpy as np
 import onnx
 from onnx import TensorProto, helper, numpy_helper
 
-from executor.lower._builder import LoweringError, OnnxBuilder, Value
+from executor.lower._builder import OnnxBuilder, Value
 from executor.lower.reduce import recast, reshaped
 from graph_proto.types import INTEGERS, DType
 from validator.ops._def import NoAttrs, Scalar
-from validator.ops.creation import AssignValueAttrs, FillAnyLikeAttrs, FillConstantAttrs
+from validator.ops.creation import (
+    AssignValueAttrs,
+    FillAnyLikeAttrs,
+    FillConstantAttrs,
+    str_value_number,
+)
 
 HALVES: Final = frozenset({DType.FP16, DType.BF16})
-# What std::stod and Python's float() read alike; anything else is refused rather than guessed.
-_DECIMAL: Final = re.compile(
-    r"[+-]?(?:\d+\.?\d*|\.\d+)(?:e[+-]?\d+)?|[+-]?(?:inf|infinity|nan)", re.IGNORECASE
-)
-_INTEGER: Final = re.compile(r"[+-]?\d+")
-FLOAT64_EXACT: Final = 2**53
 
 
 def _bf16_bits(values: np.ndarray) -> np.ndarray:
@@ -57,26 +55,6 @@ def tensor(array: np.ndarray, dtype: DType, name: str) -> onnx.TensorProto:
             name, TensorProto.BFLOAT16, array.shape, words.tobytes(), raw=True
         )
     return numpy_helper.from_array(np.ascontiguousarray(array.astype(dtype.numpy)), name)
-
-
-def _str_value(text: str) -> float:
-    """str_value as Paddle reads it: std::stod, so a double."""
-    stripped = text.strip()
-    if not _DECIMAL.fullmatch(stripped):
-        raise LoweringError(f"str_value must be a decimal number, got {text[:32]!r}")
-    number = float(stripped)
-    if math.isinf(number) and "inf" not in stripped.lower():
-        raise LoweringError(f"str_value must fit a float64, got {stripped[:32]!r}")
-    if (
-        _INTEGER.fullmatch(stripped)
-        and abs(int(stripped)) > FLOAT64_EXACT
-        and number != int(stripped)
-    ):
-        # NOTE: the rule keeps such an integer exact; Paddle's double rounds it. Refuse both.
-        raise LoweringError(
-            f"str_value must be an integer a float64 holds exactly, got {stripped[:32]!r}"
-        )
-    return number
 
 
 def _filled(b: OnnxBuilder, dims: str, number: float, dtype: DType) -> str:
@@ -114,7 +92,8 @@ def _fill_constant_emit(
     out = b.out()
     dims = _dims(b, shape, shape_list, out.shape)
     if value is None:
-        number = _str_value(a.str_value) if a.str_value else a.value  # Paddle's order
+        # Paddle's order; the rule has refused a str_value that is not a number a double holds.
+        number = float(str_value_number(a.str_value)) if a.str_value else a.value
         return _filled(b, dims, number, out.dtype)
     # NOTE: a ValueTensor is read as a Scalar and cast like an attribute: via float for halves.
     computed = DType.FP32 if out.dtype in HALVES else out.dtype

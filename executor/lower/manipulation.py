@@ -11,7 +11,7 @@ from typing import Final
 
 import numpy as np
 
-from executor.lower._builder import LoweringError, OnnxBuilder, Value
+from executor.lower._builder import OnnxBuilder, Value
 from executor.lower._int_lists import (
     concat_ints,
     dims,
@@ -186,10 +186,9 @@ def _run_time_positions(b: OnnxBuilder, axes: str, n: int, rank: int) -> str:
 def _axis(attr: int, axis_tensor: Value | None, rank: int) -> int:
     """The axis, from AxisTensor when given: its value must be known, ONNX takes an attribute."""
     value = attr if axis_tensor is None else int_scalar(axis_tensor.type, "AxisTensor")
-    if value is None:
-        raise LoweringError(
-            "AxisTensor: expected a value known before run time, got one computed at run time"
-        )
+    assert value is not None, (
+        "the rule (constant_axis) refuses an AxisTensor known only at run time"
+    )
     return norm_axis(value, rank)
 
 

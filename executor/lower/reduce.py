@@ -9,7 +9,7 @@ from typing import Final
 
 import numpy as np
 
-from executor.lower._builder import LoweringError, OnnxBuilder, Value
+from executor.lower._builder import OnnxBuilder, Value
 from graph_proto.types import INTEGERS, DType
 from validator.ops._shape import norm_axis
 from validator.ops.reduce import (
@@ -45,10 +45,7 @@ def widened(
     if x.dtype in supported:
         return x.name, x.dtype
     wide = WIDER.get(x.dtype)
-    if wide is None:
-        raise LoweringError(
-            f"expected a dtype in {sorted(d.label for d in supported)}, got {x.dtype.label}"
-        )
+    assert wide is not None, f"the op's type rule admits {x.dtype.label}, which has no wider dtype"
     return b.cast(x.name, wide), wide
 
 
@@ -170,11 +167,7 @@ def arg(onnx_op: str) -> Callable[..., str]:
 
 
 def _top_k_v2_emit(b: OnnxBuilder, x: Value, k: Value | None, a: TopKAttrs) -> list[str]:
-    if not a.sorted:
-        # NOTE: Paddle's CPU kernel orders an unsorted result as std::nth_element leaves it.
-        raise LoweringError(
-            "sorted must be true: the order of an unsorted top_k is Paddle's kernel's own, got false"
-        )
+    assert a.sorted, "the rule refuses an unsorted top_k"
     if x.rank == 0:
         return [b.op("Identity", x.name), b.const(np.zeros((), np.int64), hint="index")]
     name, computed = widened(b, x, ARITHMETIC)  # widening keeps the order exactly

@@ -608,6 +608,19 @@ def from_feed(op_type: str, slot: str, attrs: dict[str, Any], outputs: dict[str,
 add("concat-axis-from-a-feed", Code.ATTR_VALUE, from_feed("concat", "AxisTensor", {"axis": 0}, {"Out": [V("o", [-1, -1])]}))  # fmt: skip
 add("top-k-from-a-feed", Code.ATTR_VALUE, from_feed("top_k_v2", "K", {**TOP_K, "k": 1}, {"Out": [V("o", [-1, -1])], "Indices": [V("i", [-1, -1], INT64)]}))  # fmt: skip
 
+
+
+@row("pool2d-global-adaptive-max-of-unknown-size", Code.LOWERING_UNSUPPORTED)
+def _global_adaptive_max_of_unknown_size() -> Upload:
+    """Paddle's max kernel pools windows of the input's size: ONNX needs it when building."""
+    g = GraphBuilder()
+    x = g.feed("x", FP32, [1, 2, -1, -1])
+    attrs = {**POOL2D_ATTRS, "global_pooling": True, "adaptive": True}
+    g.node("pool2d", {"X": [x]}, {"Out": [V("o", [1, 2, -1, -1])]}, attrs)
+    g.fetch("o")
+    return upload(g)
+
+
 # -- 7.13 .pdiparams attacks ----------------------------------------------------------------------
 # affine's file holds bias then scale (sorted names), each 20 header bytes + a 4-byte TensorDesc +
 # 16 bytes of data.
@@ -881,10 +894,11 @@ def test_row_ids_are_unique_and_messages_name_rows() -> None:
     assert sorted(MESSAGES.keys() - set(ids)) == []
 
 
-# Warnings are tested in tests/validator/test_validate.py and tests/executor/; the lowering and
-# gate codes come from executor.compile(), tested in tests/executor/ and tests/ops/.
+# Warnings are tested in tests/validator/test_validate.py and tests/executor/; the gate and
+# lowering-bug codes come only from a graphgate bug in executor.compile(), tested in
+# tests/executor/ (LOWERING_UNSUPPORTED is the validator's, and has rows).
 WARNING_CODES = {Code.VAR_DIMS_MISMATCH, Code.BUDGET_UPPER_BOUND, Code.DATA_DEPENDENT_SHAPE}
-EXECUTOR_CODES = {Code.LOWERING_UNSUPPORTED, Code.ONNX_GATE}
+EXECUTOR_CODES = {Code.ONNX_GATE, Code.LOWERING_FAILED}
 
 
 def test_every_diagnostic_code_has_a_bad_input_row() -> None:

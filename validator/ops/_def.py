@@ -51,6 +51,13 @@ class DTypeError(GraphError):
     code = Code.DTYPE_MISMATCH
 
 
+class UnsupportedError(GraphError):
+    """A valid Paddle op or attribute value the ONNX lowering cannot compute exactly: refused
+    here, before lowering, rather than approximated."""
+
+    code = Code.LOWERING_UNSUPPORTED
+
+
 Scalar = int | float | bool
 
 

@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 import math
+import re
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import Final
 
 import numpy as np
 
@@ -32,18 +34,32 @@ INT32_MAX = 2**31 - 1
 # included, so that shape arithmetic (shape -> slice -> fill_constant, range bounds) stays exact.
 
 
-def _number(text: str) -> int | float:
-    """str_value as Paddle's kernel reads it (an exact integer when it is one)."""
-    try:
-        return int(text)
-    except ValueError:
-        pass
-    try:
-        return float(text)
-    except ValueError:
-        if text.strip().lower() in ("true", "false"):
-            return int(text.strip().lower() == "true")
-        raise AttrError(f"str_value must be a number, got {text[:32]!r}") from None
+# What std::stod (Paddle's parse of str_value) and Python's float() read alike; anything else
+# is refused rather than guessed.
+_DECIMAL: Final = re.compile(
+    r"[+-]?(?:\d+\.?\d*|\.\d+)(?:e[+-]?\d+)?|[+-]?(?:inf|infinity|nan)", re.IGNORECASE
+)
+_INTEGER: Final = re.compile(r"[+-]?\d+")
+FLOAT64_EXACT: Final = 2**53
+
+
+def str_value_number(text: str) -> int | float:
+    """str_value as Paddle's kernel reads it (std::stod: a double); an integer stays exact, so
+    one the double would round is refused, as is anything but a plain decimal number."""
+    stripped = text.strip()
+    if not _DECIMAL.fullmatch(stripped):
+        raise AttrError(f"str_value must be a decimal number, got {text[:32]!r}")
+    number = float(stripped)  # NOTE: before int(): a 5000-digit string overflows to inf here
+    if math.isinf(number) and "inf" not in stripped.lower():
+        raise AttrError(f"str_value must fit a float64, got {stripped[:32]!r}")
+    if not _INTEGER.fullmatch(stripped):
+        return number
+    exact = int(stripped)
+    if abs(exact) > FLOAT64_EXACT and number != exact:
+        raise AttrError(
+            f"str_value must be an integer a float64 holds exactly, got {stripped[:32]!r}"
+        )
+    return exact
 
 
 def _cast(number: Scalar, dtype: DType, what: str) -> Scalar:
@@ -148,7 +164,7 @@ def _fill_constant_infer(
         raise AttrError(f"shape must have at most {MAX_RANK} dims, got {len(a.shape)}")
     shape = _fill_shape(shape_tensor, shape_list, a.shape)
     if value_tensor is None:
-        number = _number(a.str_value) if a.str_value else a.value
+        number = str_value_number(a.str_value) if a.str_value else a.value
         constant: Scalar | None = _cast(number, dtype, "value")
     else:
         known = _single(value_tensor, "ValueTensor")
@@ -265,7 +281,25 @@ FILL_CONSTANT = OpDef(
         Case(
             {},
             {"shape": [2], "str_value": "abc"},
-            raises="str_value must be a number",
+            raises="str_value must be a decimal number, got 'abc'",
+            code=Code.ATTR_VALUE,
+        ),
+        Case(  # Python's int() reads "1_000"; std::stod stops at the "_": refused, not guessed
+            {},
+            {"shape": [2], "dtype": 3, "str_value": "1_000"},
+            raises="str_value must be a decimal number, got '1_000'",
+            code=Code.ATTR_VALUE,
+        ),
+        Case(
+            {},
+            {"shape": [2], "dtype": 6, "str_value": "1e999"},
+            raises="str_value must fit a float64, got '1e999'",
+            code=Code.ATTR_VALUE,
+        ),
+        Case(  # 2**53 + 1: the rule would keep it exact, Paddle's double rounds it
+            {},
+            {"shape": [2], "dtype": 3, "str_value": "9007199254740993"},
+            raises="str_value must be an integer a float64 holds exactly",
             code=Code.ATTR_VALUE,
         ),
         Case(

@@ -19,6 +19,7 @@ from validator.ops._def import (
     Out,
     ShapeError,
     TensorType,
+    UnsupportedError,
 )
 from validator.ops._shape import require_rank
 from validator.ops.nn import (
@@ -79,6 +80,13 @@ def _pool2d_infer(x: TensorType, a: Pool2dAttrs) -> Shape:
         raise EmptyDimError(f"expected non-empty spatial dims to pool over, got {list(x.shape)}")
     if a.global_pooling:
         kernel = sizes  # Paddle replaces ksize by the input size
+        if a.adaptive and a.pooling_type == "max" and UNKNOWN in sizes:
+            # Paddle's max kernel ignores `adaptive`: its windows and output size are the input
+            # size, which ONNX must know when the model is built.
+            raise UnsupportedError(
+                "global adaptive max pooling: expected known input sizes (Paddle's window and "
+                f"output size), got {list(sizes)}"
+            )
     if a.adaptive:
         return compose(n, c, kernel, last)  # ksize is the output size
     if a.global_pooling:

@@ -12,7 +12,17 @@ import numpy as np
 from graph_proto.types import ALL, FLOATS, INDICES, INTEGERS, NUMERIC, UNKNOWN, DType, Shape
 from validator.diagnostics import Code
 from validator.ops._cases import boolean, f32, i32, i64
-from validator.ops._def import AttrError, AxisError, Case, In, OpDef, Out, ShapeError, TensorType
+from validator.ops._def import (
+    AttrError,
+    AxisError,
+    Case,
+    In,
+    OpDef,
+    Out,
+    ShapeError,
+    TensorType,
+    UnsupportedError,
+)
 from validator.ops._shape import (
     dtype_attr,
     norm_axes,
@@ -618,6 +628,11 @@ def _k_of(k_tensor: TensorType | None, a: TopKAttrs) -> int:
 
 
 def _top_k_v2_infer(x: TensorType, k_tensor: TensorType | None, a: TopKAttrs) -> list[Shape]:
+    if not a.sorted:
+        # NOTE: Paddle's CPU kernel orders an unsorted result as std::nth_element leaves it.
+        raise UnsupportedError(
+            "sorted must be true: the order of an unsorted top_k is Paddle's kernel's own, got false"
+        )
     axis = _one_axis(a.axis, x.rank)
     k = _k_of(k_tensor, a)
     if k != UNKNOWN and k < 1:
@@ -695,6 +710,12 @@ TOP_K_V2 = OpDef(
             {"k": 2, "axis": 0},
             raises="k must be 1 for a 0-D input, got 2",
             code=Code.SHAPE_MISMATCH,
+        ),
+        Case(
+            {"X": f32(2, 3)},
+            {"k": 2, "sorted": False},
+            raises="sorted must be true",
+            code=Code.LOWERING_UNSUPPORTED,
         ),
     ),
 )

@@ -30,6 +30,39 @@ def _scalar_tensor(t: TensorType, slot: str) -> None:
         raise ShapeError(f"{slot}: expected a tensor of 1 element, got dims {list(t.shape)}")
 
 
+def int_range(dtype: DType) -> tuple[int, int]:
+    """The values an integer dtype holds."""
+    bits = dtype.itemsize * 8
+    if dtype == DType.UINT8:
+        return 0, 2**bits - 1
+    return -(2 ** (bits - 1)), 2 ** (bits - 1) - 1
+
+
+def cpp_int(what: str, value: float, dtype: DType) -> int:
+    """`static_cast<T>(float value)` for an integer T, where C++ defines it; else AttrError.
+
+    The kernels read a float attribute as a C++ float. NOTE: C++ leaves an out-of-range
+    conversion undefined; types narrower than int32 convert through int32 and keep the low
+    bits, as Paddle's x86 kernels and onnxruntime's Cast do (scale -1.0 on uint8 multiplies
+    by 255)."""
+    # float32 rounding; past its range the value is infinite (and refused) either way
+    v = float(np.float32(value)) if abs(value) < 2.0**128 else math.inf
+    via = DType.INT64 if dtype == DType.INT64 else DType.INT32
+    lo, hi = int_range(via)
+    if not (math.isfinite(v) and lo <= math.trunc(v) <= hi):
+        raise AttrError(
+            f"{what}: expected a value that converts to {dtype.label} (in [{lo}, {hi}]), got {value}"
+        )
+    low, high = int_range(dtype)
+    return (math.trunc(v) - low) % (high - low + 1) + low
+
+
+def _int_operand(what: str, value: float, dtype: DType) -> None:
+    """An attribute the kernel for an integer X converts to X's dtype must convert exactly."""
+    if dtype not in FLOATS:
+        cpp_int(what, value, dtype)
+
+
 # Deterministic lowering cases: float64 and float16 math, integer X, Paddle's attribute casts.
 _GRID: Final = np.linspace(-6.0, 6.0, 24).reshape(2, 3, 4)
 _INTS: Final = np.arange(-6, 6).reshape(3, 4)
@@ -140,6 +173,10 @@ def _pow_infer(x: TensorType, factor: TensorType | None, a: PowAttrs) -> Shape:
         _scalar_tensor(factor, "FactorTensor")  # replaces the attribute
     else:
         require_finite("factor", a.factor)
+        _int_operand("factor", a.factor, x.dtype)
+        if x.dtype not in FLOATS and cpp_int("factor", a.factor, x.dtype) < 0:
+            # Eigen's integer pow loops forever on a negative exponent: Paddle never returns.
+            raise AttrError(f"factor: expected >= 0 for {x.dtype.label} X, got {a.factor}")
     return x.shape
 
 
@@ -201,6 +238,18 @@ POW = OpDef(
             code=Code.DTYPE_MISMATCH,
         ),
         Case({"X": boolean(2)}, raises="input 'X': expected one of", code=Code.DTYPE_MISMATCH),
+        Case(
+            {"X": _INTS},
+            {"factor": -1.0},
+            raises="factor: expected >= 0 for int64 X, got -1.0",
+            code=Code.ATTR_VALUE,
+        ),
+        Case(
+            {"X": _INTS.astype(np.int32)},
+            {"factor": 3e9},
+            raises="factor: expected a value that converts to int32 (in [-2147483648, 2147483647])",
+            code=Code.ATTR_VALUE,
+        ),
     ),
 )
 
@@ -238,10 +287,12 @@ def _scale_infer(
         _scalar_tensor(scale, "ScaleTensor")
     else:
         require_finite("scale", a.scale)
+        _int_operand("scale", a.scale, x.dtype)
     if bias is not None:
         _scalar_tensor(bias, "BiasTensor")
     else:
         require_finite("bias", a.bias)
+        _int_operand("bias", a.bias, x.dtype)
     if scale is None and bias is None and (value := _scale_value(x, a)) is not None:
         return TensorType(x.dtype, x.shape, value)
     return x.shape
@@ -309,6 +360,18 @@ SCALE = OpDef(
             raises="ScaleTensor: expected a tensor of 1 element, got dims [2, 1]",
             code=Code.SHAPE_MISMATCH,
         ),
+        Case(  # a uint8 X converts through int32: 1e10 has no defined conversion
+            {"X": np.array([1, 2], np.uint8)},
+            {"scale": 1e10},
+            raises="scale: expected a value that converts to uint8",
+            code=Code.ATTR_VALUE,
+        ),
+        Case(
+            {"X": _INTS},
+            {"bias": -1e19},
+            raises="bias: expected a value that converts to int64",
+            code=Code.ATTR_VALUE,
+        ),
         Case({"X": boolean(2)}, raises="input 'X': expected one of", code=Code.DTYPE_MISMATCH),
     ),
 )
@@ -330,6 +393,11 @@ def _clip_infer(x: TensorType, lo: TensorType | None, hi: TensorType | None, a: 
         raise AttrError(f"expected numbers for min and max, got min={a.min} and max={a.max}")
     if lo is None and hi is None and a.min > a.max:
         raise AttrError(f"expected min <= max, got min={a.min} and max={a.max}")
+    # NOTE: a min below the integer type's range (-FLT_MAX: an open side) clips nothing.
+    if lo is None and not (x.dtype not in FLOATS and a.min < int_range(x.dtype)[0]):
+        _int_operand("min", a.min, x.dtype)
+    if hi is None:
+        _int_operand("max", a.max, x.dtype)
     return x.shape
 
 
@@ -389,6 +457,12 @@ CLIP = OpDef(
             {"min": 0.0, "max": 1.0},
             raises="Max: expected a tensor of 1 element, got dims [3]",
             code=Code.SHAPE_MISMATCH,
+        ),
+        Case(  # FLT_MAX (paddle.clip's open max) has no defined conversion to int32
+            {"X": _INTS.astype(np.int32)},
+            {"min": 1.0, "max": _FLT_MAX},
+            raises="max: expected a value that converts to int32",
+            code=Code.ATTR_VALUE,
         ),
     ),
 )
