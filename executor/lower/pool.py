@@ -12,7 +12,7 @@ from typing import Final
 import numpy as np
 from onnx import TensorProto, helper
 
-from executor.lower._builder import LoweringError, OnnxBuilder, Value
+from executor.lower._builder import OnnxBuilder, Value
 from executor.lower.nn import (
     Dim,
     RunDim,
@@ -196,11 +196,7 @@ def _adaptive_max(b: OnnxBuilder, xs: str, x: Value, sizes: list[Dim], a: Pool2d
     windows past the input are clipped, and an empty one gives -FLT_MAX."""
     kernel = sizes if a.global_pooling else list(a.ksize)
     known = [k for k in kernel if isinstance(k, int)]
-    if len(known) != len(kernel):
-        raise LoweringError(
-            "global adaptive max pooling: expected known input sizes (Paddle's window and output"
-            f" size), got {[k if isinstance(k, int) else -1 for k in kernel]}"
-        )
+    assert len(known) == len(kernel), "the rule refuses global adaptive max of unknown sizes"
     tails = [dmax((k - 1) * s + k - n, 0) for n, k, s in zip(sizes, known, a.strides, strict=True)]
     padded = _pad(b, xs, [(0, t) for t in tails], _lowest(x.dtype), x.dtype)
     y = b.op("MaxPool", padded, kernel_shape=known, strides=list(a.strides))
