@@ -95,9 +95,15 @@ def test_committed_programs_carry_no_source_paths() -> None:
         assert "op_callstack" not in names, folder
 
 
+# Paddle's float outputs, which another CPU's kernels (other SIMD widths, other summation
+# orders) may compute a few ulps apart; every other file the script writes is exact.
+COMPUTED_BY_PADDLE = {"expected_probs.npy"}
+
+
 @pytest.mark.paddle
 def test_make_examples_writes_the_committed_files(tmp_path: Path) -> None:
-    """A rerun of the script (seeded) gives the same programs, weights, inputs and outputs."""
+    """A rerun of the script (seeded) gives the same programs, weights and inputs byte for byte,
+    and Paddle's outputs within the float32 tolerances."""
     subprocess.run(
         [sys.executable, str(EXAMPLES / "make_examples.py"), "--out", str(tmp_path)],
         check=True, capture_output=True, timeout=600,
@@ -107,7 +113,14 @@ def test_make_examples_writes_the_committed_files(tmp_path: Path) -> None:
         assert made == sorted(p.name for p in (EXAMPLES / folder).iterdir())
         for name in made:
             ours, theirs = EXAMPLES / folder / name, tmp_path / folder / name
-            assert ours.read_bytes() == theirs.read_bytes(), f"{folder}/{name}"
+            if name in COMPUTED_BY_PADDLE:
+                committed, rerun = np.load(ours), np.load(theirs)
+                assert (committed.dtype, committed.shape) == (rerun.dtype, rerun.shape), name
+                np.testing.assert_allclose(
+                    rerun, committed, rtol=RTOL, atol=ATOL, err_msg=f"{folder}/{name}"
+                )
+            else:
+                assert ours.read_bytes() == theirs.read_bytes(), f"{folder}/{name}"
 
 
 # -- the README walkthrough ----------------------------------------------------------------

@@ -11,12 +11,14 @@ import tempfile
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
+from functools import cache
 from pathlib import Path
 from typing import Any
 
 os.environ.setdefault("FLAGS_enable_pir_api", "0")
 import numpy as np
 import paddle
+import pytest
 
 from graph_proto import framework_pb2 as pb
 from validator import ValidatedProgram, validate
@@ -139,9 +141,68 @@ def loaded(saved: Saved) -> Iterator[tuple[Any, list[Any], Any]]:
 
 
 def run_paddle(saved: Saved, feeds: dict[str, np.ndarray]) -> list[np.ndarray]:
-    """Runs the saved inference model with Paddle's own Executor (for numeric parity later)."""
+    """Runs the saved inference model with Paddle's own Executor (for numeric parity later).
+
+    Skips the test where this CPU cannot run the bfloat16 kernels the program needs."""
     with loaded(saved) as (program, fetch_vars, exe):
-        return list(exe.run(program, feed=feeds, fetch_list=fetch_vars))
+        try:
+            return list(exe.run(program, feed=feeds, fetch_list=fetch_vars))
+        except RuntimeError as error:
+            skip_where_the_cpu_lacks_bfloat16(saved, error)
+            raise
+
+
+# What oneDNN says when no implementation of a primitive runs on this CPU.
+ONEDNN_REFUSAL = "could not create a primitive descriptor"
+NO_BFLOAT16 = (
+    "Paddle's oneDNN cannot run bfloat16 eltwise kernels on this CPU (no AVX-512 BF16 support)"
+)
+
+
+def onednn_refusal(error: BaseException) -> str | None:
+    """The line of Paddle's error where oneDNN refuses to create a primitive, if it is one."""
+    lines = (line.strip() for line in str(error).splitlines())
+    return next((line for line in lines if ONEDNN_REFUSAL in line), None)
+
+
+@cache
+def bfloat16_refusal() -> str | None:
+    """Why Paddle cannot run bfloat16 kernels on this CPU (oneDNN's words), or None where it can.
+
+    Probed once per session with the smallest program that needs one: relu of a bfloat16
+    tensor, which Paddle's CPU runs with oneDNN's eltwise primitive. That primitive exists only
+    for CPUs with AVX-512 (BF16) instructions: elsewhere oneDNN refuses to create it."""
+    with building() as (main, _), paddle.static.scope_guard(paddle.static.Scope()):
+        x = paddle.static.data("x", [2], "float32")
+        out = paddle.cast(paddle.nn.functional.relu(paddle.cast(x, "bfloat16")), "float32")
+        exe = paddle.static.Executor(paddle.CPUPlace())
+        try:
+            exe.run(main, feed={"x": np.array([-1.0, 2.0], np.float32)}, fetch_list=[out])
+        except RuntimeError as error:
+            refusal = onednn_refusal(error)
+            if refusal is None:
+                raise  # not a missing CPU capability: the probe itself is wrong
+            return refusal
+    return None
+
+
+def computes_in_bfloat16(program_bytes: bytes) -> bool:
+    program = pb.ProgramDesc.FromString(program_bytes)
+    return any(
+        var.type.dense_tensor.tensor.data_type == pb.VarType.BF16
+        for block in program.blocks
+        for var in block.vars
+        if var.type.type == pb.VarType.DENSE_TENSOR
+    )
+
+
+def skip_where_the_cpu_lacks_bfloat16(saved: Saved, error: BaseException) -> None:
+    """Skips the test when Paddle's reference failed only because this CPU cannot run bfloat16:
+    oneDNN refused a primitive, the program computes in bfloat16, and the probe confirms that
+    this CPU lacks the kernels. Any other failure of Paddle's stays a failure."""
+    refusal = onednn_refusal(error)
+    if refusal and computes_in_bfloat16(saved.program) and bfloat16_refusal() is not None:
+        pytest.skip(f"{NO_BFLOAT16}: {refusal}")
 
 
 def random_feeds(
@@ -198,10 +259,13 @@ def assert_parity(
 
 
 __all__ = [
+    "NO_BFLOAT16",
     "Saved",
     "assert_parity",
+    "bfloat16_refusal",
     "build_and_save",
     "building",
+    "computes_in_bfloat16",
     "dims_differences",
     "loaded",
     "op_types",

@@ -1,27 +1,21 @@
-"""Activation ops built by real Paddle: the attrs it writes are accepted, graphgate's dims match."""
+"""Activation ops built by real Paddle: the attrs it writes are accepted, graphgate's dims match.
+
+CASES is checked by test_ops_parity.py (dims and outputs against Paddle's)."""
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import replace
 from typing import Any, Final
 
-import numpy as np
 import pytest
 
 from executor import SessionOptions, compile
 from executor.lower import LoweringError
 from graph_proto import framework_pb2 as pb
-from graph_proto.pdiparams import write_params
-from tests.conformance.paddle_util import (
-    Saved,
-    assert_parity,
-    build_and_save,
-    dims_differences,
-    paddle,
-    random_feeds,
-)
-from validator import Code, Policy, ValidatedProgram, ValidationFailed, validate
+from tests.conformance.op_cases import Adjust, Case, randomized
+from tests.conformance.paddle_util import Saved, assert_parity, build_and_save, paddle, random_feeds
+from validator import Code, Policy, ValidationFailed, validate
 
 pytestmark = pytest.mark.paddle
 
@@ -142,18 +136,6 @@ BUILDS: dict[str, Build] = {
 }
 
 
-def op_types(program: bytes) -> set[str]:
-    return {o.type for o in pb.ProgramDesc.FromString(program).blocks[0].ops}
-
-
-@pytest.mark.parametrize("name", sorted(BUILDS))
-def test_dims_match_paddle(name: str) -> None:
-    saved = build_and_save(BUILDS[name])
-    assert name.split("/")[0] in op_types(saved.program)
-    validated = validate(saved.program, saved.params)
-    assert dims_differences(validated, saved.program) == []
-
-
 @pytest.mark.parametrize(
     ("build", "fragment"),
     [
@@ -171,53 +153,16 @@ def test_rejects_bad_attrs_paddle_writes(build: Build, fragment: str) -> None:
 
 
 # Feeds Paddle's kernels need beyond random normals, by build name.
-FEEDS: Final[dict[str, Callable[[dict[str, np.ndarray]], dict[str, np.ndarray]]]] = {
+FEEDS: Final[dict[str, Adjust]] = {
     "softplus/defaults": lambda f: {"x": f["x"] * 15},  # both sides of threshold 20
     "softplus/negative_beta": lambda f: {"x": f["x"] * 3},
     "softplus/float64": lambda f: {"x": f["x"] * 3},
 }
 
-
-def randomized(saved: Saved, seed: int = 0) -> Saved:
-    """Random parameters in place of Paddle's constant initial ones (PReLU's alpha is 0.25
-    everywhere), which would hide a channel mixed up with another."""
-    if saved.params is None:
-        return saved
-    validated = validate(saved.program, saved.params)
-    rng = np.random.default_rng(seed)
-    tensors = [
-        (validated.types[name].dtype, rng.standard_normal(like.shape).astype(like.dtype))
-        for name, like in sorted(validated.params.items())
-    ]
-    return replace(saved, params=write_params(tensors))
-
-
-def check_parity(
-    saved: Saved,
-    feeds: Callable[[dict[str, np.ndarray]], Mapping[str, np.ndarray]] | None = None,
-    *,
-    rtol: float = 1e-4,
-    atol: float = 1e-5,
-) -> None:
-    """assert_parity at batch 1 (other -1 dims 2) and batch 3 (other -1 dims 5); `feeds` may
-    replace some random feeds with values the op needs."""
-    saved = randomized(saved)
-    validated = validate(saved.program, saved.params)
-    for seed, (batch, dynamic) in enumerate(sizes(validated)):
-        fed = random_feeds(validated, batch=batch, dynamic=dynamic, seed=seed)
-        fed |= dict(feeds(fed)) if feeds is not None else {}
-        assert_parity(saved, fed, rtol=rtol, atol=atol)
-
-
-def sizes(validated: ValidatedProgram) -> tuple[tuple[int, int], ...]:
-    if any(d < 0 for spec in validated.inputs for d in spec.dims):
-        return ((1, 2), (3, 5))
-    return ((1, 1),)
-
-
-@pytest.mark.parametrize("name", sorted(BUILDS))
-def test_outputs_match_paddle(name: str) -> None:
-    check_parity(build_and_save(BUILDS[name]), FEEDS.get(name))
+CASES: Final = {
+    name: Case(name.split("/")[0], build, adjust=FEEDS.get(name), random_params=True)
+    for name, build in sorted(BUILDS.items())
+}
 
 
 def with_dims(saved: Saved, name: str, dims: Sequence[int]) -> Saved:
@@ -231,7 +176,7 @@ def with_dims(saved: Saved, name: str, dims: Sequence[int]) -> Saved:
 def test_prelu_element_with_dims_known_at_run_time_matches_paddle() -> None:
     # Paddle checks X's per-sample dims against Alpha's only when it builds the program, so an
     # exported program may lack them; the budget then needs other dims to fit Alpha [1, 3, 4].
-    saved = with_dims(randomized(build_and_save(BUILDS["prelu/element"])), "x", [-1, -1, 4])
+    saved = with_dims(randomized(build_and_save(CASES["prelu/element"].build)), "x", [-1, -1, 4])
     policy = Policy(max_dynamic_dim=3)
     validated = validate(saved.program, saved.params, policy)
     assert validated.types["x"].shape == (-1, -1, 4)

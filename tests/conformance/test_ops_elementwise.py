@@ -1,19 +1,16 @@
-"""Elementwise and comparison ops built by real Paddle: accepted, same dims, same numbers."""
+"""Elementwise and comparison ops built by real Paddle: accepted, same dims, same numbers.
+
+CASES is checked by test_ops_parity.py (dims and outputs against Paddle's)."""
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
-from typing import Any
+from collections.abc import Callable
+from typing import Any, Final
 
 import numpy as np
-import pytest
 
-from tests.conformance.paddle_util import assert_parity, build_and_save, dims_differences, paddle
-from validator import validate
-
-pytestmark = pytest.mark.paddle
-
-Build = Callable[[], tuple[Sequence[Any], Sequence[Any]]]
+from tests.conformance.op_cases import Build, Case, Feeds, Size
+from tests.conformance.paddle_util import paddle
 
 
 def legacy(
@@ -39,57 +36,73 @@ def pair(
     return build
 
 
+def _shifted(feeds: Feeds) -> Feeds:
+    """Away from 0 (a divisor)."""
+    return {name: value + np.float32(3.0) for name, value in feeds.items()}
+
+
+def case(
+    op_type: str,
+    x_shape: list[int],
+    y_shape: list[int],
+    fn: Callable[[Any, Any], Any],
+    dtype: str = "float32",
+) -> Case:
+    """Every -1 dim is the batch size; integers are drawn from [0, 3)."""
+    return Case(
+        op_type,
+        pair(x_shape, y_shape, fn, dtype),
+        sizes=(Size(1, 1, 1), Size(3, 3, 3)),
+        int_high=3,
+        adjust=_shifted if op_type == "elementwise_div" else None,
+    )
+
+
 BOOL = paddle.base.core.VarDesc.VarType.BOOL
-PROGRAMS: dict[str, Build] = {
-    "add_same": pair([-1, 3, 4], [-1, 3, 4], lambda x, y: x + y),
-    "sub_broadcast": pair([-1, 3, 4], [4], lambda x, y: x - y),
-    "mul_axis1": pair(
-        [-1, 3, 4, 5], [3], lambda x, y: legacy("elementwise_mul", x, y, {"axis": 1})
+CASES: Final = {
+    "add_same": case("elementwise_add", [-1, 3, 4], [-1, 3, 4], lambda x, y: x + y),
+    "sub_broadcast": case("elementwise_sub", [-1, 3, 4], [4], lambda x, y: x - y),
+    "mul_axis1": case(
+        "elementwise_mul",
+        [-1, 3, 4, 5],
+        [3],
+        lambda x, y: legacy("elementwise_mul", x, y, {"axis": 1}),
     ),
-    "add_axis1_rank2": pair(
-        [-1, 3, 4, 5], [3, 4], lambda x, y: legacy("elementwise_add", x, y, {"axis": 1})
+    "add_axis1_rank2": case(
+        "elementwise_add",
+        [-1, 3, 4, 5],
+        [3, 4],
+        lambda x, y: legacy("elementwise_add", x, y, {"axis": 1}),
     ),
-    "div": pair([-1, 3], [-1, 3], lambda x, y: legacy("elementwise_div", x, y)),
-    "max": pair([-1, 3], [1, 3], lambda x, y: legacy("elementwise_max", x, y, {"axis": -1})),
-    "min": pair([-1, 3], [3], lambda x, y: legacy("elementwise_min", x, y, {"axis": -1})),
-    "greater_than": pair([-1, 3], [-1, 3], lambda x, y: x > y),
-    "greater_equal": pair([-1, 3], [3], lambda x, y: x >= y),
-    "less_than": pair([-1, 3], [-1, 3], lambda x, y: x < y),
-    "less_equal": pair([-1, 3], [-1, 3], lambda x, y: x <= y),
-    "equal_int": pair([-1, 3], [-1, 3], lambda x, y: x == y, dtype="int64"),
-    "not_equal_int": pair([-1, 3], [3], lambda x, y: x != y, dtype="int64"),
-    "logical_and": pair(
-        [-1, 3], [-1, 3], lambda x, y: legacy("logical_and", x, y, dtype=BOOL), dtype="bool"
+    "div": case("elementwise_div", [-1, 3], [-1, 3], lambda x, y: legacy("elementwise_div", x, y)),
+    "max": case(
+        "elementwise_max",
+        [-1, 3],
+        [1, 3],
+        lambda x, y: legacy("elementwise_max", x, y, {"axis": -1}),
     ),
-    "logical_or": pair(
-        [-1, 3], [3], lambda x, y: legacy("logical_or", x, y, dtype=BOOL), dtype="bool"
+    "min": case(
+        "elementwise_min", [-1, 3], [3], lambda x, y: legacy("elementwise_min", x, y, {"axis": -1})
     ),
-    "add_int32": pair([-1, 2], [-1, 2], lambda x, y: x + y, dtype="int32"),
+    "greater_than": case("greater_than", [-1, 3], [-1, 3], lambda x, y: x > y),
+    "greater_equal": case("greater_equal", [-1, 3], [3], lambda x, y: x >= y),
+    "less_than": case("less_than", [-1, 3], [-1, 3], lambda x, y: x < y),
+    "less_equal": case("less_equal", [-1, 3], [-1, 3], lambda x, y: x <= y),
+    "equal_int": case("equal", [-1, 3], [-1, 3], lambda x, y: x == y, dtype="int64"),
+    "not_equal_int": case("not_equal", [-1, 3], [3], lambda x, y: x != y, dtype="int64"),
+    "logical_and": case(
+        "logical_and",
+        [-1, 3],
+        [-1, 3],
+        lambda x, y: legacy("logical_and", x, y, dtype=BOOL),
+        dtype="bool",
+    ),
+    "logical_or": case(
+        "logical_or",
+        [-1, 3],
+        [3],
+        lambda x, y: legacy("logical_or", x, y, dtype=BOOL),
+        dtype="bool",
+    ),
+    "add_int32": case("elementwise_add", [-1, 2], [-1, 2], lambda x, y: x + y, dtype="int32"),
 }
-
-
-@pytest.mark.parametrize("name", sorted(PROGRAMS))
-def test_paddle_program_is_accepted_with_the_same_dims(name: str) -> None:
-    saved = build_and_save(PROGRAMS[name])
-    validated = validate(saved.program, saved.params)
-    assert dims_differences(validated, saved.program) == []
-
-
-@pytest.mark.parametrize("batch", [1, 3])
-@pytest.mark.parametrize("name", sorted(PROGRAMS))
-def test_outputs_equal_paddles(name: str, batch: int) -> None:
-    saved = build_and_save(PROGRAMS[name])
-    validated = validate(saved.program, saved.params)
-    rng = np.random.default_rng(batch)
-    feeds = {}
-    for spec in validated.inputs:
-        shape = [batch if d < 0 else d for d in spec.dims]
-        if spec.dtype.label == "bool":
-            feeds[spec.name] = rng.random(shape) > 0.5
-        elif spec.dtype.label.startswith("int"):
-            feeds[spec.name] = rng.integers(0, 3, shape).astype(spec.dtype.numpy)
-        else:
-            feeds[spec.name] = rng.standard_normal(shape).astype(np.float32) + (
-                3.0 if name == "div" else 0.0
-            )
-    assert_parity(saved, feeds)

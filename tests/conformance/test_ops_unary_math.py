@@ -1,23 +1,23 @@
-"""Unary math, pow, scale, clip, cast, assign built by real Paddle: attrs accepted, dims match."""
+"""Unary math, pow, scale, clip, cast, assign built by real Paddle: attrs accepted, dims match.
+
+CASES is checked by test_ops_parity.py (dims and outputs against Paddle's)."""
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from typing import Any, Final
 
 import numpy as np
 import pytest
 
-from tests.conformance.paddle_util import build_and_save, dims_differences, paddle
+from tests.conformance.op_cases import TOLERANCE, Adjust, Case
+from tests.conformance.paddle_util import build_and_save, paddle
 from tests.conformance.test_ops_activation import (
     Build,
     assert_lowering_rejects,
     bfloat16,
-    check_parity,
     data,
     legacy,
     op,
-    op_types,
     unary,
 )
 from validator import Code, ValidationFailed, validate
@@ -132,14 +132,6 @@ BUILDS: dict[str, Build] = {
 }
 
 
-@pytest.mark.parametrize("name", sorted(BUILDS))
-def test_dims_match_paddle(name: str) -> None:
-    saved = build_and_save(BUILDS[name])
-    assert name.split("/")[0] in op_types(saved.program)
-    validated = validate(saved.program, saved.params)
-    assert dims_differences(validated, saved.program) == []
-
-
 @pytest.mark.parametrize(
     ("build", "code", "fragment"),
     [
@@ -167,12 +159,12 @@ def _positive(feeds: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
     return {"x": np.abs(feeds["x"]) + 0.1}
 
 
-def _wide(scale: float) -> Callable[[dict[str, np.ndarray]], dict[str, np.ndarray]]:
+def _wide(scale: float) -> Adjust:
     return lambda feeds: {"x": (feeds["x"] * scale).astype(feeds["x"].dtype)}
 
 
 # Feeds Paddle's kernels need beyond random_feeds, by build name.
-FEEDS: Final[dict[str, Callable[[dict[str, np.ndarray]], dict[str, np.ndarray]]]] = {
+FEEDS: Final[dict[str, Adjust]] = {
     "log/legacy": _positive,
     "sqrt/legacy": _positive,
     "rsqrt/legacy": _positive,
@@ -201,10 +193,16 @@ TOLERANCES: Final[dict[str, tuple[float, float]]] = {  # (rtol, atol)
 }
 
 
-@pytest.mark.parametrize("name", sorted(BUILDS))
-def test_outputs_match_paddle(name: str) -> None:
-    rtol, atol = TOLERANCES.get(name, (1e-4, 1e-5))
-    check_parity(build_and_save(BUILDS[name]), FEEDS.get(name), rtol=rtol, atol=atol)
+CASES: Final = {
+    name: Case(
+        name.split("/")[0],
+        build,
+        adjust=FEEDS.get(name),
+        random_params=True,
+        tolerance=TOLERANCES.get(name, TOLERANCE),
+    )
+    for name, build in sorted(BUILDS.items())
+}
 
 
 @pytest.mark.parametrize(

@@ -1,0 +1,108 @@
+"""One op program Paddle builds, and how graphgate's run of it is compared with Paddle's.
+
+Each family's conformance file (test_ops_<family>.py) declares a table of cases: data only.
+test_ops_parity.py checks every case of every table the same way: the dims graphgate infers
+against the dims Paddle records, and graphgate's outputs against Paddle's Executor.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from dataclasses import dataclass, replace
+from typing import Any, Final, Literal, NamedTuple
+
+import numpy as np
+
+from graph_proto import framework_pb2 as pb
+from graph_proto.pdiparams import write_params
+from tests.conformance.paddle_util import Saved, build_and_save, random_feeds
+from validator import DEFAULT_POLICY, Policy, ValidatedProgram, validate
+from validator.ops import REGISTRY, Registry
+
+Build = Callable[[], tuple[Sequence[Any], Sequence[Any]]]
+Feeds = dict[str, np.ndarray]
+# Replaces some random feeds with values Paddle's kernel needs (positive, wide, ties...).
+Adjust = Callable[[Feeds], Mapping[str, np.ndarray]]
+
+TOLERANCE: Final = (1e-4, 1e-5)  # (rtol, atol) for float outputs, as assert_parity's defaults
+BATCH: Final = "batch"  # int_high for indices into axis 0: the batch size of each run
+
+
+class Size(NamedTuple):
+    """The sizes of one run: -1 dims on axis 0 take `batch`, other -1 dims `dynamic`."""
+
+    batch: int
+    dynamic: int
+    seed: int = 0  # of the random feeds
+
+
+def sizes(
+    batches: Sequence[int], dynamics: Sequence[int], seeds: Sequence[int]
+) -> tuple[Size, ...]:
+    """Every batch with every dynamic size; seeds[i] for the runs of dynamics[i]."""
+    return tuple(Size(b, d, s) for d, s in zip(dynamics, seeds, strict=True) for b in batches)
+
+
+@dataclass(frozen=True)
+class Case:
+    """A program Paddle builds, and the runs that compare graphgate's outputs with Paddle's."""
+
+    op_type: str  # an op the saved program must contain
+    build: Build
+    sizes: tuple[Size, ...] = (Size(1, 2, 0), Size(3, 5, 1))
+    adjust: Adjust | None = None
+    # Feeds set outright: each mapping is one more run at every size (ints only known at run time).
+    values: tuple[Mapping[str, np.ndarray], ...] = ({},)
+    int_high: int | Literal["batch"] = 4  # integer feeds are drawn from [0, int_high)
+    tolerance: tuple[float, float] = TOLERANCE  # (rtol, atol)
+    random_params: bool = False  # replaces Paddle's constant initial parameters
+    policy: Policy = DEFAULT_POLICY
+    registry: Registry = REGISTRY
+    prepare: Callable[[Saved], Saved] | None = None  # an edit of the program Paddle saved
+    dims: bool = True  # graphgate's inferred dims must equal what Paddle records
+    outputs: bool = True  # Paddle's Executor runs it (see the table's notes where it does not)
+
+    def saved(self) -> Saved:
+        saved = build_and_save(self.build)
+        return self.prepare(saved) if self.prepare is not None else saved
+
+    def validate(self, saved: Saved) -> ValidatedProgram:
+        return validate(saved.program, saved.params, self.policy, self.registry)
+
+    def feed_runs(self, validated: ValidatedProgram) -> Iterator[Feeds]:
+        for size in self.sizes:
+            high = size.batch if self.int_high == BATCH else self.int_high
+            for values in self.values:
+                feeds = random_feeds(
+                    validated, batch=size.batch, dynamic=size.dynamic, int_high=high, seed=size.seed
+                )
+                feeds |= dict(self.adjust(feeds)) if self.adjust is not None else {}
+                yield feeds | dict(values)
+
+
+def randomized(saved: Saved, seed: int = 0) -> Saved:
+    """Random parameters (positive running variances) in place of Paddle's constant initial
+    ones (PReLU's alpha 0.25 everywhere, zero mean, unit variance and scale, zero bias), which
+    would hide a channel or an operand mixed up with another."""
+    if saved.params is None:
+        return saved
+    block = pb.ProgramDesc.FromString(saved.program).blocks[0]
+    variances = {
+        name
+        for op in block.ops
+        for v in op.inputs
+        if v.parameter == "Variance"
+        for name in v.arguments
+    }
+    validated = validate(saved.program, saved.params)
+    rng = np.random.default_rng(seed)
+    tensors = []
+    for name in sorted(validated.params):
+        like = validated.params[name]
+        value = (
+            rng.uniform(0.5, 1.5, like.shape)
+            if name in variances
+            else rng.standard_normal(like.shape)
+        )
+        tensors.append((validated.types[name].dtype, value.astype(like.dtype)))
+    return replace(saved, params=write_params(tensors))
