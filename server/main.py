@@ -39,6 +39,8 @@ def start_services(app: FastAPI, settings: Settings) -> None:
     app.state.models = ModelService(
         sessions,
         artifacts,
+        policy=settings.policy(),
+        options=settings.session_options(),
         cache_size=settings.model_cache_size,
         lookup_ttl_s=settings.model_lookup_ttl_s,
     )

@@ -1,42 +1,193 @@
-"""Service settings, from arguments or GRAPHGATE_* environment variables."""
+"""Service settings, from arguments or GRAPHGATE_* environment variables.
+
+Every field's description is its README row (server/doc_tables.py generates the settings table),
+so a new setting is documented by declaring it. The validator's Policy and onnxruntime's
+SessionOptions are built from here (`policy()`, `session_options()`); their defaults are the
+Policy's and SessionOptions' own, read from them rather than copied.
+"""
 
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Final
 
 from pydantic import Field, SecretStr, field_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
+from executor import SessionOptions
+from validator import DEFAULT_POLICY, Policy
+from validator.policy import LOOP_TRIPS_CEILING
+
+_SESSION: Final = SessionOptions()
+# The Policy fields settable here, each under its own name (GRAPHGATE_MAX_BATCH, ...).
+POLICY_FIELDS: Final = (
+    "max_program_bytes",
+    "max_params_bytes",
+    "max_ops",
+    "max_blocks",
+    "max_nesting",
+    "max_vars",
+    "max_feeds",
+    "max_fetches",
+    "max_tensor_bytes",
+    "max_batch",
+    "max_dynamic_dim",
+    "max_activation_bytes_per_sample",
+    "max_flops_per_sample",
+    "max_loop_trips",
+)
+
 
 class Settings(BaseSettings):
-    model_config = SettingsConfigDict(env_prefix="GRAPHGATE_", extra="ignore")
+    model_config = SettingsConfigDict(
+        env_prefix="GRAPHGATE_", extra="ignore", env_parse_none_str="null"
+    )
 
-    host: str = "127.0.0.1"
-    port: int = Field(default=8000, ge=1, le=65535)
-    data_dir: Path = Path("graphgate-data")
-    # Taken as the admin key when set; otherwise the first start makes one and prints it once.
-    admin_token: SecretStr | None = None
-    max_upload_bytes: int = Field(default=256 * 1024 * 1024, ge=1)
-    model_cache_size: int = Field(default=64, ge=1)  # compiled sessions kept in memory
-    # How long a checked API key and a model lookup stay cached in memory. This process's own
-    # writes (revoke, upload, delete) take effect at once whatever the TTL; it bounds how long
-    # another replica's writes go unseen. 0 turns the caches off.
-    auth_cache_ttl_s: float = Field(default=5.0, ge=0)
-    model_lookup_ttl_s: float = Field(default=5.0, ge=0)
-    # uvicorn's line per request; off by default, as in Triton: /metrics counts every request
-    # by tenant, model and status, and a line per request costs ~0.15 ms on the hot path.
-    access_log: bool = False
-    # An inference whose FLOPs estimate (the report's per sample x the batch) is at most this,
-    # with a small body, runs on the event loop: a thread hop costs more than the model.
-    # 0 runs every inference in the threadpool.
-    inline_max_flops: int = Field(default=2_000_000, ge=0)
-    # V2 inference bodies (after decompression too); Triton's --http-max-input-size default.
-    max_infer_bytes: int = Field(default=64 * 1024 * 1024, ge=1)
-    # Per tenant (README "Limits and metrics"): a token bucket over every request made with a
-    # tenant key, and a cap on in-flight /v2 inference requests. 0 turns either off.
-    tenant_rate_per_s: float = Field(default=200.0, ge=0)
-    tenant_rate_burst: int = Field(default=400, ge=1)
-    tenant_max_concurrent: int = Field(default=32, ge=0)
+    # -- the server ---------------------------------------------------------------------------
+    host: str = Field(default="127.0.0.1", description="the address `graphgate serve` listens on")
+    port: int = Field(default=8000, ge=1, le=65535, description="the port it listens on")
+    data_dir: Path = Field(
+        default=Path("graphgate-data"),
+        description="the SQLite database and the artifacts folder",
+    )
+    admin_token: SecretStr | None = Field(
+        default=None,
+        description="the admin key (at least 32 characters); unset, the first start makes one "
+        "and prints it once",
+    )
+    access_log: bool = Field(
+        default=False,
+        # As in Triton: /metrics counts every request, and a line each costs ~0.15 ms.
+        description="uvicorn's line per request (`/metrics` counts every request anyway)",
+    )
+    # -- bodies and caches --------------------------------------------------------------------
+    max_upload_bytes: int = Field(
+        default=256 * 1024 * 1024, ge=1, description="bytes of a `/v1/models` or `/v1/check` body"
+    )
+    max_infer_bytes: int = Field(
+        default=64 * 1024 * 1024,  # Triton's --http-max-input-size default
+        ge=1,
+        description="bytes of a `/v2` inference body, and of it once decompressed",
+    )
+    max_request_bytes: int = Field(
+        default=_SESSION.max_request_bytes,
+        ge=1,
+        description="bytes of the decoded feeds of one inference request together "
+        "(`INPUT_TOO_LARGE`)",
+    )
+    model_cache_size: int = Field(
+        default=64,
+        ge=1,
+        description="compiled model versions kept in memory (least recently used dropped first)",
+    )
+    auth_cache_ttl_s: float = Field(
+        default=5.0,
+        ge=0,
+        description="seconds an authenticated key stays cached; this process's own key and "
+        "tenant writes drop it at once, other replicas' within the TTL; `0`: off",
+    )
+    model_lookup_ttl_s: float = Field(
+        default=5.0,
+        ge=0,
+        description="seconds a model-name lookup stays cached; this process's uploads and "
+        "deletes drop it at once, other replicas' within the TTL; `0`: off",
+    )
+    inline_max_flops: int = Field(
+        default=2_000_000,
+        ge=0,
+        description="a small, uncompressed request to a model under this many FLOPs per batch "
+        "runs on the event loop, not a worker thread (a thread hop costs more); `0`: always a "
+        "thread",
+    )
+    # -- per tenant (README "Limits and metrics"); 0 turns either off --------------------------
+    tenant_rate_per_s: float = Field(
+        default=200.0,
+        ge=0,
+        description="requests a second made with a tenant's keys, on every authenticated `/v1` "
+        "and `/v2` route (a token bucket per tenant); `0`: off",
+    )
+    tenant_rate_burst: int = Field(
+        default=400, ge=1, description="requests a tenant may save up and send at once"
+    )
+    tenant_max_concurrent: int = Field(
+        default=32,
+        ge=0,
+        description="`/v2` inference requests of one tenant in flight at once, from auth until "
+        "the answer is computed (body read, decoded and run); `0`: off",
+    )
+    # -- the validator's Policy (every upload, and every stored model when it is loaded) -------
+    max_program_bytes: int = Field(
+        default=DEFAULT_POLICY.max_program_bytes, ge=1, description="policy: bytes of a `.pdmodel`"
+    )
+    max_params_bytes: int = Field(
+        default=DEFAULT_POLICY.max_params_bytes,
+        ge=0,
+        description="policy: bytes of the parameters together",
+    )
+    max_ops: int = Field(
+        default=DEFAULT_POLICY.max_ops, ge=1, description="policy: ops in a program"
+    )
+    max_blocks: int = Field(
+        default=DEFAULT_POLICY.max_blocks, ge=1, description="policy: blocks in a program"
+    )
+    max_nesting: int = Field(
+        default=DEFAULT_POLICY.max_nesting, ge=0, description="policy: how deep sub-blocks nest"
+    )
+    max_vars: int = Field(
+        default=DEFAULT_POLICY.max_vars, ge=1, description="policy: variables in a program"
+    )
+    max_feeds: int = Field(
+        default=DEFAULT_POLICY.max_feeds, ge=1, description="policy: program inputs"
+    )
+    max_fetches: int = Field(
+        default=DEFAULT_POLICY.max_fetches, ge=1, description="policy: program outputs"
+    )
+    max_tensor_bytes: int = Field(
+        default=DEFAULT_POLICY.max_tensor_bytes,
+        ge=1,
+        description="policy: bytes of any one tensor at the max batch (and, at run time, of "
+        "one sized by input data)",
+    )
+    max_batch: int = Field(
+        default=DEFAULT_POLICY.max_batch,
+        ge=1,
+        description="policy: the batch size every budget is evaluated at",
+    )
+    max_dynamic_dim: int = Field(
+        default=DEFAULT_POLICY.max_dynamic_dim,
+        ge=1,
+        description="policy: what any other unknown dim of an input is evaluated at",
+    )
+    max_activation_bytes_per_sample: int = Field(
+        default=DEFAULT_POLICY.max_activation_bytes_per_sample,
+        ge=1,
+        description="policy: peak live activation bytes per sample",
+    )
+    max_flops_per_sample: int = Field(
+        default=DEFAULT_POLICY.max_flops_per_sample, ge=1, description="policy: FLOPs per sample"
+    )
+    max_loop_trips: int | None = Field(
+        default=DEFAULT_POLICY.max_loop_trips,
+        ge=0,
+        le=LOOP_TRIPS_CEILING,
+        description=f"policy: iterations of any while loop, enforced at run time (0 to "
+        f"{LOOP_TRIPS_CEILING}); `null`: no loops at all",
+    )
+    # -- onnxruntime sessions ------------------------------------------------------------------
+    ort_intra_op_threads: int = Field(
+        default=_SESSION.intra_op_threads,
+        ge=0,
+        description="onnxruntime threads within one op; `0`: its default (one per core)",
+    )
+    ort_inter_op_threads: int = Field(
+        default=_SESSION.inter_op_threads,
+        ge=0,
+        description="onnxruntime threads running independent ops at once",
+    )
+    use_cuda: bool = Field(
+        default=_SESSION.use_cuda,
+        description="run on CUDA when this onnxruntime build has it (CPU otherwise)",
+    )
 
     @field_validator("admin_token")
     @classmethod
@@ -44,3 +195,15 @@ class Settings(BaseSettings):
         if value is not None and len(value.get_secret_value()) < 32:
             raise ValueError("admin_token must be at least 32 characters")
         return value
+
+    def policy(self) -> Policy:
+        """The validator's Policy: POLICY_FIELDS from here, the rest its defaults."""
+        return Policy(**{name: getattr(self, name) for name in POLICY_FIELDS})
+
+    def session_options(self) -> SessionOptions:
+        return SessionOptions(
+            intra_op_threads=self.ort_intra_op_threads,
+            inter_op_threads=self.ort_inter_op_threads,
+            use_cuda=self.use_cuda,
+            max_request_bytes=self.max_request_bytes,
+        )

@@ -1,9 +1,15 @@
-"""The README's promises: the CI runs its exact test command, and every diagnostic code is documented."""
+"""The README's promises: the CI runs its exact test command, and its code and settings tables are
+the ones generated from the code (server/doc_tables.py), so they never drift from it."""
 
 from __future__ import annotations
 
 from pathlib import Path
 
+import pytest
+
+from server import doc_tables
+from server.services.limits import RateLimited
+from server.v2.errors import InputShape
 from validator import Code
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -26,26 +32,38 @@ def test_ci_runs_exactly_the_readme_test_command() -> None:
     assert _commands()[1] in ci
 
 
-def test_every_diagnostic_code_is_documented() -> None:
-    missing = [str(code) for code in Code if f"| `{code}` |" not in README]
-    assert missing == []
+def test_the_readme_tables_are_the_generated_ones() -> None:
+    # On failure: python -m server.doc_tables --write
+    assert doc_tables.render(README) == README
+    assert doc_tables.main(["--check"]) == 0
 
 
-def _subclasses(kind: type) -> list[type]:
-    return [kind, *(sub for direct in kind.__subclasses__() for sub in _subclasses(direct))]
+@pytest.mark.parametrize("name", sorted(doc_tables.TABLES))
+def test_every_generated_table_has_its_place_in_the_readme(name: str) -> None:
+    assert README.count(f"<!-- generated:{name} -->\n") == 1
 
 
-def test_every_service_error_code_is_documented() -> None:
-    # Imported here: the modules that define error classes register them as subclasses.
-    import server.services.limits
-    import server.v2.errors
-    from executor.errors import ExecutionError
-    from server import errors
-    from server.services.types import ServiceError
+def test_the_generated_tables_hold_what_the_code_defines() -> None:
+    diagnostics = doc_tables.diagnostic_codes()
+    assert all(f"| `{code}` | {code.meaning} |" in diagnostics for code in Code)
+    services = doc_tables.service_error_codes()
+    # A class from each module that declares errors, with its status from server/errors.py.
+    assert f"| 429 | `{RateLimited.code}` |" in services
+    assert "| 400 | `INPUT_SHAPE` | a shape that does not fit the input's fixed dims" in services
+    assert InputShape.code == "INPUT_SHAPE"
+    assert "| 500 | `INTERNAL` |" in services
+    assert "| `GRAPHGATE_MAX_BATCH` | `32` |" in doc_tables.settings()
 
-    assert server.services.limits and server.v2.errors
-    raised = _subclasses(ServiceError)[1:] + _subclasses(ExecutionError)
-    codes = {kind.code for kind in raised} | set(errors._HTTP_CODES.values()) | {"INTERNAL"}
-    section = README.split("## Service error codes", 1)[1].split("\n## ", 1)[0]
-    missing = sorted(code for code in codes if f"| `{code}` |" not in section)
-    assert missing == []
+
+def test_a_readme_block_of_an_unknown_table_is_an_error() -> None:
+    with pytest.raises(ValueError, match="README block 'nope'"):
+        doc_tables.render("<!-- generated:nope -->\nold\n<!-- /generated -->\n")
+
+
+def test_an_error_class_without_a_meaning_cannot_be_documented() -> None:
+    class Undocumented(ValueError):
+        code = "UNDOCUMENTED"
+
+    assert doc_tables._own_meaning(Undocumented) is None
+    with pytest.raises(ValueError, match="Undocumented: expected a docstring"):
+        doc_tables._meaning(Undocumented)

@@ -20,6 +20,7 @@ from sqlalchemy.orm import Session, sessionmaker
 
 from server.db.models import Tenant
 from server.services.types import ModelRejected
+from validator import Diagnostic, Severity
 
 NO_LABEL: Final = ""
 # Seconds; finer than prometheus_client's default at the low end, where small models answer.
@@ -159,6 +160,6 @@ class Metrics:
         return generate_latest(self.registry), CONTENT_TYPE_LATEST
 
 
-def _distinct_codes(diagnostics: Iterable[dict[str, object]]) -> list[str]:
-    codes = {str(d.get("code")) for d in diagnostics if d.get("severity", "error") == "error"}
+def _distinct_codes(diagnostics: Iterable[Diagnostic]) -> list[str]:
+    codes = {str(d.code) for d in diagnostics if d.severity == Severity.ERROR}
     return sorted(codes)

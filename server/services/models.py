@@ -14,7 +14,7 @@ from typing import Any, Final
 from sqlalchemy import select
 from sqlalchemy.orm import Session, sessionmaker
 
-from executor import CompiledModel, SessionOptions, compile
+from executor import CompiledModel, SessionOptions, check_servable
 from server.db.models import Model, ModelVersion
 from server.services.types import (
     Forbidden,
@@ -25,8 +25,7 @@ from server.services.types import (
     Principal,
 )
 from server.storage.artifacts import Artifacts
-from validator import DEFAULT_POLICY, Policy, ValidatedProgram, ValidationFailed, validate
-from validator.ops._def import GraphError
+from validator import DEFAULT_POLICY, Policy, ValidationFailed
 
 MODEL_NAME: Final = re.compile(r"^[a-z0-9][a-z0-9_.-]{0,63}$")
 READY: Final = "ready"
@@ -174,23 +173,12 @@ class ModelService:
     # -- helpers ---------------------------------------------------------------------------
 
     def _compile(self, program: bytes, params: bytes | None) -> CompiledModel:
+        # The one servability check, shared with `graphgate check`: what it passes, upload keeps.
         try:
-            validated = validate(program, params, self._policy)
+            return check_servable(program, params, self._policy, self._options)
         except ValidationFailed as failed:
-            diagnostics = [d.to_json() for d in failed.diagnostics]
+            diagnostics = list(failed.diagnostics)
             raise ModelRejected(_rejected(len(diagnostics)), diagnostics) from None
-        return self._compile_validated(validated)
-
-    def _compile_validated(self, validated: ValidatedProgram) -> CompiledModel:
-        try:
-            return compile(validated, self._options)
-        except GraphError as e:
-            diagnostic: dict[str, object] = {
-                "code": str(e.code),
-                "message": str(e),
-                "severity": "error",
-            }
-            raise ModelRejected(_rejected(1), [diagnostic]) from None
 
     def _rebuild(self, program_sha: str, params_sha: str | None) -> CompiledModel:
         # NOTE: re-validated on load, so a stricter validator also applies to stored models.

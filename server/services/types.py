@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 from executor import CompiledModel
+from validator import Diagnostic
 
 
 @dataclass(frozen=True, slots=True)
@@ -61,6 +63,8 @@ class PayloadTooLarge(ServiceError):
 
 
 class TooManyRequests(ServiceError):
+    """The family of the tenant's limits below, answered with `Retry-After`."""
+
     code = "TOO_MANY_REQUESTS"
 
     def __init__(self, message: str, retry_after_s: int) -> None:
@@ -69,20 +73,22 @@ class TooManyRequests(ServiceError):
 
 
 class Conflict(ServiceError):
+    """The request conflicts with the stored state (a tenant name that exists)."""
+
     code = "CONFLICT"
 
 
 class ModelRejected(ServiceError):
-    """The upload failed validation, lowering or the gate; `diagnostics` lists every problem."""
+    """The upload failed validation, lowering or the ONNX gate; `diagnostics` lists every problem."""
 
     code = "VALIDATION_FAILED"
 
-    def __init__(self, message: str, diagnostics: list[dict[str, object]]) -> None:
+    def __init__(self, message: str, diagnostics: Sequence[Diagnostic]) -> None:
         super().__init__(message)
-        self.diagnostics = diagnostics
+        self.diagnostics = list(diagnostics)
 
 
 class InvalidName(BadRequest):
-    """A model or tenant name outside ^[a-z0-9][a-z0-9_.-]{0,63}$."""
+    """A model or tenant name outside `^[a-z0-9][a-z0-9_.-]{0,63}$`."""
 
     code = "INVALID_NAME"

@@ -13,7 +13,7 @@ from server.services.types import BadRequest, PayloadTooLarge
 
 
 class InferRequestInvalid(BadRequest):
-    """The family of V2 request errors: each subclass is one documented code."""
+    """The family of V2 request errors below (each subclass is one code)."""
 
     code = "INFER_REQUEST_INVALID"
 
