@@ -49,15 +49,16 @@ def check(
         int | None, typer.Option(help="Batch size the budgets are evaluated at.", min=1)
     ] = None,
 ) -> None:
-    """Validate a program: diagnostics like a compiler, or the report. Exit 0 valid, 1 rejected."""
+    """Check a program is servable (validated, lowered, gated, a session built: what upload
+    does): diagnostics like a compiler, or the report. Exit 0 valid, 1 rejected."""
     params = params if params is not None else _params_beside(program)
-    validated = _validated(program, params, as_json, max_batch)
+    report = _servable(program, params, as_json, max_batch).program.report
     if as_json:
-        typer.echo(json.dumps({"valid": True, "report": validated.report.to_json()}, indent=2))
+        typer.echo(json.dumps({"valid": True, "report": report.to_json()}, indent=2))
     else:
         from server.cli_render import render_report
 
-        render_report(program, params, validated.report)
+        render_report(program, params, report)
 
 
 @app.command()
@@ -130,6 +131,21 @@ def _validated(program: Path, params: Path | None, as_json: bool, max_batch: int
     policy = DEFAULT_POLICY if max_batch is None else replace(DEFAULT_POLICY, max_batch=max_batch)
     try:
         return validate(program_bytes, params_bytes, policy)
+    except ValidationFailed as failed:
+        _print_rejection(program, failed, as_json)
+        raise typer.Exit(EXIT_REJECTED) from None
+
+
+def _servable(program: Path, params: Path | None, as_json: bool, max_batch: int | None) -> Any:
+    """check_servable() on the files, as upload runs it; a rejection is printed, exit 1."""
+    from executor import check_servable
+    from validator import DEFAULT_POLICY, ValidationFailed
+
+    program_bytes = _read(program)
+    params_bytes = _read(params) if params is not None else None
+    policy = DEFAULT_POLICY if max_batch is None else replace(DEFAULT_POLICY, max_batch=max_batch)
+    try:
+        return check_servable(program_bytes, params_bytes, policy)
     except ValidationFailed as failed:
         _print_rejection(program, failed, as_json)
         raise typer.Exit(EXIT_REJECTED) from None
