@@ -17,17 +17,18 @@ import sys
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Final
+from typing import Final, TypeVar
 
 from pydantic_core import PydanticUndefined
 
 from server import errors
 from server.services import limits
-from server.services.types import TooManyRequests
+from server.services.types import ServiceError, TooManyRequests
 from server.settings import Settings
 from server.v2 import errors as v2_errors
 from validator import Code
 
+E = TypeVar("E", bound=Exception)
 README: Final = Path(__file__).resolve().parents[1] / "README.md"
 _BLOCK: Final = re.compile(
     r"(<!-- generated:(?P<name>[a-z-]+) -->\n)(?P<body>.*?)(<!-- /generated -->)", re.S
@@ -128,12 +129,12 @@ def _error_classes() -> Iterator[type[Exception]]:
     seen: set[type[Exception]] = set()
     for base, _status in errors.STATUS:
         for kind in _subclasses(base):
-            if kind not in seen and kind is not errors.ServiceError:
+            if kind not in seen and kind is not ServiceError:
                 seen.add(kind)
                 yield kind
 
 
-def _subclasses(kind: type[Exception]) -> list[type[Exception]]:
+def _subclasses(kind: type[E]) -> list[type[E]]:
     return [kind, *(sub for direct in kind.__subclasses__() for sub in _subclasses(direct))]
 
 
