@@ -1,10 +1,12 @@
 """fill_constant, fill_any_like, assign_value, range and shape built by real Paddle: accepted,
-with the dims Paddle records, in both the 3.x and the legacy attribute spellings."""
+with the dims Paddle records, in both the 3.x and the legacy attribute spellings.
+
+CASES is checked by test_ops_parity.py (dims and outputs against Paddle's)."""
 
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import Any
+from typing import Any, Final
 
 import numpy as np
 import pytest
@@ -15,19 +17,19 @@ pytest.importorskip("tests.conformance.paddle_util")
 from executor import SessionOptions, compile
 from executor.errors import IncompatibleInputs
 from graph_proto import framework_pb2 as pb
+from tests.conformance.op_cases import Case, Feeds, Size
 from tests.conformance.paddle_util import (
     assert_parity,
     build_and_save,
     building,
     dims_differences,
     install_legacy_compat,
-    op_types,
     paddle,
     random_feeds,
     recorded_types,
     save,
 )
-from validator import ValidatedProgram, validate
+from validator import validate
 
 pytestmark = pytest.mark.paddle
 
@@ -105,14 +107,6 @@ PROGRAMS: dict[str, tuple[str, Build]] = {
 }  # fmt: skip
 
 
-@pytest.mark.parametrize(("op_type", "build"), PROGRAMS.values(), ids=list(PROGRAMS))
-def test_program_matches_paddle(op_type: str, build: Build) -> None:
-    saved = build_and_save(build)
-    assert op_type in op_types(saved.program)
-    validated = validate(saved.program, saved.params)
-    assert dims_differences(validated, saved.program) == []
-
-
 def test_shape_values_flow_into_fill_constant() -> None:
     saved = build_and_save(_program(lambda x: paddle.full(paddle.shape(x), 3.0), [2, 3, 4]))
     validated = validate(saved.program, saved.params)
@@ -164,30 +158,27 @@ BOUNDS: dict[str, list[tuple[float, float, float]]] = {
     "arange_fed_float": [(0.1, 3.0, 0.1), (2.0, -1.0, -0.75), (1.0, 1.0, 0.5), (-3.0, 100.0, 0.7)],
     "arange_fed_int": [(0, 10, 3), (5, -1, -2), (2, 2, 1), (-7, 8, 4)],
 }
+BOUNDS_DTYPES = {"arange_fed_float": np.float32, "arange_fed_int": np.int64}
 
 
-def _bound_feeds(
-    validated: ValidatedProgram, bounds: tuple[float, float, float]
-) -> dict[str, np.ndarray]:
-    dtype = validated.inputs[0].dtype.numpy
+def _bound_feeds(dtype: type[np.generic], bounds: tuple[float, float, float]) -> Feeds:
     return {
         name: np.array([v], dtype) for name, v in zip(("start", "end", "step"), bounds, strict=True)
     }
 
 
-@pytest.mark.parametrize("name", list(PROGRAMS))
-def test_program_runs_like_paddle(name: str) -> None:
-    saved = build_and_save(PROGRAMS[name][1])
-    validated = validate(saved.program, saved.params)
-    if name in BOUNDS:
-        feed_sets = [_bound_feeds(validated, bounds) for bounds in BOUNDS[name]]
-    else:
-        feed_sets = [
-            {k: np.asarray(v) for k, v in random_feeds(validated, batch=batch, dynamic=4).items()}
-            for batch in (1, 3)
-        ]
-    for feeds in feed_sets:
-        assert_parity(saved, feeds)
+CASES: Final = {
+    name: Case(op_type, build, sizes=(Size(1, 4), Size(3, 4)))
+    for name, (op_type, build) in PROGRAMS.items()
+} | {
+    name: Case(
+        PROGRAMS[name][0],
+        PROGRAMS[name][1],
+        sizes=(Size(1, 4),),
+        values=tuple(_bound_feeds(BOUNDS_DTYPES[name], b) for b in bounds),
+    )
+    for name, bounds in BOUNDS.items()
+}
 
 
 @pytest.mark.parametrize(
@@ -205,4 +196,4 @@ def test_range_bounds_paddle_refuses_fail_the_request(
     validated = validate(saved.program, saved.params)
     model = compile(validated, SessionOptions(use_cuda=False))
     with pytest.raises(IncompatibleInputs, match=r"op \d+ \(range\)"):
-        model.run(_bound_feeds(validated, bounds))
+        model.run(_bound_feeds(BOUNDS_DTYPES[name], bounds))

@@ -1,22 +1,22 @@
-"""matmul_v2, legacy matmul and mul built by real Paddle: accepted, with the dims Paddle records."""
+"""matmul_v2, legacy matmul and mul built by real Paddle: accepted, with the dims Paddle records.
+
+CASES is checked by test_ops_parity.py (dims and outputs against Paddle's)."""
 
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import Any
+from typing import Any, Final
 
-import numpy as np
 import pytest
 
 # Imported first: paddle_util switches Paddle to legacy programs before importing it.
 pytest.importorskip("tests.conformance.paddle_util")
 
+from tests.conformance.op_cases import Case, Size
 from tests.conformance.paddle_util import (
     assert_parity,
     build_and_save,
-    dims_differences,
     install_legacy_compat,
-    op_types,
     paddle,
     random_feeds,
     recorded_types,
@@ -116,14 +116,6 @@ PROGRAMS: dict[str, tuple[str, Build]] = {
 }  # fmt: skip
 
 
-@pytest.mark.parametrize(("op_type", "build"), PROGRAMS.values(), ids=list(PROGRAMS))
-def test_program_matches_paddle(op_type: str, build: Build) -> None:
-    saved = build_and_save(build)
-    assert op_type in op_types(saved.program)
-    validated = validate(saved.program, saved.params)
-    assert dims_differences(validated, saved.program) == []
-
-
 def test_matmul_v2_batch_dims_paddle_records_unbroadcast_run_broadcast() -> None:
     # NOTE: MatmulInferMeta copies the batch dims of the higher-rank operand; its kernel
     # broadcasts them like numpy (the output is [N, 7, 3, 5]), which is what graphgate infers
@@ -137,10 +129,7 @@ def test_matmul_v2_batch_dims_paddle_records_unbroadcast_run_broadcast() -> None
         assert_parity(saved, random_feeds(validated, batch=batch))
 
 
-@pytest.mark.parametrize("name", list(PROGRAMS))
-def test_program_runs_like_paddle(name: str) -> None:
-    saved = build_and_save(PROGRAMS[name][1])
-    validated = validate(saved.program, saved.params)
-    for batch in (1, 3):
-        feeds = random_feeds(validated, batch=batch, dynamic=4, seed=batch)
-        assert_parity(saved, {k: np.asarray(v) for k, v in feeds.items()})
+CASES: Final = {
+    name: Case(op_type, build, sizes=(Size(1, 4, 1), Size(3, 4, 3)))
+    for name, (op_type, build) in PROGRAMS.items()
+}

@@ -1,5 +1,7 @@
 """Reshape, transpose, squeeze, concat, split, slice, expand and tile built by real Paddle:
-accepted, with the dims and dtypes Paddle records (more where shape arithmetic is folded)."""
+accepted, with the dims and dtypes Paddle records (more where shape arithmetic is folded).
+
+CASES is checked by test_ops_parity.py (dims and outputs against Paddle's)."""
 
 from __future__ import annotations
 
@@ -13,6 +15,7 @@ import pytest
 pytest.importorskip("tests.conformance.paddle_util")
 
 from executor.lower import BOUNDARY_OPS, EMITTERS
+from tests.conformance.op_cases import Case, Size
 from tests.conformance.paddle_util import (
     Saved,
     assert_parity,
@@ -99,14 +102,6 @@ PROGRAMS: dict[str, tuple[str, Build]] = {
 }  # fmt: skip
 
 
-@pytest.mark.parametrize(("op_type", "build"), PROGRAMS.values(), ids=list(PROGRAMS))
-def test_program_matches_paddle(op_type: str, build: Build) -> None:
-    saved = build_and_save(build)
-    assert op_type in op_types(saved.program)
-    validated = validate(saved.program, saved.params)
-    assert dims_differences(validated, saved.program) == []
-
-
 def _shape_arithmetic(batch: int) -> Build:
     """shape -> slice -> concat -> reshape2, as exported models compute a target shape."""
 
@@ -179,12 +174,6 @@ def _check_parity(saved: Saved, sizes: tuple[tuple[int, int], ...], **values: np
         assert_parity(saved, feeds)
 
 
-@pytest.mark.parametrize(("op_type", "build"), PROGRAMS.values(), ids=list(PROGRAMS))
-def test_program_runs_like_paddle(op_type: str, build: Build, request: Any) -> None:
-    name = request.node.callspec.id
-    _check_parity(build_and_save(build), PARITY_SIZES.get(name, SIZES))
-
-
 def _with_ints(fn: Callable[..., Any], x: list[int], *ints: tuple[str, list[int], str]) -> Build:
     """Feeds x (float32 of shape x) and int tensors (name, shape, dtype) whose values only the
     run time knows, to `fn(x, *ints)`."""
@@ -236,14 +225,16 @@ FED: dict[str, tuple[str, Build, list[dict[str, np.ndarray]]]] = {
 }  # fmt: skip
 
 
-@pytest.mark.parametrize(("op_type", "build", "runs"), FED.values(), ids=list(FED))
-def test_run_time_operands_run_like_paddle(
-    op_type: str, build: Build, runs: list[dict[str, np.ndarray]], request: Any
-) -> None:
-    saved = build_and_save(build)
-    assert op_type in op_types(saved.program)
-    for values in runs:
-        _check_parity(saved, PARITY_SIZES.get(request.node.callspec.id, SIZES), **values)
+def _sizes(name: str) -> tuple[Size, ...]:
+    return tuple(Size(b, d, seed) for seed, (b, d) in enumerate(PARITY_SIZES.get(name, SIZES)))
+
+
+CASES: Final = {
+    name: Case(op_type, build, sizes=_sizes(name)) for name, (op_type, build) in PROGRAMS.items()
+} | {
+    name: Case(op_type, build, sizes=_sizes(name), values=tuple(runs), dims=False)
+    for name, (op_type, build, runs) in FED.items()
+}
 
 
 def test_an_empty_x_takes_a_0_as_a_size() -> None:

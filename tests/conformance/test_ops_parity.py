@@ -11,7 +11,11 @@ import pytest
 
 from tests.conformance import (
     test_ops_activation,
+    test_ops_creation,
     test_ops_elementwise,
+    test_ops_linalg,
+    test_ops_manipulation,
+    test_ops_reduce,
     test_ops_unary_math,
 )
 from tests.conformance.op_cases import Case, randomized
@@ -21,7 +25,11 @@ pytestmark = pytest.mark.paddle
 
 FAMILIES = {
     "activation": test_ops_activation.CASES,
+    "creation": test_ops_creation.CASES,
     "elementwise": test_ops_elementwise.CASES,
+    "linalg": test_ops_linalg.CASES,
+    "manipulation": test_ops_manipulation.CASES,
+    "reduce": test_ops_reduce.CASES,
     "unary_math": test_ops_unary_math.CASES,
 }
 

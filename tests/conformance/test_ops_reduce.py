@@ -1,9 +1,11 @@
-"""Reductions and scans built by real Paddle: accepted, with the dims and dtypes Paddle records."""
+"""Reductions and scans built by real Paddle: accepted, with the dims and dtypes Paddle records.
+
+CASES is checked by test_ops_parity.py (dims and outputs against Paddle's)."""
 
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import Any
+from typing import Any, Final
 
 import numpy as np
 import pytest
@@ -13,17 +15,17 @@ pytest.importorskip("tests.conformance.paddle_util")
 
 from executor import SessionOptions, compile
 from executor.lower import LoweringError
+from tests.conformance.op_cases import Adjust, Case, Size
 from tests.conformance.paddle_util import (
     assert_parity,
     build_and_save,
     dims_differences,
     install_legacy_compat,
-    op_types,
     paddle,
     random_feeds,
     recorded_types,
 )
-from validator import ValidatedProgram, validate
+from validator import validate
 
 pytestmark = pytest.mark.paddle
 
@@ -152,14 +154,6 @@ PROGRAMS: dict[str, tuple[str, Build]] = {
 }  # fmt: skip
 
 
-@pytest.mark.parametrize(("op_type", "build"), PROGRAMS.values(), ids=list(PROGRAMS))
-def test_program_matches_paddle(op_type: str, build: Build) -> None:
-    saved = build_and_save(build)
-    assert op_type in op_types(saved.program)
-    validated = validate(saved.program, saved.params)
-    assert dims_differences(validated, saved.program) == []
-
-
 def test_topk_k_tensor_value_gives_the_axis_length() -> None:
     saved = build_and_save(PROGRAMS["topk_k_tensor"][1])
     validated = validate(saved.program, saved.params)
@@ -211,18 +205,19 @@ TRANSFORMS: dict[str, Callable[[np.ndarray], np.ndarray]] = {
 }
 
 
-def _parity_feeds(validated: ValidatedProgram, name: str, batch: int) -> dict[str, np.ndarray]:
-    transform: Callable[[np.ndarray], np.ndarray] = TRANSFORMS.get(name, np.asarray)
-    feeds = random_feeds(validated, batch=batch, dynamic=5, seed=batch)
-    return {k: np.asarray(transform(v)).astype(v.dtype) for k, v in feeds.items()}
+def _transformed(transform: Callable[[np.ndarray], np.ndarray]) -> Adjust:
+    return lambda feeds: {k: np.asarray(transform(v)).astype(v.dtype) for k, v in feeds.items()}
 
 
-@pytest.mark.parametrize("name", list(PROGRAMS))
-def test_program_runs_like_paddle(name: str) -> None:
-    saved = build_and_save(PROGRAMS[name][1])
-    validated = validate(saved.program, saved.params)
-    for batch in (1, 3):
-        assert_parity(saved, _parity_feeds(validated, name, batch))
+CASES: Final = {
+    name: Case(
+        op_type,
+        build,
+        sizes=(Size(1, 5, 1), Size(3, 5, 3)),
+        adjust=_transformed(TRANSFORMS[name]) if name in TRANSFORMS else None,
+    )
+    for name, (op_type, build) in PROGRAMS.items()
+}
 
 
 def test_unsorted_top_k_is_refused_by_the_lowering() -> None:
