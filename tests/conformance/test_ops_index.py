@@ -1,10 +1,12 @@
 """gather, index_select, lookup_table_v2, one_hot_v2 and where built by real Paddle: accepted, with
-the dims Paddle records (-1 index counts and batch dims included)."""
+the dims Paddle records (-1 index counts and batch dims included).
+
+CASES is checked by test_ops_parity.py (dims and outputs against Paddle's)."""
 
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import Any
+from typing import Any, Final, Literal
 
 import numpy as np
 import pytest
@@ -14,14 +16,13 @@ pytest.importorskip("tests.conformance.paddle_util")
 
 from executor import SessionOptions, compile
 from executor.errors import IndexOutOfRange
+from tests.conformance.op_cases import Case, Size
 from tests.conformance.paddle_util import (
     Saved,
     assert_parity,
     build_and_save,
     building,
-    dims_differences,
     install_legacy_compat,
-    op_types,
     paddle,
     random_feeds,
     recorded_types,
@@ -101,14 +102,6 @@ PROGRAMS: dict[str, tuple[str, Build]] = {
 }  # fmt: skip
 
 
-@pytest.mark.parametrize(("op_type", "build"), PROGRAMS.values(), ids=list(PROGRAMS))
-def test_program_matches_paddle(op_type: str, build: Build) -> None:
-    saved = build_and_save(build)
-    assert op_type in op_types(saved.program)
-    validated = validate(saved.program, saved.params)
-    assert dims_differences(validated, saved.program) == []
-
-
 def test_constant_depth_tensor_gives_a_known_depth() -> None:
     saved = build_and_save(PROGRAMS["one_hot_depth_tensor"][1])
     validated = validate(saved.program, saved.params)
@@ -181,8 +174,8 @@ PARITY_PROGRAMS: dict[str, tuple[str, Build]] = {
     "where_float64": ("where", _program(paddle.where, ([-1, 2, 3], "bool"), ([-1, 2, 3], "float64"), ([-1, 2, 3], "float64"))),
 }  # fmt: skip
 
-# The largest valid index (exclusive) of each program's integer feeds; "batch" for axis 0.
-_INT_HIGH: dict[str, int | str] = {
+# The largest valid index (exclusive) of each program's integer feeds; "batch" (BATCH) for axis 0.
+_INT_HIGH: dict[str, int | Literal["batch"]] = {
     "gather": "batch", "gather_int64_x": "batch", "gather_axis_tensor_0": "batch",
     "gather_axis_1": 5, "gather_0d_index": 5, "gather_axis_negative": 6, "gather_2d_index": 6,
     "index_select": 5, "index_select_negative": 6, "index_select_default": "batch",
@@ -198,16 +191,17 @@ _FEED_VALUES: dict[str, dict[str, np.ndarray]] = {
 }
 
 
-@pytest.mark.parametrize("batch", [1, 3])
-@pytest.mark.parametrize("name", list(PARITY_PROGRAMS))
-def test_lowered_program_matches_paddle(name: str, batch: int) -> None:
-    saved = build_and_save(PARITY_PROGRAMS[name][1])
-    assert PARITY_PROGRAMS[name][0] in op_types(saved.program)
-    validated = validate(saved.program, saved.params)
-    high = _INT_HIGH.get(name, 10)  # 10: the embeddings' vocabulary
-    feeds = random_feeds(validated, batch=batch, int_high=batch if high == "batch" else int(high))
-    feeds.update(_FEED_VALUES.get(name, {}))
-    assert_parity(saved, feeds)
+CASES: Final = {
+    name: Case(
+        op_type,
+        build,
+        sizes=(Size(1, 5), Size(3, 5)),
+        int_high=_INT_HIGH.get(name, 10),  # 10: the embeddings' vocabulary
+        values=(_FEED_VALUES.get(name, {}),),
+        dims=name in PROGRAMS,
+    )
+    for name, (op_type, build) in PARITY_PROGRAMS.items()
+}
 
 
 def _refusal(saved: Saved, feeds: dict[str, np.ndarray]) -> str:

@@ -13,9 +13,12 @@ from tests.conformance import (
     test_ops_activation,
     test_ops_creation,
     test_ops_elementwise,
+    test_ops_index,
     test_ops_linalg,
     test_ops_manipulation,
+    test_ops_nn,
     test_ops_reduce,
+    test_ops_resize,
     test_ops_unary_math,
 )
 from tests.conformance.op_cases import Case, randomized
@@ -27,9 +30,12 @@ FAMILIES = {
     "activation": test_ops_activation.CASES,
     "creation": test_ops_creation.CASES,
     "elementwise": test_ops_elementwise.CASES,
+    "index": test_ops_index.CASES,
     "linalg": test_ops_linalg.CASES,
     "manipulation": test_ops_manipulation.CASES,
+    "nn": test_ops_nn.CASES,
     "reduce": test_ops_reduce.CASES,
+    "resize": test_ops_resize.CASES,
     "unary_math": test_ops_unary_math.CASES,
 }
 

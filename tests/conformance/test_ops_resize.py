@@ -1,10 +1,12 @@
 """pad3d, nearest/bilinear interpolation, pixel_shuffle and flip built by real Paddle: accepted,
-with the dims Paddle records (-1 spatial dims, size and scale tensors included)."""
+with the dims Paddle records (-1 spatial dims, size and scale tensors included).
+
+CASES is checked by test_ops_parity.py (dims and outputs against Paddle's)."""
 
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import Any
+from typing import Any, Final
 
 import numpy as np
 import pytest
@@ -12,14 +14,11 @@ import pytest
 # Imported first: paddle_util switches Paddle to legacy programs before importing it.
 pytest.importorskip("tests.conformance.paddle_util")
 
+from tests.conformance.op_cases import Case, sizes
 from tests.conformance.paddle_util import (
-    assert_parity,
     build_and_save,
-    dims_differences,
     install_legacy_compat,
-    op_types,
     paddle,
-    random_feeds,
     recorded_types,
 )
 from validator import Code, Policy, ValidationFailed, validate
@@ -150,14 +149,6 @@ PARITY_PROGRAMS: dict[str, tuple[str, Build]] = {
 }  # fmt: skip
 
 
-@pytest.mark.parametrize(("op_type", "build"), PROGRAMS.values(), ids=list(PROGRAMS))
-def test_program_matches_paddle(op_type: str, build: Build) -> None:
-    saved = build_and_save(build)
-    assert op_type in op_types(saved.program)
-    validated = validate(saved.program, saved.params, POLICY, REGISTRY)
-    assert dims_differences(validated, saved.program) == []
-
-
 def test_constant_paddings_tensor_gives_known_dims() -> None:
     saved = build_and_save(PROGRAMS["pad5d_constant_paddings_tensor"][1])
     validated = validate(saved.program, saved.params, POLICY, REGISTRY)
@@ -219,20 +210,16 @@ _FEED_VALUES: dict[str, dict[str, np.ndarray]] = {
 # NOTE: Paddle 3.3's kernel computes int(in * scale) in double, its compile-time rule in float32:
 # for 10 * 1.3f the kernel gives 12, the rule 13. graphgate's rule follows the kernel; the
 # "double_product" programs check that at the sizes where the two differ.
-def _parity_params() -> list[Any]:
-    return [
-        pytest.param(name, batch, dynamic)
-        for name in PARITY_PROGRAMS
-        for batch in (1, 3)
-        for dynamic in (5, 10)
-    ]
-
-
-@pytest.mark.parametrize(("name", "batch", "dynamic"), _parity_params())
-def test_lowered_program_matches_paddle(name: str, batch: int, dynamic: int) -> None:
-    saved = build_and_save(PARITY_PROGRAMS[name][1])
-    assert PARITY_PROGRAMS[name][0] in op_types(saved.program)
-    validated = validate(saved.program, saved.params, POLICY, REGISTRY)
-    feeds = random_feeds(validated, batch=batch, dynamic=dynamic, int_high=256)
-    feeds.update(_FEED_VALUES.get(name, {}))
-    assert_parity(saved, feeds, validate_args=(POLICY, REGISTRY))
+CASES: Final = {
+    name: Case(
+        op_type,
+        build,
+        sizes=sizes((1, 3), (5, 10), (0, 0)),
+        int_high=256,
+        values=(_FEED_VALUES.get(name, {}),),
+        policy=POLICY,
+        registry=REGISTRY,
+        dims=name in PROGRAMS,
+    )
+    for name, (op_type, build) in PARITY_PROGRAMS.items()
+}
