@@ -23,6 +23,8 @@ from tests.conformance.paddle_util import (
 )
 from validator import Policy, validate
 
+pytestmark = pytest.mark.paddle
+
 install_legacy_compat()
 
 
