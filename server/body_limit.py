@@ -1,11 +1,21 @@
-"""ASGI middleware: a byte cap on request bodies, enforced while they stream (413 on excess)."""
+"""ASGI middleware: byte caps on request bodies, per route, enforced while they stream (413).
+
+The one place bodies are capped: uploads (`/v1/models`, `/v1/check`) and V2 inference bodies
+alike. The cap is checked when the app first reads the body, not when the request arrives, so
+whatever the route checks before reading (the key, the rate, the model) answers first, as if
+the route read the body itself.
+"""
 
 from __future__ import annotations
 
-import json
 from collections.abc import Iterable
 
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
+
+from server import request_state
+from server.errors import error_response, status_of
+from server.paths import Paths
+from server.services.types import PayloadTooLarge
 
 
 class BodyTooLarge(Exception):
@@ -13,39 +23,42 @@ class BodyTooLarge(Exception):
 
 
 class BodyLimit:
-    """Caps the bodies of requests to `paths` at `max_bytes`.
+    """Caps the bodies of requests to each group of route templates at its byte count.
 
     Content-Length above the cap is refused before reading; the bytes are counted as well,
     since Content-Length can lie or be absent (chunked). Once crossed, whatever the app
     would answer is replaced by the 413.
     """
 
-    def __init__(self, app: ASGIApp, max_bytes: int, paths: Iterable[str]) -> None:
+    def __init__(self, app: ASGIApp, caps: Iterable[tuple[Iterable[str], int]]) -> None:
         self.app = app
-        self.max_bytes = max_bytes
-        self.paths = tuple(paths)
+        self.caps = tuple((Paths(templates), max_bytes) for templates, max_bytes in caps)
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        if scope["type"] != "http" or scope["path"].rstrip("/") not in self.paths:
+        cap = self._cap(scope) if scope["type"] == "http" else None
+        if cap is None:
             await self.app(scope, receive, send)
             return
-        declared = dict(scope["headers"]).get(b"content-length")
-        if declared is not None and declared.isdigit() and int(declared) > self.max_bytes:
-            await self._too_large(send)
-            return
-        await self._guarded(scope, receive, send)
+        await self._guarded(scope, receive, send, cap)
 
-    async def _guarded(self, scope: Scope, receive: Receive, send: Send) -> None:
+    def _cap(self, scope: Scope) -> int | None:
+        path = scope["path"]
+        return next((cap for paths, cap in self.caps if path in paths), None)
+
+    async def _guarded(self, scope: Scope, receive: Receive, send: Send, cap: int) -> None:
         seen = 0
         crossed = False
         started = False
 
         async def counting_receive() -> Message:
             nonlocal seen, crossed
+            if seen == 0 and _declared(scope) > cap:
+                crossed = True
+                raise BodyTooLarge
             message = await receive()
             if message["type"] == "http.request":
                 seen += len(message.get("body", b""))
-                if seen > self.max_bytes:
+                if seen > cap:
                     crossed = True
                     raise BodyTooLarge
             return message
@@ -62,19 +75,20 @@ class BodyLimit:
             if not crossed:
                 raise
         if crossed and not started:
-            await self._too_large(send)
+            await _too_large(scope, receive, send, cap)
 
-    async def _too_large(self, send: Send) -> None:
-        body = json.dumps(
-            {
-                "error": f"request body exceeds the {self.max_bytes}-byte limit",
-                "code": "PAYLOAD_TOO_LARGE",
-            }
-        ).encode()
-        headers = [
-            (b"content-type", b"application/json"),
-            (b"content-length", str(len(body)).encode()),
-            (b"connection", b"close"),
-        ]
-        await send({"type": "http.response.start", "status": 413, "headers": headers})
-        await send({"type": "http.response.body", "body": body})
+
+def _declared(scope: Scope) -> int:
+    """The request's Content-Length, 0 when absent or not a number (the bytes are counted)."""
+    for name, value in scope["headers"]:
+        if name == b"content-length":
+            return int(value) if value.isdigit() else 0
+    return 0
+
+
+async def _too_large(scope: Scope, receive: Receive, send: Send, cap: int) -> None:
+    error = PayloadTooLarge(f"request body exceeds the {cap}-byte limit")
+    request_state.note(scope, request_state.ERROR_CODE, error.code)  # a metrics label
+    # The connection closes: the rest of the body is never read.
+    response = error_response(status_of(error), str(error), error.code, {"connection": "close"})
+    await response(scope, receive, send)

@@ -14,6 +14,7 @@ from typing import Annotated
 from fastapi import Depends, Request
 from starlette.concurrency import run_in_threadpool
 
+from server import request_state
 from server.services.limits import Limits
 from server.services.metrics import Metrics
 from server.services.models import ModelService
@@ -74,7 +75,7 @@ async def get_principal(request: Request, tenants: TenantsDep) -> Principal:
     principal = tenants.cached_principal(key)
     if principal is None:  # not cached: a database read
         principal = await run_in_threadpool(tenants.authenticate, key)
-    request.state.principal = principal  # a metrics label (server/metrics.py)
+    request_state.note(request.scope, request_state.PRINCIPAL, principal)  # a metrics label
     if not principal.is_admin:
         limits: Limits = request.app.state.limits
         with _throttle_counted(request, principal):
@@ -103,7 +104,7 @@ async def get_loaded_model(
     loaded = models.cached_resolve(principal, name, version)
     if loaded is None:  # not cached: a database read, maybe a compile
         loaded = await run_in_threadpool(models.resolve, principal, name, version)
-    request.state.model = loaded  # a metrics label (server/metrics.py)
+    request_state.note(request.scope, request_state.MODEL, loaded)  # a metrics label
     return loaded
 
 

@@ -8,7 +8,7 @@ from contextlib import asynccontextmanager
 
 from fastapi import FastAPI
 
-from server import errors
+from server import errors, paths
 from server.body_limit import BodyLimit
 from server.db.engine import open_database
 from server.metrics import InferenceMetrics
@@ -62,7 +62,11 @@ def create_app(settings: Settings) -> FastAPI:
     app.state.metrics = Metrics()  # its own registry: apps in one process never collide
     errors.install(app)
     app.add_middleware(
-        BodyLimit, max_bytes=settings.max_upload_bytes, paths=("/v1/models", "/v1/check")
+        BodyLimit,
+        caps=(
+            (paths.UPLOAD_PATHS, settings.max_upload_bytes),
+            (paths.V2_INFER_PATHS, settings.max_infer_bytes),
+        ),
     )
     app.add_middleware(InferenceMetrics, metrics=app.state.metrics)
     app.include_router(health.router)

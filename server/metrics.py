@@ -8,21 +8,18 @@ that far is labelled "" for them, never with the raw path.
 
 from __future__ import annotations
 
-import re
 import time
 from typing import Final
 
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
+from server import request_state
+from server.paths import V2_INFER_PATHS, Paths
 from server.services.metrics import NO_LABEL, Metrics
 from server.services.types import LoadedModel, Principal
 
-INFER_PATH: Final = re.compile(r"^/v2/models/[^/]+(?:/versions/[^/]+)?/infer/?$")
+INFER_PATHS: Final = Paths(V2_INFER_PATHS)
 BINARY_HEADER: Final = b"inference-header-content-length"
-# Keys of the request state (scope["state"]) shared with server/deps.py and server/errors.py.
-STATE_PRINCIPAL: Final = "principal"
-STATE_MODEL: Final = "model"
-STATE_ERROR_CODE: Final = "error_code"
 
 
 class InferenceMetrics:
@@ -31,15 +28,11 @@ class InferenceMetrics:
         self.metrics = metrics
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        if (
-            scope["type"] != "http"
-            or scope["method"] != "POST"
-            or not INFER_PATH.match(scope["path"])
-        ):
+        if scope["type"] != "http" or scope["method"] != "POST" or scope["path"] not in INFER_PATHS:
             await self.app(scope, receive, send)
             return
         started = time.perf_counter()
-        state: dict[str, object] = scope.setdefault("state", {})
+        state = request_state.state_of(scope)
         status = 500  # when the app raises before answering, the server answers 500
 
         async def observing_send(message: Message) -> None:
@@ -54,9 +47,9 @@ class InferenceMetrics:
             self._record(scope, state, status, time.perf_counter() - started)
 
     def _record(self, scope: Scope, state: dict[str, object], status: int, seconds: float) -> None:
-        principal = state.get(STATE_PRINCIPAL)
-        model = state.get(STATE_MODEL)
-        code = state.get(STATE_ERROR_CODE)
+        principal = state.get(request_state.PRINCIPAL)
+        model = state.get(request_state.MODEL)
+        code = state.get(request_state.ERROR_CODE)
         self.metrics.inference(
             principal.tenant_id if isinstance(principal, Principal) else "",
             model.name if isinstance(model, LoadedModel) else NO_LABEL,

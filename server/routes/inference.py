@@ -9,31 +9,12 @@ from starlette.concurrency import run_in_threadpool
 from starlette.routing import Route
 
 from server.deps import LoadedModelDep, get_loaded_model, get_principal, inference_slot
+from server.paths import V2_INFER_PATHS, V2_MODELS
 from server.services import inference
 from server.services.types import LoadedModel
 from server.settings import Settings
-from server.v2.errors import InferBodyTooLarge
 
-router = APIRouter(prefix="/v2/models", tags=["inference"])
-
-
-async def read_body(request: Request, cap: int) -> bytes:
-    """The raw body, whatever its Content-Type, read up to `cap` bytes (else 413)."""
-    declared = request.headers.get("content-length", "")
-    if declared.isdigit() and int(declared) > cap:
-        raise _too_large(cap)
-    chunks: list[bytes] = []
-    seen = 0
-    async for chunk in request.stream():  # counted as it streams: Content-Length can lie
-        seen += len(chunk)
-        if seen > cap:
-            raise _too_large(cap)
-        chunks.append(chunk)
-    return b"".join(chunks)
-
-
-def _too_large(cap: int) -> InferBodyTooLarge:
-    return InferBodyTooLarge(f"request body exceeds the {cap}-byte limit")
+router = APIRouter(prefix=V2_MODELS, tags=["inference"])
 
 
 # NOTE: `async def` routes: with the caches hit (server/deps.py) nothing here blocks, and a
@@ -64,7 +45,7 @@ async def infer(request: Request) -> Response:
     async with inference_slot(request, principal):
         name = request.path_params["name"]
         model = await get_loaded_model(request, name, principal, state.models)
-        body = await read_body(request, settings.max_infer_bytes)
+        body = await request.body()  # capped by server/body_limit.py as it streams
         content, headers = await _answer(model, body, request, settings)
     return Response(content, headers=headers)
 
@@ -83,5 +64,4 @@ async def _answer(
     return await run_in_threadpool(inference.run, model, decoded)
 
 
-router.routes.append(Route("/v2/models/{name}/infer", infer, methods=["POST"]))
-router.routes.append(Route("/v2/models/{name}/versions/{version}/infer", infer, methods=["POST"]))
+router.routes.extend(Route(path, infer, methods=["POST"]) for path in V2_INFER_PATHS)

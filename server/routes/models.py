@@ -7,14 +7,15 @@ from typing import Annotated, Any
 from fastapi import APIRouter, File, Form, Response, UploadFile, status
 
 from server.deps import MetricsDep, ModelsDep, PrincipalDep
+from server.paths import CHECK, MODELS, V1
 
-router = APIRouter(prefix="/v1", tags=["models"])
+router = APIRouter(prefix=V1, tags=["models"])
 ProgramPart = Annotated[UploadFile, File(description="The .pdmodel (ProgramDesc) bytes.")]
 ParamsPart = Annotated[UploadFile | None, File(description="The .pdiparams bytes.")]
 
 
 # NOTE: `def` routes: validation and compilation are CPU-bound, so they run in the threadpool.
-@router.post("/models", status_code=status.HTTP_201_CREATED)
+@router.post(MODELS, status_code=status.HTTP_201_CREATED)
 def upload_model(
     principal: PrincipalDep,
     models: ModelsDep,
@@ -27,7 +28,7 @@ def upload_model(
         return models.upload(principal, name, program.file.read(), _read(params))
 
 
-@router.post("/check")
+@router.post(CHECK)
 def check_model(
     _principal: PrincipalDep, models: ModelsDep, program: ProgramPart, params: ParamsPart = None
 ) -> dict[str, Any]:

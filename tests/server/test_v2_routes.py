@@ -165,3 +165,16 @@ def test_bodies_over_the_cap_are_413(tmp_path: Path) -> None:
 
         streamed = client.post("/v2/models/m/infer", content=chunks(), headers=auth(key))
         assert_error(streamed, 413, "PAYLOAD_TOO_LARGE")
+
+        # The cap is checked when the body is read: the key and the model answer first.
+        too_big = {"content-length": "100000"}
+        unauthenticated = client.post("/v2/models/m/infer", content=b"{}", headers=too_big)
+        assert_error(unauthenticated, 401, "UNAUTHORIZED")
+        unknown = client.post(
+            "/v2/models/nope/infer", content=b"{}", headers={**too_big, **auth(key)}
+        )
+        assert_error(unknown, 404, "NOT_FOUND")
+        pinned = client.post(
+            "/v2/models/m/versions/1/infer/", content=b"{" + b" " * 300 + b"}", headers=auth(key)
+        )
+        assert_error(pinned, 413, "PAYLOAD_TOO_LARGE")
