@@ -3,6 +3,7 @@ onnxruntime cannot build, and the ONNX gate on hand-made models."""
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 
 import numpy as np
@@ -14,8 +15,10 @@ from executor import SessionOptions, compile, gate
 from executor.gate import GateError
 from executor.lower import IR_VERSION, ONNX_OPSET, LoweringError
 from graph_proto.types import DType
-from tests.builders import CONV2D_ATTRS, GraphBuilder, V, mlp, weights
-from validator import ValidatedProgram, validate
+from tests.builders import CONV2D_ATTRS, FP32, GraphBuilder, V, mlp, weights
+from validator import Code, ValidatedProgram, validate
+from validator.ops import REGISTRY
+from validator.ops._def import Registry
 
 CPU = "CPUExecutionProvider"
 CUDA = "CUDAExecutionProvider"
@@ -85,6 +88,7 @@ def test_a_float64_conv_is_a_lowering_error_not_an_onnxruntime_error() -> None:
         "'1_conv2d/node_Conv_2'"
     )
     assert info.value.__cause__ is None and info.value.__suppress_context__
+    assert info.value.code == Code.LOWERING_UNSUPPORTED  # a refusal of this runtime, no bug
 
 
 # --- the ONNX gate on hand-made models ---------------------------------------------------------
@@ -247,3 +251,30 @@ def test_the_gate_rejects(model: onnx.ModelProto, message: str) -> None:
     with pytest.raises(GateError) as info:
         gate.check(model)
     assert str(info.value) == message
+
+
+# --- lowering errors: a graphgate bug, located at the op -----------------------------------------
+
+
+def _with_an_op_that_has_no_lowering() -> Registry:
+    """Every registered op, and relu again as "relu_unlowered": validated, but no emitter."""
+    relu = REGISTRY.get("relu")
+    assert relu is not None
+    return Registry(tuple(REGISTRY), (dataclasses.replace(relu, op_type="relu_unlowered"),))
+
+
+def test_a_lowering_that_fails_is_a_located_lowering_failed_error() -> None:
+    g = GraphBuilder()
+    g.feed("x", FP32, [-1, 4])
+    g.node("relu", {"X": ["x"]}, {"Out": [V("r", [-1, 4])]})
+    g.node("relu_unlowered", {"X": ["r"]}, {"Out": [V("y", [-1, 4])]})
+    g.fetch("y")
+    program = validate(g.program_bytes(), registry=_with_an_op_that_has_no_lowering())
+
+    with pytest.raises(LoweringError) as info:
+        compile(program, SessionOptions(use_cuda=False))
+
+    assert str(info.value) == "op 'relu_unlowered' has no ONNX lowering"
+    assert info.value.code == Code.LOWERING_FAILED
+    located = (info.value.block, info.value.op_index, info.value.op_type)
+    assert located == (0, 2, "relu_unlowered")  # op 0 is the feed
