@@ -2,12 +2,15 @@
 
 from __future__ import annotations
 
+from dataclasses import asdict
 from typing import Any
 
 from fastapi import APIRouter, Depends, status
 from pydantic import BaseModel, Field
 
 from server.deps import TenantsDep, require_admin
+from server.routes.json import iso
+from server.services.types import KeyInfo, TenantInfo
 
 router = APIRouter(prefix="/v1/admin", tags=["admin"], dependencies=[Depends(require_admin)])
 
@@ -18,19 +21,33 @@ class NewTenant(BaseModel):
 
 @router.post("/tenants", status_code=status.HTTP_201_CREATED)
 def create_tenant(body: NewTenant, tenants: TenantsDep) -> dict[str, Any]:
-    return tenants.create_tenant(body.name)
+    return asdict(tenants.create_tenant(body.name))
 
 
 @router.get("/tenants")
 def list_tenants(tenants: TenantsDep) -> dict[str, Any]:
-    return {"tenants": tenants.list_tenants()}
+    return {"tenants": [_tenant_json(t) for t in tenants.list_tenants()]}
 
 
 @router.post("/tenants/{name}/keys", status_code=status.HTTP_201_CREATED)
 def create_key(name: str, tenants: TenantsDep) -> dict[str, Any]:
-    return tenants.create_key(name)
+    return asdict(tenants.create_key(name))
 
 
 @router.delete("/keys/{key_id}")
 def revoke_key(key_id: str, tenants: TenantsDep) -> dict[str, Any]:
-    return tenants.revoke_key(key_id)
+    return _key_json(tenants.revoke_key(key_id))
+
+
+def _tenant_json(tenant: TenantInfo) -> dict[str, Any]:
+    keys = [_key_json(key) for key in tenant.keys]
+    return {"tenant": tenant.tenant, "created": iso(tenant.created), "keys": keys}
+
+
+def _key_json(key: KeyInfo) -> dict[str, Any]:
+    return {
+        "key_id": key.key_id,
+        "role": key.role,
+        "created": iso(key.created),
+        "revoked": iso(key.revoked),
+    }

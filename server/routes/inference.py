@@ -13,6 +13,7 @@ from server.paths import V2_INFER_PATHS, V2_MODELS
 from server.services import inference
 from server.services.types import LoadedModel
 from server.settings import Settings
+from server.v2 import codec
 
 router = APIRouter(prefix=V2_MODELS, tags=["inference"])
 
@@ -22,13 +23,21 @@ router = APIRouter(prefix=V2_MODELS, tags=["inference"])
 @router.get("/{name}")
 @router.get("/{name}/versions/{version}")
 async def model_metadata(model: LoadedModelDep) -> dict[str, Any]:
-    return inference.metadata(model)
+    meta = inference.metadata(model)
+    return {
+        "name": meta.name,
+        "versions": [str(meta.version)],
+        "platform": meta.platform,
+        "inputs": [codec.tensor_metadata(spec) for spec in meta.inputs],
+        "outputs": [codec.tensor_metadata(spec) for spec in meta.outputs],
+    }
 
 
 @router.get("/{name}/ready")
 @router.get("/{name}/versions/{version}/ready")
 async def model_ready(model: LoadedModelDep) -> dict[str, Any]:
-    return inference.ready(model)
+    # A model that resolves is compiled, hence ready.
+    return {"name": model.name, "version": str(model.version), "ready": True}
 
 
 # NOTE: a plain Starlette endpoint, not a FastAPI route with dependencies: solving them costs

@@ -8,6 +8,8 @@ from fastapi import APIRouter, File, Form, Response, UploadFile, status
 
 from server.deps import MetricsDep, ModelsDep, PrincipalDep
 from server.paths import CHECK, MODELS, V1
+from server.routes.json import iso
+from server.services.types import StoredModel, StoredVersion
 
 router = APIRouter(prefix=V1, tags=["models"])
 ProgramPart = Annotated[UploadFile, File(description="The .pdmodel (ProgramDesc) bytes.")]
@@ -25,24 +27,36 @@ def upload_model(
     params: ParamsPart = None,
 ) -> dict[str, Any]:
     with metrics.upload(principal.tenant_id):
-        return models.upload(principal, name, program.file.read(), _read(params))
+        uploaded = models.upload(principal, name, program.file.read(), _read(params))
+    return {
+        "name": uploaded.name,
+        "version": uploaded.version,
+        "status": uploaded.status,
+        "report": uploaded.report.to_json(),
+    }
 
 
 @router.post(CHECK)
 def check_model(
     _principal: PrincipalDep, models: ModelsDep, program: ProgramPart, params: ParamsPart = None
 ) -> dict[str, Any]:
-    return {"valid": True, "report": models.check(program.file.read(), _read(params))}
+    return {"valid": True, "report": models.check(program.file.read(), _read(params)).to_json()}
 
 
 @router.get("/models")
 def list_models(principal: PrincipalDep, models: ModelsDep) -> dict[str, Any]:
-    return {"models": models.list_models(principal)}
+    models_json = [
+        {"name": m.name, "versions": [v.version for v in m.versions], **_latest_json(m)}
+        for m in models.list_models(principal)
+    ]
+    return {"models": models_json}
 
 
 @router.get("/models/{name}")
 def get_model(name: str, principal: PrincipalDep, models: ModelsDep) -> dict[str, Any]:
-    return models.get_model(principal, name)
+    model = models.get_model(principal, name)
+    versions = [_version_json(v) for v in model.versions]
+    return {"name": model.name, **_latest_json(model), "versions": versions}
 
 
 @router.delete("/models/{name}", status_code=status.HTTP_204_NO_CONTENT)
@@ -66,3 +80,25 @@ def download_onnx(name: str, version: int, principal: PrincipalDep, models: Mode
 
 def _read(part: UploadFile | None) -> bytes | None:
     return None if part is None else part.file.read()
+
+
+def _latest_json(model: StoredModel) -> dict[str, Any]:
+    latest = model.latest
+    if latest is None:
+        return {"latest_version": None, "signature": None}
+    signature = {"inputs": latest.report["inputs"], "outputs": latest.report["outputs"]}
+    return {"latest_version": latest.version, "signature": signature}
+
+
+def _version_json(version: StoredVersion) -> dict[str, Any]:
+    return {
+        "version": version.version,
+        "status": version.status,
+        "created": iso(version.created),
+        "sha256": {
+            "program": version.program_sha256,
+            "params": version.params_sha256,
+            "onnx": version.onnx_sha256,
+        },
+        "report": version.report,
+    }

@@ -3,9 +3,9 @@
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import Any, Final
+from typing import Final
 
-from server.services.types import LoadedModel
+from server.services.types import LoadedModel, ModelMetadata
 from server.v2 import codec
 from server.v2.codec import InferRequest
 
@@ -20,21 +20,10 @@ INLINE_MAX_BODY_BYTES: Final = 16 * 1024
 INLINE_MAX_ACTIVATION_BYTES: Final = 256 * 1024
 
 
-def metadata(model: LoadedModel) -> dict[str, Any]:
-    """V2 model metadata: V2 datatypes, -1 for variable dims."""
+def metadata(model: LoadedModel) -> ModelMetadata:
+    """V2 model metadata: the signature of the resolved version."""
     program = model.compiled.program
-    return {
-        "name": model.name,
-        "versions": [str(model.version)],
-        "platform": PLATFORM,
-        "inputs": [codec.tensor_metadata(spec) for spec in program.inputs],
-        "outputs": [codec.tensor_metadata(spec) for spec in program.outputs],
-    }
-
-
-def ready(model: LoadedModel) -> dict[str, Any]:
-    """A model that resolves is compiled, hence ready."""
-    return {"name": model.name, "version": str(model.version), "ready": True}
+    return ModelMetadata(model.name, model.version, PLATFORM, program.inputs, program.outputs)
 
 
 def infer(

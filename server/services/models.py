@@ -9,7 +9,7 @@ import time
 import uuid
 from collections import OrderedDict
 from collections.abc import Callable
-from typing import Any, Final
+from typing import Final
 
 from sqlalchemy import select
 from sqlalchemy.orm import Session, sessionmaker
@@ -23,9 +23,12 @@ from server.services.types import (
     ModelRejected,
     NotFound,
     Principal,
+    StoredModel,
+    StoredVersion,
+    UploadedModel,
 )
 from server.storage.artifacts import Artifacts
-from validator import DEFAULT_POLICY, Policy, ValidationFailed
+from validator import DEFAULT_POLICY, Policy, Report, ValidationFailed
 
 MODEL_NAME: Final = re.compile(r"^[a-z0-9][a-z0-9_.-]{0,63}$")
 READY: Final = "ready"
@@ -79,45 +82,37 @@ class ModelService:
 
     # -- use cases -------------------------------------------------------------------------
 
-    def check(self, program: bytes, params: bytes | None) -> dict[str, Any]:
+    def check(self, program: bytes, params: bytes | None) -> Report:
         """Validates, lowers and gates without storing anything; returns the report."""
-        return self._compile(program, params).program.report.to_json()
+        return self._compile(program, params).program.report
 
     def upload(
         self, principal: Principal, name: str, program: bytes, params: bytes | None
-    ) -> dict[str, Any]:
+    ) -> UploadedModel:
         """Adds a version of `name`: artifacts first, the database row last (crash-safe)."""
         tenant = _tenant_of(principal)
         _check_name(name)
         compiled = self._compile(program, params)
-        report = compiled.program.report.to_json()
+        report = compiled.program.report
         shas = (
             self._artifacts.put(program),
             None if params is None else self._artifacts.put(params),
             self._artifacts.put(compiled.onnx_bytes),
         )
-        version = self._register(tenant, name, shas, json.dumps(report))
+        version = self._register(tenant, name, shas, json.dumps(report.to_json()))
         self._remember(LoadedModel(tenant, name, version, compiled))
         self._invalidate(tenant, name)  # "latest" is the new version from now on
-        return {"name": name, "version": version, "status": READY, "report": report}
+        return UploadedModel(name, version, READY, report)
 
-    def list_models(self, principal: Principal) -> list[dict[str, Any]]:
+    def list_models(self, principal: Principal) -> list[StoredModel]:
         tenant = _tenant_of(principal)
         with self._sessions() as s:
             rows = s.scalars(select(Model).where(Model.tenant_id == tenant).order_by(Model.name))
-            return [
-                {"name": m.name, "versions": [v.version for v in m.versions], **_latest(m)}
-                for m in rows
-            ]
+            return [_stored(m) for m in rows]
 
-    def get_model(self, principal: Principal, name: str) -> dict[str, Any]:
+    def get_model(self, principal: Principal, name: str) -> StoredModel:
         with self._sessions() as s:
-            model = self._model(s, principal, name)
-            return {
-                "name": model.name,
-                **_latest(model),
-                "versions": list(map(_version_json, model.versions)),
-            }
+            return _stored(self._model(s, principal, name))
 
     def delete(self, principal: Principal, name: str, version: int | None = None) -> None:
         """Deletes one version, or the whole model; the artifacts stay (content-addressed)."""
@@ -295,24 +290,19 @@ def _newest(model: Model) -> ModelVersion:
     return ready[-1]
 
 
-def _latest(model: Model) -> dict[str, Any]:
-    ready = [v for v in model.versions if v.status == READY]
-    if not ready:
-        return {"latest_version": None, "signature": None}
-    report = json.loads(ready[-1].report)
-    signature = {"inputs": report["inputs"], "outputs": report["outputs"]}
-    return {"latest_version": ready[-1].version, "signature": signature}
+def _stored(model: Model) -> StoredModel:
+    versions = tuple(map(_stored_version, model.versions))
+    ready = [v for v in versions if v.status == READY]
+    return StoredModel(model.name, versions, ready[-1] if ready else None)
 
 
-def _version_json(row: ModelVersion) -> dict[str, Any]:
-    return {
-        "version": row.version,
-        "status": row.status,
-        "created": row.created.isoformat() + "Z",
-        "sha256": {
-            "program": row.program_sha256,
-            "params": row.params_sha256,
-            "onnx": row.onnx_sha256,
-        },
-        "report": json.loads(row.report),
-    }
+def _stored_version(row: ModelVersion) -> StoredVersion:
+    return StoredVersion(
+        version=row.version,
+        status=row.status,
+        created=row.created,
+        program_sha256=row.program_sha256,
+        params_sha256=row.params_sha256,
+        onnx_sha256=row.onnx_sha256,
+        report=json.loads(row.report),
+    )

@@ -11,14 +11,22 @@ import threading
 import time
 import uuid
 from collections.abc import Callable
-from datetime import datetime
-from typing import Any, Final
+from typing import Final
 
 from sqlalchemy import select
 from sqlalchemy.orm import Session, sessionmaker
 
 from server.db.models import ApiKey, Tenant, utcnow
-from server.services.types import Conflict, InvalidName, NotFound, Principal, Unauthorized
+from server.services.types import (
+    Conflict,
+    InvalidName,
+    IssuedKey,
+    KeyInfo,
+    NotFound,
+    Principal,
+    TenantInfo,
+    Unauthorized,
+)
 
 KEY_PREFIX: Final = "gg_"
 ENV_ADMIN_KEY_ID: Final = "env-admin"  # the key row that GRAPHGATE_ADMIN_TOKEN maps to
@@ -32,10 +40,6 @@ _MAX_CACHED_KEYS: Final = 10_000
 def _digest(secret: str) -> str:
     # NOTE: the secrets carry 256 random bits, so a plain sha256 cannot be brute-forced.
     return hashlib.sha256(secret.encode()).hexdigest()
-
-
-def _iso(moment: datetime | None) -> str | None:
-    return None if moment is None else moment.isoformat() + "Z"
 
 
 class TenantService:
@@ -78,7 +82,7 @@ class TenantService:
         finally:
             self._invalidate()
 
-    def create_tenant(self, name: str) -> dict[str, Any]:
+    def create_tenant(self, name: str) -> IssuedKey:
         """A tenant and its first key; the key is in the answer and never again."""
         if not TENANT_NAME.match(name):
             raise InvalidName(f"tenant name must match {TENANT_NAME.pattern}, got {name!r}")
@@ -90,9 +94,9 @@ class TenantService:
             s.flush()
             key = self._new_key(s, tenant.id, "tenant")
         self._invalidate()
-        return {"tenant": name, "key_id": key.split("_")[1], "key": key}
+        return _issued(name, key)
 
-    def create_key(self, name: str) -> dict[str, Any]:
+    def create_key(self, name: str) -> IssuedKey:
         """An additional key for a tenant (rotation: both work until one is revoked)."""
         with self._sessions.begin() as s:
             tenant = s.scalars(select(Tenant).where(Tenant.name == name)).first()
@@ -100,21 +104,19 @@ class TenantService:
                 raise NotFound(f"no tenant {name!r}")
             key = self._new_key(s, tenant.id, "tenant")
         self._invalidate()
-        return {"tenant": name, "key_id": key.split("_")[1], "key": key}
+        return _issued(name, key)
 
-    def list_tenants(self) -> list[dict[str, Any]]:
+    def list_tenants(self) -> list[TenantInfo]:
         with self._sessions() as s:
             keys = s.scalars(select(ApiKey).order_by(ApiKey.created)).all()
             return [
-                {
-                    "tenant": t.name,
-                    "created": _iso(t.created),
-                    "keys": [_key_json(k) for k in keys if k.tenant_id == t.id],
-                }
+                TenantInfo(
+                    t.name, t.created, tuple(_key_info(k) for k in keys if k.tenant_id == t.id)
+                )
                 for t in s.scalars(select(Tenant).order_by(Tenant.name))
             ]
 
-    def revoke_key(self, key_id: str) -> dict[str, Any]:
+    def revoke_key(self, key_id: str) -> KeyInfo:
         """Revokes a key; it is refused from the next request on (the cache is emptied after
         the commit, before this returns)."""
         with self._sessions.begin() as s:
@@ -123,7 +125,7 @@ class TenantService:
                 raise NotFound(f"no key {key_id!r}")
             if key.revoked is None:
                 key.revoked = utcnow()
-            answer = _key_json(key)
+            answer = _key_info(key)
         self._invalidate()
         return answer
 
@@ -189,13 +191,12 @@ def _split(presented: str) -> tuple[str, str]:
     return ENV_ADMIN_KEY_ID, presented
 
 
-def _key_json(key: ApiKey) -> dict[str, Any]:
-    return {
-        "key_id": key.key_id,
-        "role": key.role,
-        "created": _iso(key.created),
-        "revoked": _iso(key.revoked),
-    }
+def _issued(tenant: str, key: str) -> IssuedKey:
+    return IssuedKey(tenant, key.split("_")[1], key)
+
+
+def _key_info(key: ApiKey) -> KeyInfo:
+    return KeyInfo(key.key_id, key.role, key.created, key.revoked)
 
 
 def announce_admin_token(token: str) -> None:

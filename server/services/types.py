@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+from datetime import datetime
+from typing import Any
 
 from executor import CompiledModel
-from validator import Diagnostic
+from validator import Diagnostic, Report, TensorSpec
 
 
 @dataclass(frozen=True, slots=True)
@@ -26,6 +28,76 @@ class LoadedModel:
     name: str
     version: int
     compiled: CompiledModel
+
+
+# -- what the use cases return (routes turn them into JSON) ----------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class UploadedModel:
+    """A model version just stored: ready, with the validator's report."""
+
+    name: str
+    version: int
+    status: str
+    report: Report
+
+
+@dataclass(frozen=True, slots=True)
+class StoredVersion:
+    """One stored version of a model; `report` is its Report as stored (Report.to_json())."""
+
+    version: int
+    status: str
+    created: datetime  # naive UTC, as the database holds it
+    program_sha256: str
+    params_sha256: str | None
+    onnx_sha256: str
+    report: Mapping[str, Any]
+
+
+@dataclass(frozen=True, slots=True)
+class StoredModel:
+    """A model of the caller's tenant and its versions, oldest first."""
+
+    name: str
+    versions: tuple[StoredVersion, ...]
+    latest: StoredVersion | None  # the newest ready version
+
+
+@dataclass(frozen=True, slots=True)
+class ModelMetadata:
+    """V2 model metadata of one resolved model version."""
+
+    name: str
+    version: int
+    platform: str
+    inputs: tuple[TensorSpec, ...]
+    outputs: tuple[TensorSpec, ...]
+
+
+@dataclass(frozen=True, slots=True)
+class IssuedKey:
+    """A new API key: `key` is shown in this answer and never again."""
+
+    tenant: str
+    key_id: str
+    key: str
+
+
+@dataclass(frozen=True, slots=True)
+class KeyInfo:
+    key_id: str
+    role: str
+    created: datetime | None
+    revoked: datetime | None
+
+
+@dataclass(frozen=True, slots=True)
+class TenantInfo:
+    tenant: str
+    created: datetime | None
+    keys: tuple[KeyInfo, ...]
 
 
 class ServiceError(Exception):

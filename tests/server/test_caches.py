@@ -196,7 +196,7 @@ def _two_replicas(
 def test_another_replicas_revocation_is_seen_once_the_ttl_runs_out(tmp_path: Path) -> None:
     clock = Clock()
     here, there, _, _ = _two_replicas(tmp_path, 5.0, clock)
-    key = here.create_tenant("tenant-a")["key"]
+    key = here.create_tenant("tenant-a").key
     assert here.authenticate(key).tenant_id
     there.revoke_key(_key_id(key))
     with pytest.raises(Unauthorized):
@@ -214,7 +214,7 @@ def test_another_replicas_delete_and_upload_are_seen_once_the_ttl_runs_out(
 ) -> None:
     clock = Clock()
     tenants, _, here, there = _two_replicas(tmp_path, 5.0, clock)
-    tenant_id = tenants.authenticate(tenants.create_tenant("tenant-a")["key"]).tenant_id
+    tenant_id = tenants.authenticate(tenants.create_tenant("tenant-a").key).tenant_id
     caller = Principal(tenant_id=tenant_id, key_id="k", is_admin=False)
     here.upload(caller, "m", AFFINE.program, AFFINE.params)
     assert here.resolve(caller, "m", None).version == 1
@@ -232,7 +232,7 @@ def test_another_replicas_delete_and_upload_are_seen_once_the_ttl_runs_out(
 def test_a_revocation_during_a_key_check_is_not_cached_over(tmp_path: Path) -> None:
     clock = Clock()
     tenants, _, _, _ = _two_replicas(tmp_path, HOUR, clock)
-    key = tenants.create_tenant("tenant-a")["key"]
+    key = tenants.create_tenant("tenant-a").key
     clock.then = lambda: tenants.revoke_key(_key_id(key))
     assert tenants.authenticate(key).key_id == _key_id(key)  # read before the revocation
     assert clock.then is None and tenants.cached_principal(key) is None
@@ -243,7 +243,7 @@ def test_a_revocation_during_a_key_check_is_not_cached_over(tmp_path: Path) -> N
 def test_an_upload_during_a_model_lookup_is_not_cached_over(tmp_path: Path) -> None:
     clock = Clock()
     tenants, _, models, _ = _two_replicas(tmp_path, HOUR, clock)
-    caller = tenants.authenticate(tenants.create_tenant("tenant-a")["key"])
+    caller = tenants.authenticate(tenants.create_tenant("tenant-a").key)
     models.upload(caller, "m", AFFINE.program, AFFINE.params)
     clock.then = lambda: models.upload(caller, "m", OTHER.program, OTHER.params)
     assert models.resolve(caller, "m", None).version == 1  # read before the upload
@@ -254,7 +254,7 @@ def test_an_upload_during_a_model_lookup_is_not_cached_over(tmp_path: Path) -> N
 def test_ttl_zero_turns_the_caches_off(tmp_path: Path) -> None:
     clock = Clock()
     here, there, models_here, _ = _two_replicas(tmp_path, 0.0, clock)
-    key = here.create_tenant("tenant-a")["key"]
+    key = here.create_tenant("tenant-a").key
     caller = here.authenticate(key)
     assert here.cached_principal(key) is None
     there.revoke_key(_key_id(key))
@@ -267,7 +267,7 @@ def test_ttl_zero_turns_the_caches_off(tmp_path: Path) -> None:
 
 def test_a_wrong_secret_for_a_cached_key_id_is_refused(tmp_path: Path) -> None:
     here, _, _, _ = _two_replicas(tmp_path, HOUR, Clock())
-    key = here.create_tenant("tenant-a")["key"]
+    key = here.create_tenant("tenant-a").key
     here.authenticate(key)
     forged = key[:-4] + ("aaaa" if not key.endswith("aaaa") else "bbbb")
     assert here.cached_principal(forged) is None

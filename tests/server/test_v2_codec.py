@@ -119,28 +119,28 @@ def tensor(name: str, datatype: str, shape: list[int], data: Any) -> dict[str, A
 
 
 def test_metadata_has_v2_datatypes_and_variable_dims() -> None:
-    assert inference.metadata(pair()) == {
-        "name": "pair",
-        "versions": ["3"],
-        "platform": "onnxruntime_onnx",
-        "inputs": [
-            {"name": "x", "datatype": "FP32", "shape": [-1, 3]},
-            {"name": "mask", "datatype": "BOOL", "shape": [-1]},
-        ],
-        "outputs": [
-            {"name": "y", "datatype": "FP32", "shape": [-1, 3]},
-            {"name": "m", "datatype": "BOOL", "shape": [-1]},
-        ],
-    }
-    assert inference.ready(pair()) == {"name": "pair", "version": "3", "ready": True}
+    meta = inference.metadata(pair())
+    assert (meta.name, meta.version, meta.platform) == ("pair", 3, "onnxruntime_onnx")
+    assert [codec.tensor_metadata(spec) for spec in meta.inputs] == [
+        {"name": "x", "datatype": "FP32", "shape": [-1, 3]},
+        {"name": "mask", "datatype": "BOOL", "shape": [-1]},
+    ]
+    assert [codec.tensor_metadata(spec) for spec in meta.outputs] == [
+        {"name": "y", "datatype": "FP32", "shape": [-1, 3]},
+        {"name": "m", "datatype": "BOOL", "shape": [-1]},
+    ]
 
 
 @pytest.mark.parametrize(("datatype", "dtype", "values"), DATATYPES, ids=[d[0] for d in DATATYPES])
 def test_every_datatype_maps_both_ways(datatype: str, dtype: DType, values: list[Any]) -> None:
     assert codec.DATATYPES[dtype] == datatype
     meta = inference.metadata(identity(dtype))
-    assert meta["inputs"] == [{"name": "x", "datatype": datatype, "shape": [-1, 3]}]
-    assert meta["outputs"] == [{"name": "y", "datatype": datatype, "shape": [-1, 3]}]
+    assert [codec.tensor_metadata(s) for s in meta.inputs] == [
+        {"name": "x", "datatype": datatype, "shape": [-1, 3]}
+    ]
+    assert [codec.tensor_metadata(s) for s in meta.outputs] == [
+        {"name": "y", "datatype": datatype, "shape": [-1, 3]}
+    ]
 
 
 # -- every datatype, JSON and binary, in and out ----------------------------------------------
