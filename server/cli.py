@@ -102,7 +102,7 @@ def run(
     import numpy as np
 
     from executor import ExecutionError, SessionOptions, compile
-    from validator.ops._def import GraphError
+    from validator import GraphError
 
     validated = _validated(program, _or_beside(program, params), False, None)
     feeds = {name: _load_npy(name, path) for name, path in map(_name_and_path, inputs)}
