@@ -1,0 +1,76 @@
+"""Settings reach the validator's Policy and the onnxruntime sessions, from GRAPHGATE_* variables
+through create_app to the answers."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import pytest
+from fastapi.testclient import TestClient
+from pydantic import SecretStr, ValidationError
+
+from server.main import create_app
+from server.settings import Settings
+from tests.server.conftest import ADMIN_TOKEN, auth, new_tenant
+from tests.server.test_models_api import AFFINE, assert_error, upload
+from validator import DEFAULT_POLICY
+
+
+def test_policy_and_session_options_come_from_the_environment(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setenv("GRAPHGATE_MAX_BATCH", "4")
+    monkeypatch.setenv("GRAPHGATE_MAX_FLOPS_PER_SAMPLE", "1000")
+    monkeypatch.setenv("GRAPHGATE_MAX_LOOP_TRIPS", "null")
+    monkeypatch.setenv("GRAPHGATE_ORT_INTRA_OP_THREADS", "2")
+    monkeypatch.setenv("GRAPHGATE_ORT_INTER_OP_THREADS", "3")
+    monkeypatch.setenv("GRAPHGATE_USE_CUDA", "false")
+    settings = Settings()
+    policy = settings.policy()
+    assert (policy.max_batch, policy.max_flops_per_sample, policy.max_loop_trips) == (4, 1000, None)
+    assert policy.max_ops == DEFAULT_POLICY.max_ops  # the others keep the Policy's defaults
+    options = settings.session_options()
+    assert (options.intra_op_threads, options.inter_op_threads, options.use_cuda) == (2, 3, False)
+
+
+def test_the_defaults_are_the_policys_own() -> None:
+    assert Settings().policy() == DEFAULT_POLICY
+
+
+def test_a_loop_bound_over_the_ceiling_is_refused(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("GRAPHGATE_MAX_LOOP_TRIPS", "5000")
+    with pytest.raises(ValidationError, match="max_loop_trips"):
+        Settings()
+
+
+def test_the_app_validates_and_runs_with_the_settings(tmp_path: Path) -> None:
+    settings = Settings(
+        data_dir=tmp_path,
+        admin_token=SecretStr(ADMIN_TOKEN),
+        max_ops=1,
+        use_cuda=False,
+    )
+    with TestClient(create_app(settings)) as client:
+        key = new_tenant(client, "acme")
+        files = {"program": AFFINE.program, "params": AFFINE.params}
+        rejected = client.post("/v1/models", data={"name": "m"}, files=files, headers=auth(key))
+        assert_error(rejected, 422, "VALIDATION_FAILED")
+        assert "TOO_MANY_OPS" in [d["code"] for d in rejected.json()["diagnostics"]]
+
+    small_feeds = Settings(
+        data_dir=tmp_path / "other",
+        admin_token=SecretStr(ADMIN_TOKEN),
+        max_request_bytes=16,
+        use_cuda=False,
+    )
+    with TestClient(create_app(small_feeds)) as client:
+        key = new_tenant(client, "acme")
+        upload(client, key)
+        x = np.zeros((2, 4), np.float32)  # 32 bytes of feeds
+        request = {
+            "inputs": [{"name": "x", "datatype": "FP32", "shape": [2, 4], "data": x.tolist()}]
+        }
+        answer = client.post("/v2/models/m/infer", json=request, headers=auth(key))
+        assert_error(answer, 413, "INPUT_TOO_LARGE")
+        assert answer.json()["error"] == "expected at most 16 input bytes, got 32"
