@@ -15,8 +15,8 @@ import onnx
 from onnx import TensorProto
 
 from executor.lower import ONNX_OPSET, Value
+from validator import GraphError
 from validator.diagnostics import Code
-from validator.ops._def import GraphError
 
 MAX_LOOP_TRIPS: Final = 1024
 MAX_SUBGRAPH_DEPTH: Final = 8
