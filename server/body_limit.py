@@ -43,7 +43,10 @@ class BodyLimit:
 
     def _cap(self, scope: Scope) -> int | None:
         path = scope["path"]
-        return next((cap for paths, cap in self.caps if path in paths), None)
+        for paths, cap in self.caps:
+            if path in paths:
+                return cap
+        return None
 
     async def _guarded(self, scope: Scope, receive: Receive, send: Send, cap: int) -> None:
         seen = 0

@@ -3,10 +3,9 @@ the middlewares (body caps, inference metrics) match requests against the same t
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterable
 from typing import Final
-
-from starlette.routing import compile_path
 
 V1: Final = "/v1"
 MODELS: Final = "/models"  # under V1: upload (POST), list (GET)
@@ -20,12 +19,17 @@ V2_INFER_PATHS: Final = (
 
 
 class Paths:
-    """Matches request paths against route `templates` (Starlette's own path syntax), with or
-    without a trailing slash."""
+    """Matches request paths against route `templates` (`{param}` matches one path segment, as
+    in Starlette's routes), with or without a trailing slash: one regex for all of them, since
+    the middlewares ask on every request."""
 
     def __init__(self, templates: Iterable[str]) -> None:
-        self._regexes = tuple(compile_path(template)[0] for template in templates)
+        alternatives = "|".join(_PARAM.sub("[^/]+", re.escape(t)) for t in templates)
+        self._regex = re.compile(f"^(?:{alternatives})/?$")
 
     def __contains__(self, path: str) -> bool:
-        path = path.rstrip("/") or "/"
-        return any(regex.match(path) for regex in self._regexes)
+        return self._regex.match(path) is not None
+
+
+# A `{param}` once re.escape has escaped its braces.
+_PARAM: Final = re.compile(r"\\\{[a-z_]+\\\}")
