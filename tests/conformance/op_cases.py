@@ -15,7 +15,7 @@ import numpy as np
 
 from graph_proto import framework_pb2 as pb
 from graph_proto.pdiparams import write_params
-from tests.conformance.paddle_util import Saved, build_and_save, random_feeds
+from tests.conformance.paddle_util import Saved, build_and_save, paddle, random_feeds
 from validator import DEFAULT_POLICY, Policy, ValidatedProgram, validate
 from validator.ops import REGISTRY, Registry
 
@@ -26,6 +26,30 @@ Adjust = Callable[[Feeds], Mapping[str, np.ndarray]]
 
 TOLERANCE: Final = (1e-4, 1e-5)  # (rtol, atol) for float outputs, as assert_parity's defaults
 BATCH: Final = "batch"  # int_high for indices into axis 0: the batch size of each run
+
+
+def program(fn: Callable[..., Any], *feeds: tuple[list[int], str]) -> Build:
+    """`fn(*vars)` on feeds x0, x1... of (shape, dtype); its result (or results) are fetched."""
+
+    def build() -> tuple[list[Any], list[Any]]:
+        xs = [paddle.static.data(f"x{i}", shape, dtype) for i, (shape, dtype) in enumerate(feeds)]
+        out = fn(*xs)
+        return xs, list(out) if isinstance(out, (tuple, list)) else [out]
+
+    return build
+
+
+def binary(
+    fn: Callable[[Any, Any], Any], x_shape: list[int], y_shape: list[int], dtype: str = "float32"
+) -> Build:
+    """`fn(x, y)` on feeds x and y of one dtype."""
+
+    def build() -> tuple[list[Any], list[Any]]:
+        x = paddle.static.data("x", x_shape, dtype)
+        y = paddle.static.data("y", y_shape, dtype)
+        return [x, y], [fn(x, y)]
+
+    return build
 
 
 class Size(NamedTuple):
@@ -71,7 +95,7 @@ class Case:
 
     def feed_runs(self, validated: ValidatedProgram) -> Iterator[Feeds]:
         for size in self.sizes:
-            high = size.batch if self.int_high == BATCH else self.int_high
+            high = self.int_high if isinstance(self.int_high, int) else size.batch
             for values in self.values:
                 feeds = random_feeds(
                     validated, batch=size.batch, dynamic=size.dynamic, int_high=high, seed=size.seed

@@ -158,7 +158,10 @@ BOUNDS: dict[str, list[tuple[float, float, float]]] = {
     "arange_fed_float": [(0.1, 3.0, 0.1), (2.0, -1.0, -0.75), (1.0, 1.0, 0.5), (-3.0, 100.0, 0.7)],
     "arange_fed_int": [(0, 10, 3), (5, -1, -2), (2, 2, 1), (-7, 8, 4)],
 }
-BOUNDS_DTYPES = {"arange_fed_float": np.float32, "arange_fed_int": np.int64}
+BOUNDS_DTYPES: dict[str, type[np.generic]] = {
+    "arange_fed_float": np.float32,
+    "arange_fed_int": np.int64,
+}
 
 
 def _bound_feeds(dtype: type[np.generic], bounds: tuple[float, float, float]) -> Feeds:

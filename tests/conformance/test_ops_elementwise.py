@@ -9,7 +9,7 @@ from typing import Any, Final
 
 import numpy as np
 
-from tests.conformance.op_cases import Build, Case, Feeds, Size
+from tests.conformance.op_cases import Case, Feeds, Size, binary
 from tests.conformance.paddle_util import paddle
 
 
@@ -23,17 +23,6 @@ def legacy(
         type=op_type, inputs={"X": [x], "Y": [y]}, outputs={"Out": [out]}, attrs=attrs or {}
     )
     return out
-
-
-def pair(
-    x_shape: list[int], y_shape: list[int], fn: Callable[[Any, Any], Any], dtype: str = "float32"
-) -> Build:
-    def build() -> tuple[list[Any], list[Any]]:
-        x = paddle.static.data("x", x_shape, dtype)
-        y = paddle.static.data("y", y_shape, dtype)
-        return [x, y], [fn(x, y)]
-
-    return build
 
 
 def _shifted(feeds: Feeds) -> Feeds:
@@ -51,7 +40,7 @@ def case(
     """Every -1 dim is the batch size; integers are drawn from [0, 3)."""
     return Case(
         op_type,
-        pair(x_shape, y_shape, fn, dtype),
+        binary(fn, x_shape, y_shape, dtype),
         sizes=(Size(1, 1, 1), Size(3, 3, 3)),
         int_high=3,
         adjust=_shifted if op_type == "elementwise_div" else None,

@@ -16,7 +16,7 @@ pytest.importorskip("tests.conformance.paddle_util")
 
 from executor import SessionOptions, compile
 from executor.errors import IndexOutOfRange
-from tests.conformance.op_cases import Case, Size
+from tests.conformance.op_cases import Build, Case, Size, program
 from tests.conformance.paddle_util import (
     Saved,
     assert_parity,
@@ -36,22 +36,10 @@ pytestmark = pytest.mark.paddle
 install_legacy_compat()
 
 F: Any = paddle.nn.functional  # its stubs reject the float scales and tensors Paddle accepts
-Build = Callable[[], tuple[list[Any], list[Any]]]
-
-
-def _program(fn: Callable[..., Any], *feeds: tuple[list[int], str]) -> Build:
-    """`fn(*vars)` on feeds x0, x1... of (shape, dtype); returns (feeds, fetches)."""
-
-    def build() -> tuple[list[Any], list[Any]]:
-        xs = [paddle.static.data(f"x{i}", shape, dtype) for i, (shape, dtype) in enumerate(feeds)]
-        out = fn(*xs)
-        return xs, list(out) if isinstance(out, (tuple, list)) else [out]
-
-    return build
 
 
 def _embedding(shape: list[int], dtype: str, **kwargs: Any) -> Build:
-    return _program(lambda ids: paddle.nn.Embedding(10, 4, **kwargs)(ids), (shape, dtype))
+    return program(lambda ids: paddle.nn.Embedding(10, 4, **kwargs)(ids), (shape, dtype))
 
 
 def _one_hot_depth_tensor(depth: Callable[[], Any]) -> Build:
@@ -78,27 +66,27 @@ I64 = ([-1], "int64")
 
 # name: (op type the program must contain, program)
 PROGRAMS: dict[str, tuple[str, Build]] = {
-    "gather": ("gather", _program(lambda x, i: paddle.gather(x, i), X, I64)),
-    "gather_axis_1": ("gather", _program(lambda x, i: paddle.gather(x, i, axis=1), X, I32)),
-    "gather_axis_negative": ("gather", _program(lambda x, i: paddle.gather(x, i, axis=-1), X, I64)),
-    "gather_0d_index": ("gather", _program(lambda x, i: paddle.gather(x, i, axis=1), X, ([], "int32"))),
-    "gather_2d_index": ("gather", _program(lambda x, i: paddle.gather(x, i, axis=2), X, ([-1, 1], "int64"))),
-    "gather_int64_x": ("gather", _program(lambda x, i: paddle.gather(x, i), ([-1, 3], "int64"), I32)),
-    "gather_axis_tensor_0": ("gather", _program(lambda x, i: paddle.gather(x, i, axis=paddle.full([1], 0, "int64")), X, I32)),
-    "index_select": ("index_select", _program(lambda x, i: paddle.index_select(x, i, axis=1), X, I32)),
-    "index_select_negative": ("index_select", _program(lambda x, i: paddle.index_select(x, i, axis=-1), X, I64)),
-    "index_select_default": ("index_select", _program(lambda x, i: paddle.index_select(x, i), X, I64)),
+    "gather": ("gather", program(lambda x, i: paddle.gather(x, i), X, I64)),
+    "gather_axis_1": ("gather", program(lambda x, i: paddle.gather(x, i, axis=1), X, I32)),
+    "gather_axis_negative": ("gather", program(lambda x, i: paddle.gather(x, i, axis=-1), X, I64)),
+    "gather_0d_index": ("gather", program(lambda x, i: paddle.gather(x, i, axis=1), X, ([], "int32"))),
+    "gather_2d_index": ("gather", program(lambda x, i: paddle.gather(x, i, axis=2), X, ([-1, 1], "int64"))),
+    "gather_int64_x": ("gather", program(lambda x, i: paddle.gather(x, i), ([-1, 3], "int64"), I32)),
+    "gather_axis_tensor_0": ("gather", program(lambda x, i: paddle.gather(x, i, axis=paddle.full([1], 0, "int64")), X, I32)),
+    "index_select": ("index_select", program(lambda x, i: paddle.index_select(x, i, axis=1), X, I32)),
+    "index_select_negative": ("index_select", program(lambda x, i: paddle.index_select(x, i, axis=-1), X, I64)),
+    "index_select_default": ("index_select", program(lambda x, i: paddle.index_select(x, i), X, I64)),
     "embedding": ("lookup_table_v2", _embedding([-1, 7], "int64")),
     "embedding_padding_idx": ("lookup_table_v2", _embedding([-1, 7], "int64", padding_idx=2)),
     "embedding_negative_padding_idx": ("lookup_table_v2", _embedding([-1, -1, 1], "int32", padding_idx=-1)),
     "embedding_0d_ids": ("lookup_table_v2", _embedding([], "int64", padding_idx=0)),
-    "one_hot": ("one_hot_v2", _program(lambda x: F.one_hot(x, 5), ([-1, 3], "int64"))),
-    "one_hot_int32": ("one_hot_v2", _program(lambda x: F.one_hot(x, 4), ([-1, -1, 1], "int32"))),
-    "one_hot_tensor_classes": ("one_hot_v2", _program(lambda x: F.one_hot(x, paddle.full([1], 6, "int32")), ([-1, 3], "int64"))),
+    "one_hot": ("one_hot_v2", program(lambda x: F.one_hot(x, 5), ([-1, 3], "int64"))),
+    "one_hot_int32": ("one_hot_v2", program(lambda x: F.one_hot(x, 4), ([-1, -1, 1], "int32"))),
+    "one_hot_tensor_classes": ("one_hot_v2", program(lambda x: F.one_hot(x, paddle.full([1], 6, "int32")), ([-1, 3], "int64"))),
     "one_hot_depth_tensor": ("one_hot_v2", _one_hot_depth_tensor(lambda: paddle.full([1], 6, "int32"))),
-    "where": ("where", _program(paddle.where, ([-1, 3], "bool"), ([-1, 3], "int64"), ([-1, 3], "int64"))),
-    "where_broadcast": ("where", _program(paddle.where, ([-1, 1, 4], "bool"), ([-1, 3, 1], "float32"), ([4], "float32"))),
-    "where_scalar_y": ("where", _program(lambda c, x: paddle.where(c, x, 0.0), ([-1, 3], "bool"), ([-1, 3], "float32"))),
+    "where": ("where", program(paddle.where, ([-1, 3], "bool"), ([-1, 3], "int64"), ([-1, 3], "int64"))),
+    "where_broadcast": ("where", program(paddle.where, ([-1, 1, 4], "bool"), ([-1, 3, 1], "float32"), ([4], "float32"))),
+    "where_scalar_y": ("where", program(lambda c, x: paddle.where(c, x, 0.0), ([-1, 3], "bool"), ([-1, 3], "float32"))),
 }  # fmt: skip
 
 
@@ -116,7 +104,7 @@ def test_gather_axis_tensor_other_than_0_contradicts_paddle_and_warns(batch: int
     # the kernel gathers along the tensor's value (Paddle's Executor returns [N, 3, 6]). graphgate
     # infers [-1, 3, 6] and warns that the stored dims contradict it; what runs matches Paddle.
     saved = build_and_save(
-        _program(lambda x, i: paddle.gather(x, i, axis=paddle.full([1], 1, "int64")), X, I32)
+        program(lambda x, i: paddle.gather(x, i, axis=paddle.full([1], 1, "int64")), X, I32)
     )
     (out,) = saved.fetches
     assert recorded_types(saved.program)[out][1] == (3, 5, 6)
@@ -166,12 +154,12 @@ def _one_hot(dtype: Any, allow_out_of_range: bool) -> Build:
 _VT: Any = paddle.base.core.VarDesc.VarType
 PARITY_PROGRAMS: dict[str, tuple[str, Build]] = {
     **PROGRAMS,
-    "gather_negative_index": ("gather", _program(lambda x, i: paddle.gather(x, i, axis=2), X, I64)),
-    "index_select_negative_index": ("index_select", _program(lambda x, i: paddle.index_select(x, i, axis=1), X, I64)),
-    "embedding_float64": ("lookup_table_v2", _program(lambda ids: F.embedding(ids, paddle.static.create_parameter([10, 4], "float64"), padding_idx=-2), ([-1, 5], "int64"))),
+    "gather_negative_index": ("gather", program(lambda x, i: paddle.gather(x, i, axis=2), X, I64)),
+    "index_select_negative_index": ("index_select", program(lambda x, i: paddle.index_select(x, i, axis=1), X, I64)),
+    "embedding_float64": ("lookup_table_v2", program(lambda ids: F.embedding(ids, paddle.static.create_parameter([10, 4], "float64"), padding_idx=-2), ([-1, 5], "int64"))),
     "one_hot_int64_dtype": ("one_hot_v2", _one_hot(_VT.INT64, False)),
     "one_hot_bool_allow_out_of_range": ("one_hot_v2", _one_hot(_VT.BOOL, True)),
-    "where_float64": ("where", _program(paddle.where, ([-1, 2, 3], "bool"), ([-1, 2, 3], "float64"), ([-1, 2, 3], "float64"))),
+    "where_float64": ("where", program(paddle.where, ([-1, 2, 3], "bool"), ([-1, 2, 3], "float64"), ([-1, 2, 3], "float64"))),
 }  # fmt: skip
 
 # The largest valid index (exclusive) of each program's integer feeds; "batch" (BATCH) for axis 0.

@@ -12,7 +12,7 @@ import pytest
 # Imported first: paddle_util switches Paddle to legacy programs before importing it.
 pytest.importorskip("tests.conformance.paddle_util")
 
-from tests.conformance.op_cases import Case, Size
+from tests.conformance.op_cases import Build, Case, Size, binary
 from tests.conformance.paddle_util import (
     assert_parity,
     build_and_save,
@@ -26,19 +26,6 @@ from validator import validate
 pytestmark = pytest.mark.paddle
 
 install_legacy_compat()  # paddle.matmul only traces to PIR in 3.3.1
-
-Build = Callable[[], tuple[list[Any], list[Any]]]
-
-
-def _binary(
-    fn: Callable[[Any, Any], Any], x_shape: list[int], y_shape: list[int], dtype: str = "float32"
-) -> Build:
-    def build() -> tuple[list[Any], list[Any]]:
-        x = paddle.static.data("x", x_shape, dtype)
-        y = paddle.static.data("y", y_shape, dtype)
-        return [x, y], [fn(x, y)]
-
-    return build
 
 
 def _matmul(transpose_x: bool = False, transpose_y: bool = False, alpha: float = 1.0) -> Any:
@@ -83,36 +70,36 @@ mm: Any = paddle.matmul
 
 # name: (op type the program must contain, program)
 PROGRAMS: dict[str, tuple[str, Build]] = {
-    "matmul_v2_3d_2d": ("matmul_v2", _binary(mm, [-1, 3, 4], [4, 5])),
-    "matmul_v2_trans_y": ("matmul_v2", _binary(lambda x, y: mm(x, y, transpose_y=True), [-1, 3, 4], [5, 4])),
-    "matmul_v2_trans_both": ("matmul_v2", _binary(lambda x, y: mm(x, y, True, True), [-1, 4, 3], [-1, 5, 4])),
-    "matmul_v2_batch": ("matmul_v2", _binary(mm, [-1, 2, 3, 4], [-1, 2, 4, -1])),
-    "matmul_v2_batch_broadcast": ("matmul_v2", _binary(mm, [2, 1, 3, 4], [2, 5, 4, 6])),
-    "matmul_v2_batch_dynamic_k": ("matmul_v2", _binary(mm, [-1, 3, -1], [-1, -1, 5])),
-    "matmul_v2_vector_y": ("matmul_v2", _binary(mm, [-1, 3, 4], [4])),
-    "matmul_v2_vector_x": ("matmul_v2", _binary(mm, [4], [-1, 4, 5])),
-    "matmul_v2_vectors": ("matmul_v2", _binary(mm, [4], [4])),
-    "matmul_3d_2d_alpha": ("matmul", _binary(_matmul(alpha=0.5), [-1, 3, 4], [4, 5])),
-    "matmul_transposes": ("matmul", _binary(_matmul(True, True), [-1, 4, 3], [-1, 5, 4])),
-    "matmul_2d_4d": ("matmul", _binary(_matmul(), [3, 4], [-1, 2, 4, 5])),
-    "matmul_vector_y": ("matmul", _binary(_matmul(), [-1, 3, 4], [4])),
-    "matmul_vectors": ("matmul", _binary(_matmul(), [4], [4])),
+    "matmul_v2_3d_2d": ("matmul_v2", binary(mm, [-1, 3, 4], [4, 5])),
+    "matmul_v2_trans_y": ("matmul_v2", binary(lambda x, y: mm(x, y, transpose_y=True), [-1, 3, 4], [5, 4])),
+    "matmul_v2_trans_both": ("matmul_v2", binary(lambda x, y: mm(x, y, True, True), [-1, 4, 3], [-1, 5, 4])),
+    "matmul_v2_batch": ("matmul_v2", binary(mm, [-1, 2, 3, 4], [-1, 2, 4, -1])),
+    "matmul_v2_batch_broadcast": ("matmul_v2", binary(mm, [2, 1, 3, 4], [2, 5, 4, 6])),
+    "matmul_v2_batch_dynamic_k": ("matmul_v2", binary(mm, [-1, 3, -1], [-1, -1, 5])),
+    "matmul_v2_vector_y": ("matmul_v2", binary(mm, [-1, 3, 4], [4])),
+    "matmul_v2_vector_x": ("matmul_v2", binary(mm, [4], [-1, 4, 5])),
+    "matmul_v2_vectors": ("matmul_v2", binary(mm, [4], [4])),
+    "matmul_3d_2d_alpha": ("matmul", binary(_matmul(alpha=0.5), [-1, 3, 4], [4, 5])),
+    "matmul_transposes": ("matmul", binary(_matmul(True, True), [-1, 4, 3], [-1, 5, 4])),
+    "matmul_2d_4d": ("matmul", binary(_matmul(), [3, 4], [-1, 2, 4, 5])),
+    "matmul_vector_y": ("matmul", binary(_matmul(), [-1, 3, 4], [4])),
+    "matmul_vectors": ("matmul", binary(_matmul(), [4], [4])),
     "fc_2d": ("mul", _layer(_fc(5, 1), [-1, 4])),
     "fc_num_flatten_dims_2": ("mul", _layer(_fc(5, 2), [-1, 3, 4])),
     "fc_flattens_trailing_dims": ("mul", _layer(_fc(5, 1), [-1, 3, 4])),
     "linear": ("matmul_v2", _layer(lambda: paddle.nn.Linear(4, 6), [-1, 7, 4])),
     # Lowering variants: transposes with broadcasting, 1-D operands, dtypes, legacy attributes.
-    "matmul_v2_trans_x": ("matmul_v2", _binary(lambda x, y: mm(x, y, transpose_x=True), [-1, 4, 3], [4, 5])),
-    "matmul_v2_2d_4d_trans_y": ("matmul_v2", _binary(lambda x, y: mm(x, y, transpose_y=True), [3, 4], [-1, 2, 5, 4])),
-    "matmul_v2_vector_x_trans_y": ("matmul_v2", _binary(lambda x, y: mm(x, y, transpose_y=True), [4], [-1, 5, 4])),
-    "matmul_v2_vector_y_trans_x": ("matmul_v2", _binary(lambda x, y: mm(x, y, transpose_x=True), [-1, 4, 3], [4])),
-    "matmul_v2_float64": ("matmul_v2", _binary(mm, [-1, 3, 4], [-1, 4, 2], "float64")),
-    "matmul_alpha_transposes_4d": ("matmul", _binary(_matmul(True, True, 2.5), [4, 3], [-1, 2, 5, 4])),
-    "matmul_vector_x": ("matmul", _binary(_matmul(), [4], [-1, 4, 5])),
-    "matmul_batch_equal_alpha": ("matmul", _binary(_matmul(alpha=-1.5), [-1, 2, 3, 4], [-1, 2, 4, 5])),
-    "mul_both_col_dims": ("mul", _binary(_mul(2, 2), [-1, 2, 12], [3, 4, 5])),
-    "mul_y_col_dims": ("mul", _binary(_mul(1, 2), [-1, 12], [3, 4, 5, 2])),
-    "mul_x_col_dims_3": ("mul", _binary(_mul(3, 1), [-1, 2, 3, 4], [4, 6])),
+    "matmul_v2_trans_x": ("matmul_v2", binary(lambda x, y: mm(x, y, transpose_x=True), [-1, 4, 3], [4, 5])),
+    "matmul_v2_2d_4d_trans_y": ("matmul_v2", binary(lambda x, y: mm(x, y, transpose_y=True), [3, 4], [-1, 2, 5, 4])),
+    "matmul_v2_vector_x_trans_y": ("matmul_v2", binary(lambda x, y: mm(x, y, transpose_y=True), [4], [-1, 5, 4])),
+    "matmul_v2_vector_y_trans_x": ("matmul_v2", binary(lambda x, y: mm(x, y, transpose_x=True), [-1, 4, 3], [4])),
+    "matmul_v2_float64": ("matmul_v2", binary(mm, [-1, 3, 4], [-1, 4, 2], "float64")),
+    "matmul_alpha_transposes_4d": ("matmul", binary(_matmul(True, True, 2.5), [4, 3], [-1, 2, 5, 4])),
+    "matmul_vector_x": ("matmul", binary(_matmul(), [4], [-1, 4, 5])),
+    "matmul_batch_equal_alpha": ("matmul", binary(_matmul(alpha=-1.5), [-1, 2, 3, 4], [-1, 2, 4, 5])),
+    "mul_both_col_dims": ("mul", binary(_mul(2, 2), [-1, 2, 12], [3, 4, 5])),
+    "mul_y_col_dims": ("mul", binary(_mul(1, 2), [-1, 12], [3, 4, 5, 2])),
+    "mul_x_col_dims_3": ("mul", binary(_mul(3, 1), [-1, 2, 3, 4], [4, 6])),
 }  # fmt: skip
 
 
@@ -120,7 +107,7 @@ def test_matmul_v2_batch_dims_paddle_records_unbroadcast_run_broadcast() -> None
     # NOTE: MatmulInferMeta copies the batch dims of the higher-rank operand; its kernel
     # broadcasts them like numpy (the output is [N, 7, 3, 5]), which is what graphgate infers
     # (the core treats the stored dims of an intermediate as advisory) and runs.
-    saved = build_and_save(_binary(mm, [-1, 1, 3, 4], [7, 4, 5]))
+    saved = build_and_save(binary(mm, [-1, 1, 3, 4], [7, 4, 5]))
     (out,) = saved.fetches
     assert recorded_types(saved.program)[out][1] == (-1, 1, 3, 5)
     validated = validate(saved.program, saved.params)

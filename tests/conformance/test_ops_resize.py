@@ -14,7 +14,7 @@ import pytest
 # Imported first: paddle_util switches Paddle to legacy programs before importing it.
 pytest.importorskip("tests.conformance.paddle_util")
 
-from tests.conformance.op_cases import Case, sizes
+from tests.conformance.op_cases import Build, Case, program, sizes
 from tests.conformance.paddle_util import (
     build_and_save,
     install_legacy_compat,
@@ -29,7 +29,6 @@ pytestmark = pytest.mark.paddle
 install_legacy_compat()
 
 F: Any = paddle.nn.functional  # its stubs reject the float scales and tensors Paddle accepts
-Build = Callable[[], tuple[list[Any], list[Any]]]
 
 # NOTE: pad3d, pixel_shuffle and flip live in validator/ops/spatial.py; until that family is
 # listed in validator/ops/__init__.py, it is added here.
@@ -38,19 +37,8 @@ POLICY = Policy(max_dynamic_dim=16)
 REGISTRY = Registry(*(f.OPS for f in FAMILIES), *(() if spatial in FAMILIES else (spatial.OPS,)))
 
 
-def _program(fn: Callable[..., Any], *feeds: tuple[list[int], str]) -> Build:
-    """`fn(*vars)` on feeds x0, x1... of (shape, dtype); returns (feeds, fetches)."""
-
-    def build() -> tuple[list[Any], list[Any]]:
-        xs = [paddle.static.data(f"x{i}", shape, dtype) for i, (shape, dtype) in enumerate(feeds)]
-        out = fn(*xs)
-        return xs, list(out) if isinstance(out, (tuple, list)) else [out]
-
-    return build
-
-
 def _image(fn: Callable[[Any], Any], shape: list[int]) -> Build:
-    return _program(fn, (shape, "float32"))
+    return program(fn, (shape, "float32"))
 
 
 def _raw_interp(op_type: str, shape: list[int], out_size: int = 0, **attrs: Any) -> Build:
@@ -90,7 +78,7 @@ PROGRAMS: dict[str, tuple[str, Build]] = {
     "pad5d_reflect": ("pad3d", _image(lambda x: F.pad(x, [1, 1, 2, 2, 3, 0], mode="reflect"), N5)),
     "pad5d_replicate_ndhwc": ("pad3d", _image(lambda x: F.pad(x, [1, 2, 0, 1, 1, 1], mode="replicate", data_format="NDHWC"), [-1, 4, 8, 8, 3])),
     "pad5d_dynamic_depth": ("pad3d", _image(lambda x: F.pad(x, [1, 2, 0, 1, 1, 1], mode="reflect"), [-1, 3, -1, 8, 8])),
-    "pad5d_paddings_tensor": ("pad3d", _program(lambda x, p: F.pad(x, p, value=1.0), (N5, "float32"), ([6], "int32"))),
+    "pad5d_paddings_tensor": ("pad3d", program(lambda x, p: F.pad(x, p, value=1.0), (N5, "float32"), ([6], "int32"))),
     "pad5d_constant_paddings_tensor": ("pad3d", _image(lambda x: F.pad(x, paddle.full([6], 2, "int32")), N5)),
     "nearest_size": ("nearest_interp_v2", _image(lambda x: F.interpolate(x, size=[16, 12]), N4)),
     "nearest_scale": ("nearest_interp_v2", _image(lambda x: F.interpolate(x, scale_factor=[1.5, 0.5]), N4)),
@@ -99,9 +87,9 @@ PROGRAMS: dict[str, tuple[str, Build]] = {
     "nearest_dynamic_hw": ("nearest_interp_v2", _image(lambda x: F.interpolate(x, scale_factor=2), [-1, 3, -1, 8])),
     "nearest_5d_scale": ("nearest_interp_v2", _image(lambda x: F.interpolate(x, scale_factor=2), N5)),
     "nearest_5d_size_ndhwc": ("nearest_interp_v2", _image(lambda x: F.interpolate(x, size=[2, 3, 4], data_format="NDHWC"), [-1, 4, 8, 8, 3])),
-    "nearest_out_size_tensor": ("nearest_interp_v2", _program(lambda x, s: F.interpolate(x, size=s), (N4, "float32"), ([2], "int32"))),
-    "nearest_size_tensor_list": ("nearest_interp_v2", _program(lambda x, s: F.interpolate(x, size=[s, 5]), (N4, "float32"), ([1], "int32"))),
-    "nearest_scale_tensor": ("nearest_interp_v2", _program(lambda x, s: F.interpolate(x, scale_factor=s), (N4, "float32"), ([1], "float32"))),
+    "nearest_out_size_tensor": ("nearest_interp_v2", program(lambda x, s: F.interpolate(x, size=s), (N4, "float32"), ([2], "int32"))),
+    "nearest_size_tensor_list": ("nearest_interp_v2", program(lambda x, s: F.interpolate(x, size=[s, 5]), (N4, "float32"), ([1], "int32"))),
+    "nearest_scale_tensor": ("nearest_interp_v2", program(lambda x, s: F.interpolate(x, scale_factor=s), (N4, "float32"), ([1], "float32"))),
     "nearest_size_from_shape": ("nearest_interp_v2", _image(lambda x: F.interpolate(x, size=paddle.shape(x)[2:] * 2), [2, 3, 8, 6])),
     "bilinear_size": ("bilinear_interp_v2", _image(lambda x: F.interpolate(x, size=[16, 12], mode="bilinear"), N4)),
     "bilinear_align_corners": ("bilinear_interp_v2", _image(lambda x: F.interpolate(x, scale_factor=2.0, mode="bilinear", align_corners=True), N4)),
@@ -114,7 +102,7 @@ PROGRAMS: dict[str, tuple[str, Build]] = {
     "pixel_shuffle_dynamic_hw": ("pixel_shuffle", _image(lambda x: F.pixel_shuffle(x, 2), [-1, 8, -1, -1])),
     "flip": ("flip", _image(lambda x: paddle.flip(x, [0, 2]), [-1, 8, 3, 3])),
     "flip_negative_axis": ("flip", _image(lambda x: paddle.flip(x, -1), [-1, -1, 3])),
-    "flip_int64": ("flip", _program(lambda x: paddle.flip(x, [1]), ([-1, 5], "int64"))),
+    "flip_int64": ("flip", program(lambda x: paddle.flip(x, [1]), ([-1, 5], "int64"))),
 }  # fmt: skip
 
 # More variants for numeric parity (every interpolation trap, pad mode and dtype). The raw
@@ -122,30 +110,30 @@ PROGRAMS: dict[str, tuple[str, Build]] = {
 # implies there although OutSize overrides it at run time.
 PARITY_PROGRAMS: dict[str, tuple[str, Build]] = {
     **PROGRAMS,
-    "pad5d_int64_constant": ("pad3d", _program(lambda x: F.pad(x, [1, 2, 0, 1, 1, 1], value=-1.5), ([-1, 3, 4, 4, 4], "int64"))),
+    "pad5d_int64_constant": ("pad3d", program(lambda x: F.pad(x, [1, 2, 0, 1, 1, 1], value=-1.5), ([-1, 3, 4, 4, 4], "int64"))),
     "pad5d_circular_wider_than_axis": ("pad3d", _image(lambda x: F.pad(x, [9, 1, 0, 5, 6, 1], mode="circular"), [-1, 3, 4, 4, 4])),
     "pad5d_circular_ndhwc": ("pad3d", _image(lambda x: F.pad(x, [1, 2, 3, 0, 1, 1], mode="circular", data_format="NDHWC"), [-1, 4, 4, 4, 3])),
-    "pad5d_reflect_paddings_tensor": ("pad3d", _program(lambda x, p: F.pad(x, p, mode="reflect"), (N5, "float32"), ([6], "int32"))),
-    "pad5d_replicate_paddings_tensor": ("pad3d", _program(lambda x, p: F.pad(x, p, mode="replicate"), (N5, "float32"), ([6], "int64"))),
-    "pad5d_circular_paddings_tensor": ("pad3d", _program(lambda x, p: F.pad(x, p, mode="circular"), (N5, "float32"), ([6], "int64"))),
+    "pad5d_reflect_paddings_tensor": ("pad3d", program(lambda x, p: F.pad(x, p, mode="reflect"), (N5, "float32"), ([6], "int32"))),
+    "pad5d_replicate_paddings_tensor": ("pad3d", program(lambda x, p: F.pad(x, p, mode="replicate"), (N5, "float32"), ([6], "int64"))),
+    "pad5d_circular_paddings_tensor": ("pad3d", program(lambda x, p: F.pad(x, p, mode="circular"), (N5, "float32"), ([6], "int64"))),
     "nearest_align_corners": ("nearest_interp_v2", _raw_interp("nearest_interp_v2", N4, out_h=13, out_w=5, align_corners=True)),
     "nearest_align_corners_5d": ("nearest_interp_v2", _raw_interp("nearest_interp_v2", N5, out_d=7, out_h=3, out_w=16, align_corners=True)),
     "nearest_scale_dynamic_double_product": ("nearest_interp_v2", _image(lambda x: F.interpolate(x, scale_factor=[1.3, 0.7]), [-1, 3, -1, -1])),
     "nearest_scale_near_one_dynamic": ("nearest_interp_v2", _image(lambda x: F.interpolate(x, scale_factor=[1.05, 1.02]), [-1, 3, -1, -1])),
     "nearest_out_size_and_scale": ("nearest_interp_v2", _raw_interp("nearest_interp_v2", N4, out_size=2, scale=[2.0, 1.5])),
-    "nearest_int64": ("nearest_interp_v2", _program(lambda x: F.interpolate(x, size=[7, 13]), (N4, "int64"))),
+    "nearest_int64": ("nearest_interp_v2", program(lambda x: F.interpolate(x, size=[7, 13]), (N4, "int64"))),
     "bilinear_align_corners_size": ("bilinear_interp_v2", _image(lambda x: F.interpolate(x, size=[5, 13], mode="bilinear", align_corners=True), N4)),
     "bilinear_align_mode_1_size": ("bilinear_interp_v2", _image(lambda x: F.interpolate(x, size=[17, 6], mode="bilinear", align_mode=1), N4)),
-    "bilinear_scale_tensor": ("bilinear_interp_v2", _program(lambda x, s: F.interpolate(x, scale_factor=s, mode="bilinear"), (N4, "float32"), ([2], "float32"))),
-    "bilinear_out_size_tensor": ("bilinear_interp_v2", _program(lambda x, s: F.interpolate(x, size=s, mode="bilinear"), (N4, "float32"), ([2], "int32"))),
-    "bilinear_size_tensor_list": ("bilinear_interp_v2", _program(lambda x, s: F.interpolate(x, size=[9, s], mode="bilinear", align_corners=True), (N4, "float32"), ([1], "int32"))),
+    "bilinear_scale_tensor": ("bilinear_interp_v2", program(lambda x, s: F.interpolate(x, scale_factor=s, mode="bilinear"), (N4, "float32"), ([2], "float32"))),
+    "bilinear_out_size_tensor": ("bilinear_interp_v2", program(lambda x, s: F.interpolate(x, size=s, mode="bilinear"), (N4, "float32"), ([2], "int32"))),
+    "bilinear_size_tensor_list": ("bilinear_interp_v2", program(lambda x, s: F.interpolate(x, size=[9, s], mode="bilinear", align_corners=True), (N4, "float32"), ([1], "int32"))),
     "bilinear_scale_near_one_dynamic": ("bilinear_interp_v2", _image(lambda x: F.interpolate(x, scale_factor=1.05, mode="bilinear"), [-1, 3, -1, -1])),
     "bilinear_out_size_and_scale": ("bilinear_interp_v2", _raw_interp("bilinear_interp_v2", N4, out_size=2, scale=[2.0, 1.5], align_mode=0)),
-    "bilinear_uint8": ("bilinear_interp_v2", _program(lambda x: F.interpolate(x, size=[11, 7], mode="bilinear"), (N4, "uint8"))),
-    "bilinear_uint8_flat": ("bilinear_interp_v2", _program(lambda x: F.interpolate(x, size=[11, 7], mode="bilinear"), ([2, 3, 4, 4], "uint8"))),
-    "bilinear_float64": ("bilinear_interp_v2", _program(lambda x: F.interpolate(x, scale_factor=1.7, mode="bilinear"), (N4, "float64"))),
-    "pixel_shuffle_float64": ("pixel_shuffle", _program(lambda x: F.pixel_shuffle(x, 2, "NHWC"), ([-1, -1, 3, 8], "float64"))),
-    "flip_bool": ("flip", _program(lambda x: paddle.flip(x, [0, 1]), ([-1, 3], "bool"))),
+    "bilinear_uint8": ("bilinear_interp_v2", program(lambda x: F.interpolate(x, size=[11, 7], mode="bilinear"), (N4, "uint8"))),
+    "bilinear_uint8_flat": ("bilinear_interp_v2", program(lambda x: F.interpolate(x, size=[11, 7], mode="bilinear"), ([2, 3, 4, 4], "uint8"))),
+    "bilinear_float64": ("bilinear_interp_v2", program(lambda x: F.interpolate(x, scale_factor=1.7, mode="bilinear"), (N4, "float64"))),
+    "pixel_shuffle_float64": ("pixel_shuffle", program(lambda x: F.pixel_shuffle(x, 2, "NHWC"), ([-1, -1, 3, 8], "float64"))),
+    "flip_bool": ("flip", program(lambda x: paddle.flip(x, [0, 1]), ([-1, 3], "bool"))),
 }  # fmt: skip
 
 
