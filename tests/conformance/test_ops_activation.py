@@ -10,8 +10,6 @@ from typing import Any, Final
 
 import pytest
 
-from executor import SessionOptions, compile
-from executor.lower import LoweringError
 from graph_proto import framework_pb2 as pb
 from tests.conformance.op_cases import Adjust, Case, randomized
 from tests.conformance.paddle_util import Saved, assert_parity, build_and_save, paddle, random_feeds
@@ -183,11 +181,3 @@ def test_prelu_element_with_dims_known_at_run_time_matches_paddle() -> None:
     for batch in (1, 3):
         feeds = random_feeds(validated, batch=batch, dynamic=3, seed=batch)
         assert_parity(saved, feeds, validate_args=(policy,))
-
-
-def assert_lowering_rejects(build: Build, fragment: str) -> None:
-    """Validation accepts the program, the ONNX lowering refuses it with `fragment`."""
-    saved = build_and_save(build)
-    validated = validate(saved.program, saved.params)
-    with pytest.raises(LoweringError, match=fragment):
-        compile(validated, SessionOptions(use_cuda=False))
