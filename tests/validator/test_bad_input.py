@@ -609,7 +609,6 @@ add("concat-axis-from-a-feed", Code.ATTR_VALUE, from_feed("concat", "AxisTensor"
 add("top-k-from-a-feed", Code.ATTR_VALUE, from_feed("top_k_v2", "K", {**TOP_K, "k": 1}, {"Out": [V("o", [-1, -1])], "Indices": [V("i", [-1, -1], INT64)]}))  # fmt: skip
 
 
-
 @row("pool2d-global-adaptive-max-of-unknown-size", Code.LOWERING_UNSUPPORTED)
 def _global_adaptive_max_of_unknown_size() -> Upload:
     """Paddle's max kernel pools windows of the input's size: ONNX needs it when building."""
