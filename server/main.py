@@ -7,18 +7,23 @@ from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 
 from fastapi import FastAPI
+from sqlalchemy.orm import Session, sessionmaker
 
 from server import errors, paths
 from server.body_limit import BodyLimit
 from server.db.engine import open_database
 from server.metrics import InferenceMetrics
-from server.routes import admin, health, inference, metrics, models
+from server.routes import admin, admin_operator, health, inference, metrics, models, openapi
+from server.services.admins import AdminService
+from server.services.audit import AuditService
 from server.services.limits import Limits
 from server.services.metrics import Metrics, TenantNames
 from server.services.models import ModelService
+from server.services.policies import PolicyService
 from server.services.tenants import TenantService, announce_admin_token
 from server.settings import Settings
 from server.storage.artifacts import Artifacts
+from server.services.uploads import UploadService
 
 log = logging.getLogger("graphgate.server")
 
@@ -35,7 +40,8 @@ def start_services(app: FastAPI, settings: Settings) -> None:
     if (created := tenants.ensure_admin(token)) is not None:
         announce_admin_token(created)
     app.state.tenants = tenants
-    app.state.metrics.bind_tenant_names(TenantNames(sessions))
+    app.state.tenant_names = TenantNames(sessions)
+    app.state.metrics.bind_tenant_names(app.state.tenant_names)
     app.state.models = ModelService(
         sessions,
         artifacts,
@@ -43,6 +49,28 @@ def start_services(app: FastAPI, settings: Settings) -> None:
         options=settings.session_options(),
         cache_size=settings.model_cache_size,
         lookup_ttl_s=settings.model_lookup_ttl_s,
+        policy_for=lambda tenant_id: app.state.policies.policy_of(tenant_id),
+    )
+    start_operator_services(app, settings, sessions, artifacts)
+
+
+def start_operator_services(
+    app: FastAPI, settings: Settings, sessions: sessionmaker[Session], artifacts: Artifacts
+) -> None:
+    """Operators, the audit log, per-tenant rules and the audited uploads (server/services/)."""
+    app.state.audit = AuditService(sessions)
+    app.state.admins = AdminService(sessions, app.state.tenants, app.state.audit)
+    app.state.admins.ensure_root()
+    app.state.policies = PolicyService(
+        sessions,
+        artifacts,
+        app.state.models,
+        app.state.limits,
+        default_policy=settings.policy(),
+        default_quota=settings.quota(),
+    )
+    app.state.uploads = UploadService(
+        sessions, app.state.models, app.state.policies, app.state.audit, keep=settings.rejections_kept
     )
 
 
@@ -73,5 +101,7 @@ def create_app(settings: Settings) -> FastAPI:
     app.include_router(models.router)
     app.include_router(inference.router)
     app.include_router(admin.router)
+    app.include_router(admin_operator.router)
+    app.include_router(openapi.router)
     app.include_router(metrics.router)
     return app

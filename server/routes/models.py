@@ -7,27 +7,30 @@ from typing import Annotated, Any
 from fastapi import APIRouter, File, Form, Response, UploadFile, status
 
 from server.deps import MetricsDep, ModelsDep, PrincipalDep
+from server.deps_admin import ActorDep, UploadsDep
 from server.paths import CHECK, MODELS, V1
 from server.routes.json import iso
+from server.routes.schemas import ERRORS, UPLOAD_ERRORS
 from server.services.types import StoredModel, StoredVersion
 
-router = APIRouter(prefix=V1, tags=["models"])
+router = APIRouter(prefix=V1, tags=["models"], responses=ERRORS)
 ProgramPart = Annotated[UploadFile, File(description="The .pdmodel (ProgramDesc) bytes.")]
 ParamsPart = Annotated[UploadFile | None, File(description="The .pdiparams bytes.")]
 
 
 # NOTE: `def` routes: validation and compilation are CPU-bound, so they run in the threadpool.
-@router.post(MODELS, status_code=status.HTTP_201_CREATED)
+@router.post(MODELS, status_code=status.HTTP_201_CREATED, responses=UPLOAD_ERRORS)
 def upload_model(
     principal: PrincipalDep,
-    models: ModelsDep,
+    uploads: UploadsDep,
+    actor: ActorDep,
     metrics: MetricsDep,
     name: Annotated[str, Form()],
     program: ProgramPart,
     params: ParamsPart = None,
 ) -> dict[str, Any]:
     with metrics.upload(principal.tenant_id):
-        uploaded = models.upload(principal, name, program.file.read(), _read(params))
+        uploaded = uploads.upload(principal, actor, name, program.file.read(), _read(params))
     return {
         "name": uploaded.name,
         "version": uploaded.version,
@@ -36,11 +39,16 @@ def upload_model(
     }
 
 
-@router.post(CHECK)
+@router.post(CHECK, responses=UPLOAD_ERRORS)
 def check_model(
-    _principal: PrincipalDep, models: ModelsDep, program: ProgramPart, params: ParamsPart = None
+    principal: PrincipalDep,
+    uploads: UploadsDep,
+    actor: ActorDep,
+    program: ProgramPart,
+    params: ParamsPart = None,
 ) -> dict[str, Any]:
-    return {"valid": True, "report": models.check(program.file.read(), _read(params)).to_json()}
+    report = uploads.check(principal, actor.tenant, program.file.read(), _read(params))
+    return {"valid": True, "report": report.to_json()}
 
 
 @router.get("/models")
@@ -60,13 +68,17 @@ def get_model(name: str, principal: PrincipalDep, models: ModelsDep) -> dict[str
 
 
 @router.delete("/models/{name}", status_code=status.HTTP_204_NO_CONTENT)
-def delete_model(name: str, principal: PrincipalDep, models: ModelsDep) -> None:
-    models.delete(principal, name)
+def delete_model(
+    name: str, principal: PrincipalDep, uploads: UploadsDep, actor: ActorDep
+) -> None:
+    uploads.delete(principal, actor, name, None)
 
 
 @router.delete("/models/{name}/versions/{version}", status_code=status.HTTP_204_NO_CONTENT)
-def delete_version(name: str, version: int, principal: PrincipalDep, models: ModelsDep) -> None:
-    models.delete(principal, name, version)
+def delete_version(
+    name: str, version: int, principal: PrincipalDep, uploads: UploadsDep, actor: ActorDep
+) -> None:
+    uploads.delete(principal, actor, name, version)
 
 
 @router.get("/models/{name}/versions/{version}/onnx")

@@ -19,6 +19,7 @@ from server.db.models import Model, ModelVersion
 from server.services.types import (
     Forbidden,
     InvalidName,
+    ModelBlocked,
     LoadedModel,
     ModelRejected,
     NotFound,
@@ -32,6 +33,7 @@ from validator import DEFAULT_POLICY, Policy, Report, ValidationFailed
 
 MODEL_NAME: Final = re.compile(r"^[a-z0-9][a-z0-9_.-]{0,63}$")
 READY: Final = "ready"
+BLOCKED: Final = "blocked"  # no longer passes its tenant's policy: kept, not served
 
 _CacheKey = tuple[str, str, int]
 _LookupKey = tuple[str, str, int | None]  # (tenant, name, version or None for the latest)
@@ -62,10 +64,13 @@ class ModelService:
         cache_size: int = 64,
         lookup_ttl_s: float = 5.0,
         clock: Callable[[], float] = time.monotonic,
+        policy_for: Callable[[str], Policy] | None = None,
     ) -> None:
         self._sessions = sessions
         self._artifacts = artifacts
         self._policy = policy
+        # The tenant's own policy (server/services/policies.py); `policy` for every tenant without.
+        self._policy_for = policy_for or (lambda _tenant: policy)
         self._options = options or SessionOptions()
         self._cache_size = cache_size
         self._cache: OrderedDict[_CacheKey, LoadedModel] = OrderedDict()
@@ -82,9 +87,11 @@ class ModelService:
 
     # -- use cases -------------------------------------------------------------------------
 
-    def check(self, program: bytes, params: bytes | None) -> Report:
-        """Validates, lowers and gates without storing anything; returns the report."""
-        return self._compile(program, params).program.report
+    def check(self, program: bytes, params: bytes | None, tenant_id: str = "") -> Report:
+        """Validates (with the tenant's policy when given), lowers and gates without storing
+        anything; returns the report."""
+        policy = self._policy_for(tenant_id) if tenant_id else self._policy
+        return self._compile(program, params, policy).program.report
 
     def upload(
         self, principal: Principal, name: str, program: bytes, params: bytes | None
@@ -92,7 +99,7 @@ class ModelService:
         """Adds a version of `name`: artifacts first, the database row last (crash-safe)."""
         tenant = _tenant_of(principal)
         _check_name(name)
-        compiled = self._compile(program, params)
+        compiled = self._compile(program, params, self._policy_for(tenant))
         report = compiled.program.report
         shas = (
             self._artifacts.put(program),
@@ -153,6 +160,10 @@ class ModelService:
         with self._sessions() as s:
             model = self._model(s, principal, name)
             row = self._version(model, version) if version is not None else _newest(model)
+            if row.status == BLOCKED:
+                raise ModelBlocked(
+                    f"model {name!r} version {row.version} is blocked by its tenant's policy"
+                )
             key = (model.tenant_id, model.name, row.version)
             shas = (row.program_sha256, row.params_sha256)
         lookup = (model.tenant_id, name, version)
@@ -163,23 +174,35 @@ class ModelService:
         with build_lock:  # one compile per version, however many requests wait for it
             if (hit := self._cached(key)) is not None:
                 return self._settle(lookup, hit, generation)
-            return self._settle(lookup, LoadedModel(*key, self._rebuild(*shas)), generation)
+            compiled = self._rebuild(*shas, self._policy_for(model.tenant_id))
+            return self._settle(lookup, LoadedModel(*key, compiled), generation)
 
     # -- helpers ---------------------------------------------------------------------------
 
-    def _compile(self, program: bytes, params: bytes | None) -> CompiledModel:
+    def forget_tenant(self, tenant_id: str) -> None:
+        """After a tenant's versions changed status (a policy change): drop its cached lookups
+        and compiled versions, and cache nothing read before now."""
+        with self._cache_lock:
+            for key in [k for k in self._cache if k[0] == tenant_id]:
+                del self._cache[key]
+            for name in {k[1] for k in self._lookups if k[0] == tenant_id}:
+                self._writes[(tenant_id, name)] = self._writes.get((tenant_id, name), 0) + 1
+            for lookup in [k for k in self._lookups if k[0] == tenant_id]:
+                del self._lookups[lookup]
+
+    def _compile(self, program: bytes, params: bytes | None, policy: Policy) -> CompiledModel:
         # The one servability check, shared with `graphgate check`: what it passes, upload keeps.
         try:
-            return check_servable(program, params, self._policy, self._options)
+            return check_servable(program, params, policy, self._options)
         except ValidationFailed as failed:
             diagnostics = list(failed.diagnostics)
             raise ModelRejected(_rejected(len(diagnostics)), diagnostics) from None
 
-    def _rebuild(self, program_sha: str, params_sha: str | None) -> CompiledModel:
+    def _rebuild(self, program_sha: str, params_sha: str | None, policy: Policy) -> CompiledModel:
         # NOTE: re-validated on load, so a stricter validator also applies to stored models.
         program = self._artifacts.get(program_sha)
         params = None if params_sha is None else self._artifacts.get(params_sha)
-        return self._compile(program, params)
+        return self._compile(program, params, policy)
 
     def _register(
         self, tenant: str, name: str, shas: tuple[str, str | None, str], report: str
@@ -284,10 +307,11 @@ def _rejected(count: int) -> str:
 
 
 def _newest(model: Model) -> ModelVersion:
-    ready = [v for v in model.versions if v.status == READY]
-    if not ready:
+    # A blocked newest version is answered as blocked (409), not skipped for an older one.
+    servable = [v for v in model.versions if v.status in (READY, BLOCKED)]
+    if not servable:
         raise NotFound(f"model {model.name!r} has no ready version")
-    return ready[-1]
+    return servable[-1]
 
 
 def _stored(model: Model) -> StoredModel:

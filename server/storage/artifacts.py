@@ -53,6 +53,13 @@ class Artifacts:
             raise ArtifactMissing(f"artifact {sha} is corrupt: its bytes hash differently")
         return data
 
+    def size(self, sha: str) -> int:
+        """Bytes stored under `sha` (0 when missing): for the tenants' storage quotas."""
+        try:
+            return self._path(sha).stat().st_size
+        except OSError:
+            return 0
+
     def sweep(self) -> int:
         """Deletes temporary files a crashed write left behind; returns how many. Start-up only."""
         leftovers = list(self.root.glob(f"*/{TMP_PREFIX}*"))
