@@ -30,14 +30,16 @@ async def openapi(request: Request, _principal: PrincipalDep) -> dict[str, Any]:
 
 
 def control_plane_openapi(routes: list[BaseRoute]) -> dict[str, Any]:
-    v1 = [r for r in routes if getattr(r, "path", "").startswith(V1 + "/")]
     document = get_openapi(
         title="graphgate control plane",
         version=__version__,
         description="Tenant models and the operator's admin API. Every route needs "
         "`Authorization: Bearer <key>`; errors are {error, code}.",
-        routes=v1,
+        routes=routes,
     )
+    # Filtered here, not before: included routers are not plain routes with a path.
+    paths = document.get("paths", {})
+    document["paths"] = {p: ops for p, ops in paths.items() if p.startswith(V1 + "/")}
     document.setdefault("components", {})["securitySchemes"] = {
         "bearer": {"type": "http", "scheme": "bearer"}
     }
