@@ -21,9 +21,9 @@ from server.services.metrics import Metrics, TenantNames
 from server.services.models import ModelService
 from server.services.policies import PolicyService
 from server.services.tenants import TenantService, announce_admin_token
+from server.services.uploads import UploadService
 from server.settings import Settings
 from server.storage.artifacts import Artifacts
-from server.services.uploads import UploadService
 
 log = logging.getLogger("graphgate.server")
 
@@ -70,7 +70,11 @@ def start_operator_services(
         default_quota=settings.quota(),
     )
     app.state.uploads = UploadService(
-        sessions, app.state.models, app.state.policies, app.state.audit, keep=settings.rejections_kept
+        sessions,
+        app.state.models,
+        app.state.policies,
+        app.state.audit,
+        keep=settings.rejections_kept,
     )
 
 

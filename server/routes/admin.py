@@ -10,8 +10,8 @@ from pydantic import BaseModel, Field
 
 from server.deps import TenantsDep, require_admin
 from server.deps_admin import ActorDep, AuditDep, WriterDep
-from server.routes.schemas import ERRORS
 from server.routes.json import iso
+from server.routes.schemas import ERRORS
 from server.services.types import KeyInfo, TenantInfo
 
 router = APIRouter(

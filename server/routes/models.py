@@ -68,9 +68,7 @@ def get_model(name: str, principal: PrincipalDep, models: ModelsDep) -> dict[str
 
 
 @router.delete("/models/{name}", status_code=status.HTTP_204_NO_CONTENT)
-def delete_model(
-    name: str, principal: PrincipalDep, uploads: UploadsDep, actor: ActorDep
-) -> None:
+def delete_model(name: str, principal: PrincipalDep, uploads: UploadsDep, actor: ActorDep) -> None:
     uploads.delete(principal, actor, name, None)
 
 

@@ -19,8 +19,8 @@ from server.db.models import Model, ModelVersion
 from server.services.types import (
     Forbidden,
     InvalidName,
-    ModelBlocked,
     LoadedModel,
+    ModelBlocked,
     ModelRejected,
     NotFound,
     Principal,

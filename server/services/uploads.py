@@ -94,8 +94,8 @@ class UploadService:
                 detail = {**shas, "code": refused.code}
                 self._audit.record(actor, "model.upload", name, REJECTED, detail=detail)
                 raise
-        detail = {**shas, "version": uploaded.version}
-        self._audit.record(actor, "model.upload", f"{name}/{uploaded.version}", OK, detail=detail)
+        stored = {**shas, "version": uploaded.version}
+        self._audit.record(actor, "model.upload", f"{name}/{uploaded.version}", OK, detail=stored)
         return uploaded
 
     def check(
@@ -128,7 +128,11 @@ class UploadService:
         quota = self._policies.quota_of(tenant_id)
         if quota.max_models or quota.max_versions:
             models, versions = self._policies.counts(tenant_id)
-            if quota.max_models and models >= quota.max_models and not self._exists(tenant_id, name):
+            if (
+                quota.max_models
+                and models >= quota.max_models
+                and not self._exists(tenant_id, name)
+            ):
                 raise QuotaExceeded(
                     f"quota max_models: expected at most {quota.max_models} models, "
                     f"got {models + 1}"

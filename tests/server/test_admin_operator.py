@@ -64,9 +64,9 @@ def test_viewer_reads_every_admin_route_and_changes_nothing(client: TestClient) 
     ):
         response = client.request(method, path, json=body, headers=viewer)
         assert_error(response, 403, "ADMIN_ROLE_REQUIRED")
-    assert [t["tenant"] for t in client.get("/v1/admin/tenants", headers=ADMIN).json()["tenants"]] == [
-        "acme"
-    ]
+    assert [
+        t["tenant"] for t in client.get("/v1/admin/tenants", headers=ADMIN).json()["tenants"]
+    ] == ["acme"]
 
 
 def test_named_admin_acts_and_is_revoked(client: TestClient) -> None:
@@ -100,11 +100,16 @@ def test_validation_errors_have_codes(client: TestClient) -> None:
     )
     for path, method, body, status, code in cases:
         assert_error(client.request(method, path, json=body, headers=ADMIN), status, code)
-    assert "expected" in client.put(
-        "/v1/admin/tenants/acme/policy", json={"max_batch": 0}, headers=ADMIN
-    ).json()["error"]
+    assert (
+        "expected"
+        in client.put("/v1/admin/tenants/acme/policy", json={"max_batch": 0}, headers=ADMIN).json()[
+            "error"
+        ]
+    )
     create_admin(client, "alice", "admin")
-    duplicate = client.post("/v1/admin/admins", json={"name": "alice", "role": "admin"}, headers=ADMIN)
+    duplicate = client.post(
+        "/v1/admin/admins", json={"name": "alice", "role": "admin"}, headers=ADMIN
+    )
     assert_error(duplicate, 409, "CONFLICT")
 
 

@@ -60,12 +60,16 @@ def test_forbidden_op_blocks_stored_version_rejects_upload_and_check(
     assert "conv2d" not in change["policy"]["allowed_ops"]
 
     x = [0.5] * (3 * 16 * 16)
-    cnn_body = {"inputs": [{"name": "image", "shape": [1, 3, 16, 16], "datatype": "FP32", "data": x}]}
+    cnn_body = {
+        "inputs": [{"name": "image", "shape": [1, 3, 16, 16], "datatype": "FP32", "data": x}]
+    }
     blocked = client.post("/v2/models/cnn/infer", json=cnn_body, headers=auth(key_a))
     assert blocked.status_code == 409, blocked.text
     assert blocked.json()["code"] == "MODEL_BLOCKED_BY_POLICY"
     # Another tenant's policy is its own.
-    assert client.post("/v2/models/cnn/infer", json=cnn_body, headers=auth(key_b)).status_code == 200
+    assert (
+        client.post("/v2/models/cnn/infer", json=cnn_body, headers=auth(key_b)).status_code == 200
+    )
     assert infer_affine(client, key_a, "lin").status_code == 200
 
     listed = client.get("/v1/models/cnn", headers=auth(key_a)).json()
@@ -83,7 +87,9 @@ def test_forbidden_op_blocks_stored_version_rejects_upload_and_check(
 
     loosened = set_policy(client, "tenant-a", allowed_ops=None)
     assert loosened["unblocked"] == ["cnn/1"] and loosened["blocked"] == []
-    assert client.post("/v2/models/cnn/infer", json=cnn_body, headers=auth(key_a)).status_code == 200
+    assert (
+        client.post("/v2/models/cnn/infer", json=cnn_body, headers=auth(key_a)).status_code == 200
+    )
 
 
 def test_limit_field_named_in_rejection(client: TestClient, key_a: str) -> None:
