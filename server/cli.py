@@ -9,7 +9,7 @@ from typing import Annotated, Any, Final, NoReturn
 
 import typer
 
-from server import cli_user
+from server import cli_admin, cli_user
 from server.cli_tenants import tenants
 
 app = typer.Typer(
@@ -231,6 +231,10 @@ def serve(
 
 
 app.add_typer(tenants, name="tenants")
+app.add_typer(cli_admin.admins, name="admins")
+app.add_typer(cli_admin.policy, name="policy")
+app.add_typer(cli_admin.quota, name="quota")
+app.add_typer(cli_admin.audit, name="audit")
 cli_user.register(app)
 
 if __name__ == "__main__":
