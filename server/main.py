@@ -11,6 +11,7 @@ from sqlalchemy.orm import Session, sessionmaker
 
 from server import errors, paths
 from server.body_limit import BodyLimit
+from server.console import app as console
 from server.db.engine import open_database
 from server.metrics import InferenceMetrics
 from server.routes import admin, admin_operator, health, inference, metrics, models, openapi
@@ -76,6 +77,7 @@ def start_operator_services(
         app.state.audit,
         keep=settings.rejections_kept,
     )
+    console.start(app.state, sessions, artifacts)
 
 
 def create_app(settings: Settings) -> FastAPI:
@@ -108,4 +110,5 @@ def create_app(settings: Settings) -> FastAPI:
     app.include_router(admin_operator.router)
     app.include_router(openapi.router)
     app.include_router(metrics.router)
+    app.mount(console.PREFIX, console.build(app.state))  # last: the API's routes match first
     return app

@@ -216,6 +216,24 @@ class Settings(BaseSettings):
         description="run on CUDA when this onnxruntime build has it (CPU otherwise)",
     )
 
+    # -- the operator's console (/admin) ------------------------------------------------------
+    cookie_secure: bool = Field(
+        default=False,
+        description="mark the console's session cookie `Secure` (set it when served over HTTPS)",
+    )
+    console_idle_s: float = Field(
+        default=1800.0, gt=0, description="seconds a console session lives without a request"
+    )
+    console_max_s: float = Field(
+        default=43200.0, gt=0, description="seconds a console session lives after its login"
+    )
+    console_login_attempts: int = Field(
+        default=10,
+        ge=0,
+        description="failed console logins a minute from one client address before "
+        "`LOGIN_RATE_LIMITED`; `0`: off",
+    )
+
     @field_validator("admin_token")
     @classmethod
     def _strong_admin_token(cls, value: SecretStr | None) -> SecretStr | None:

@@ -179,6 +179,11 @@ class ModelService:
 
     # -- helpers ---------------------------------------------------------------------------
 
+    def loaded(self) -> list[LoadedModel]:
+        """The compiled versions in memory now, least recently used first (the console)."""
+        with self._cache_lock:
+            return list(self._cache.values())
+
     def forget_tenant(self, tenant_id: str) -> None:
         """After a tenant's versions changed status (a policy change): drop its cached lookups
         and compiled versions, and cache nothing read before now."""
