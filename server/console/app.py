@@ -121,7 +121,9 @@ def _main(request: Request) -> State:
 
 def _session(request: Request) -> SessionInfo:
     cookie = request.cookies.get(SESSION_COOKIE, "")
-    info = _main(request).console_sessions.current(cookie) if cookie else None
+    info: SessionInfo | None = None
+    if cookie:
+        info = _main(request).console_sessions.current(cookie)
     if info is None:
         raise LoginNeeded()
     return info
@@ -161,11 +163,13 @@ CsrfField = Annotated[str, Form()]
 # -- the pages -------------------------------------------------------------------------------
 
 
-def _routes(app: FastAPI, templates: Jinja2Templates) -> None:  # noqa: C901 (one route table)
+def _routes(app: FastAPI, templates: Jinja2Templates) -> None:
     def render(
-        request: Request, name: str, page: Page | None, status: int = 200, **data: Any
+        request: Request, template: str, page: Page | None, status: int = 200, **data: Any
     ) -> HTMLResponse:
-        return templates.TemplateResponse(request, name, {"page": page, **data}, status_code=status)
+        return templates.TemplateResponse(
+            request, template, {"page": page, **data}, status_code=status
+        )
 
     @app.get("/login")
     def login_form(request: Request) -> HTMLResponse:
@@ -554,7 +558,7 @@ def _when(value: datetime | None) -> str:
 
 
 def _error_pages(app: FastAPI, templates: Jinja2Templates) -> None:
-    async def login_needed(request: Request, _exc: Exception) -> Response:
+    async def login_needed(_request: Request, _exc: Exception) -> Response:
         return RedirectResponse(f"{PREFIX}/login", status_code=303)
 
     async def domain_error(request: Request, exc: Exception) -> Response:

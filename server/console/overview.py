@@ -10,7 +10,7 @@ from importlib import metadata
 from typing import Final
 
 from executor.session import choose_providers
-from server.services.metrics import MinutePoint, Metrics
+from server.services.metrics import Metrics, MinutePoint
 from server.services.models import ModelService
 
 TOP: Final = 5
