@@ -43,7 +43,8 @@ class Overview:
     errors_last_hour: int
     top_tenants: list[tuple[str, int, int]]  # (name, requests, errors) since start
     top_models: list[tuple[str, int, int]]  # ("tenant/model", requests, errors)
-    providers: list[str]
+    providers: list[str]  # preferred first, as sessions are built
+    running_on: list[str]  # the providers the loaded sessions really run on
     loaded: list[LoadedRow]
     uptime_s: float
     version: str
@@ -70,6 +71,7 @@ def overview(metrics: Metrics, models: ModelService, use_cuda: bool) -> Overview
         top_tenants=_top(tenants, tenant_errors),
         top_models=_top(models_seen, model_errors),
         providers=choose_providers(use_cuda),
+        running_on=sorted({row.provider for row in loaded}),
         loaded=loaded,
         uptime_s=time.time() - STARTED,
         version=_version(),
@@ -90,13 +92,14 @@ def _charts(points: list[MinutePoint]) -> tuple[Chart, ...]:
 
 
 def _chart(title: str, values: list[float], label: str) -> Chart:
-    top = max(values, default=0.0) or 1.0
+    peak = max(values, default=0.0)
+    top = peak or 1.0  # an idle hour: a flat line at the bottom
     step = WIDTH / max(len(values) - 1, 1)
     points = " ".join(
         f"{i * step:.1f},{HEIGHT - HEIGHT * v / top:.1f}" for i, v in enumerate(values)
     )
     latest = values[-1] if values else 0.0
-    return Chart(title, points, label.format(top), label.format(latest))
+    return Chart(title, points, label.format(peak), label.format(latest))
 
 
 def _traffic(metrics: Metrics) -> tuple[Counter[str], Counter[str], Counter[str], Counter[str]]:
