@@ -83,16 +83,12 @@ class ConsoleQueries:
             suspended = set(
                 s.scalars(select(TenantRules.tenant_id).where(TenantRules.suspended.is_not(None)))
             )
-            models = Counter(dict(s.execute(_count_by_tenant(Model.id)).tuples().all()))
-            keys = Counter(
-                dict(
-                    s.execute(
-                        select(ApiKey.tenant_id, func.count())
-                        .where(ApiKey.revoked.is_(None), ApiKey.tenant_id.is_not(None))
-                        .group_by(ApiKey.tenant_id)
-                    )
-                    .tuples()
-                    .all()
+            models = _counts(s.execute(_count_by_tenant(Model.id)))
+            keys = _counts(
+                s.execute(
+                    select(ApiKey.tenant_id, func.count())
+                    .where(ApiKey.revoked.is_(None), ApiKey.tenant_id.is_not(None))
+                    .group_by(ApiKey.tenant_id)
                 )
             )
             versions = s.execute(
@@ -204,6 +200,10 @@ class ConsoleQueries:
         if size is None:
             size = self._sizes[sha] = self._artifacts.size(sha)
         return size
+
+
+def _counts(rows: Any) -> Counter[str]:
+    return Counter({str(key): int(count) for key, count in rows})
 
 
 def _count_by_tenant(column: Any) -> Any:

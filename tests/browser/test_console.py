@@ -40,7 +40,9 @@ def _login(page: Page, server: Server, key: str) -> None:
     page.get_by_role("button", name="Log in").click()
 
 
-def _upload(server: Server, key: str, name: str, program: bytes, params: bytes | None) -> httpx2.Response:
+def _upload(
+    server: Server, key: str, name: str, program: bytes, params: bytes | None
+) -> httpx2.Response:
     files = {"program": program, **({"params": params} if params else {})}
     return httpx2.post(
         f"{server.url}/v1/models", data={"name": name}, files=files, headers=auth(key), timeout=60
@@ -143,8 +145,11 @@ def test_operator_story(browser: Browser, server: Server, tmp_path: Path) -> Non
     page.get_by_role("link", name="Audit").click()
     rows = page.locator("table.audit tbody tr")
     listed = [
-        (r.locator("td").nth(1).inner_text(), r.locator("td").nth(2).inner_text(),
-         r.locator("td").nth(5).inner_text())
+        (
+            r.locator("td").nth(1).inner_text(),
+            r.locator("td").nth(2).inner_text(),
+            r.locator("td").nth(5).inner_text(),
+        )
         for r in rows.all()
     ][::-1]  # oldest first
     root, tenant = "admin:root", "tenant:acme"
@@ -195,7 +200,10 @@ def test_viewer_reads_every_page_and_changes_nothing(browser: Browser, server: S
     )
     assert made.status_code == 201, made.text
     httpx2.post(
-        f"{server.url}/v1/admin/tenants", json={"name": "seen"}, headers=auth(ADMIN_TOKEN), timeout=10
+        f"{server.url}/v1/admin/tenants",
+        json={"name": "seen"},
+        headers=auth(ADMIN_TOKEN),
+        timeout=10,
     )
     context = _context(browser)
     page = context.new_page()
