@@ -91,6 +91,7 @@ class _Rules:
     policy: Policy
     quota: Quota
     suspended: bool
+    own_policy_fields: frozenset[str]
 
 
 class PolicyService:
@@ -122,6 +123,11 @@ class PolicyService:
     def policy_of(self, tenant_id: str) -> Policy:
         rules = self._rules.get(tenant_id)
         return self._default_policy if rules is None else rules.policy
+
+    def own_policy_fields(self, tenant_id: str) -> frozenset[str]:
+        """The policy fields an operator set for this tenant (the rest are the server's)."""
+        rules = self._rules.get(tenant_id)
+        return frozenset() if rules is None else rules.own_policy_fields
 
     def quota_of(self, tenant_id: str) -> Quota:
         rules = self._rules.get(tenant_id)
@@ -221,6 +227,7 @@ class PolicyService:
                     self._policy_from(json.loads(r.policy)),
                     self._quota_from(json.loads(r.quota)),
                     r.suspended is not None,
+                    frozenset(json.loads(r.policy)),
                 )
                 for r in rows
             }

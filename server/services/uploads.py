@@ -84,7 +84,8 @@ class UploadService:
                 self._check_quota(tenant_id, name, len(program) + len(params or b""))
                 uploaded = self._models.upload(principal, name, program, params)
             except ModelRejected as rejected:
-                named = _named(rejected, actor.tenant)
+                own = self._policies.own_policy_fields(tenant_id)
+                named = _named(rejected, actor.tenant, own)
                 self._keep_rejection(tenant_id, name, named, shas)
                 codes = sorted({str(d.code) for d in named.diagnostics})
                 detail = {**shas, "code": named.code, "diagnostic_codes": codes}
@@ -107,7 +108,8 @@ class UploadService:
             try:
                 return self._models.check(program, params, tenant_id)
             except ModelRejected as rejected:
-                raise _named(rejected, tenant) from None
+                own = self._policies.own_policy_fields(tenant_id)
+                raise _named(rejected, tenant, own) from None
 
     def delete(self, principal: Principal, actor: Actor, name: str, version: int | None) -> None:
         target = name if version is None else f"{name}/{version}"
@@ -177,15 +179,16 @@ class UploadService:
                 s.delete(s.get_one(Rejection, row_id))
 
 
-def _named(rejected: ModelRejected, tenant: str) -> ModelRejected:
-    """The rejection named after the tenant policy field that refused it, if one did."""
+def _named(rejected: ModelRejected, tenant: str, own: frozenset[str]) -> ModelRejected:
+    """The rejection named after the tenant's own policy field that refused it, if one did (a
+    refusal by the server-wide policy stays VALIDATION_FAILED)."""
     diagnostics: Sequence[Diagnostic] = rejected.diagnostics
     for diagnostic in diagnostics:
-        if str(diagnostic.code) == "OP_NOT_ALLOWED":
+        if str(diagnostic.code) == "OP_NOT_ALLOWED" and "allowed_ops" in own:
             message = f"op {diagnostic.op_type} is not allowed for tenant {tenant}"
             return OpNotAllowedByPolicy(message, diagnostics)
     for diagnostic in diagnostics:
-        if (policy_field := POLICY_FIELD_OF.get(str(diagnostic.code))) is not None:
+        if (policy_field := POLICY_FIELD_OF.get(str(diagnostic.code))) in own:
             message = (
                 f"the program is over tenant {tenant}'s policy {policy_field}: {diagnostic.message}"
             )
