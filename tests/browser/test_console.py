@@ -49,6 +49,15 @@ def _upload(
     )
 
 
+def _infer(server: Server, key: str, ok: int, bad: int) -> None:
+    url = f"{server.url}/v2/models/cnn/infer"
+    image = {"name": "image", "datatype": "FP32", "shape": [1, 3, 16, 16], "data": [0.5] * 768}
+    wrong = {**image, "shape": [1, 3, 8, 8], "data": [0.5] * 192}
+    for body, want in [*[(image, 200)] * ok, *[(wrong, 400)] * bad]:
+        answer = httpx2.post(url, json={"inputs": [body]}, headers=auth(key), timeout=30)
+        assert answer.status_code == want, answer.text
+
+
 def _shoot(page: Page, out: Path, name: str) -> None:
     """The page at each width, into `out` (and docs/console/ at 1280 when asked)."""
     for width in WIDTHS:
@@ -94,6 +103,7 @@ def test_operator_story(browser: Browser, server: Server, tmp_path: Path) -> Non
 
     # An upload through REST appears with its report; a rejected one with its diagnostics.
     assert _upload(server, key, "cnn", CNN.program, CNN.params).status_code == 201
+    _infer(server, key, ok=12, bad=2)  # traffic for the overview's charts and top lists
     rejected = _upload(server, key, "junk", b"\xff\xff junk", None)
     assert rejected.status_code == 422, rejected.text
     page.get_by_role("link", name="Models").click()
@@ -173,6 +183,9 @@ def test_operator_story(browser: Browser, server: Server, tmp_path: Path) -> Non
     for name, path in (("overview", "/"), ("tenants", "/tenants")):
         page.goto(f"{server.url}/admin{path}")
         _shoot(page, tmp_path, name)
+    page.goto(f"{server.url}/admin/")
+    expect(page.locator("section.stats")).to_contain_text("14")  # requests in the last hour
+    expect(page.get_by_role("table").nth(0)).to_contain_text("acme")  # top tenants
     assert len(list(tmp_path.glob("*.png"))) == 2 * 7
 
     # A form POST without the CSRF token is refused, whatever the session.
