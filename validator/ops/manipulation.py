@@ -354,6 +354,14 @@ def _squeeze_ref(x: np.ndarray, a: SqueezeAttrs) -> np.ndarray:
     return x.reshape([d for i, d in enumerate(x.shape) if not (i in axes and d == 1)])
 
 
+def _squeeze_batch(view: BatchView) -> int:
+    """A request of one row has a batch dim of 1, which squeezing all 1s (or that axis) drops."""
+    axis, axes, rank = only(view, "X"), view.attrs.axes, view.type("X").rank
+    if not axes or axis in {a + rank if a < 0 else a for a in axes}:  # axes may repeat
+        raise Couples("squeezes the batch dimension away when a request has one row")
+    return RESHAPED(view)
+
+
 SQUEEZE2 = OpDef(
     op_type="squeeze2",
     doc="Removes the size-1 dims of X listed in `axes` (all size-1 dims if empty).",
@@ -363,7 +371,7 @@ SQUEEZE2 = OpDef(
     attrs=SqueezeAttrs,
     ignored_attrs=BACKEND_ATTRS,
     infer=_squeeze2_infer,
-    batch=RESHAPED,
+    batch=_squeeze_batch,
     cases=(
         Case({"X": f32(2, 1, 4)}, {"axes": [1]}, expect=_squeeze_ref),
         Case({"X": f32(1, 3, 1)}, {"axes": []}, expect=_squeeze_ref),

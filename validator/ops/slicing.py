@@ -25,7 +25,6 @@ from validator.ops._def import (
     TensorType,
 )
 from validator.ops._operands import BACKEND_ATTRS, Operand, carry, check_rank, int_operand
-from validator.ops._shape import norm_axes
 
 
 def _floats(*shape: int) -> np.ndarray:
@@ -150,11 +149,11 @@ def _slice_batch(view: BatchView) -> int:
     """slice and strided_slice: rows apart unless the batch dim is cut, stepped or dropped."""
     axis = only(view, "Input")
     a = view.attrs
-    axes = norm_axes(a.axes, view.type("Input").rank)
-    if axis in axes:
-        i = axes.index(axis)
-        by_tensor = len(view.batched()) != len([s for s, t in view.types_in.items() if t])
-        strides = getattr(a, "strides", ()) or (1,) * len(axes)
+    rank = view.type("Input").rank
+    axes = [ax + rank if ax < 0 else ax for ax in a.axes]  # Paddle lets an axis repeat
+    by_tensor = any(t for s, t in view.types_in.items() if s != "Input")
+    strides = getattr(a, "strides", ()) or (1,) * len(axes)
+    for i in (i for i, ax in enumerate(axes) if ax == axis):
         whole = not by_tensor and a.starts[i] == 0 and a.ends[i] >= _WHOLE and strides[i] == 1
         if not whole:
             raise Couples("slices the batch dimension")
