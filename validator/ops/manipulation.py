@@ -127,6 +127,17 @@ def _reshape_ref(x: np.ndarray, shape: Any, shape_list: Any, a: ReshapeAttrs) ->
     return x.reshape([x.shape[i] if s == 0 and copy else s for i, s in enumerate(spec)])
 
 
+def _reshape_batch(view: BatchView) -> int:
+    """A shape attr that copies (0) every dim up to the batch keeps each row's block whole,
+    even where other dims are unknown (a transformer's [0, 0, heads, size])."""
+    axis = only(view, "X")
+    copied = view.attrs.shape[: axis + 1]
+    by_tensor = any(view.types_in.get(s) for s in ("Shape", "ShapeTensor"))
+    if not by_tensor and len(copied) == axis + 1 and all(d == 0 for d in copied):
+        return axis
+    return RESHAPED(view)
+
+
 RESHAPE2 = OpDef(
     op_type="reshape2",
     doc="Reshapes X to `shape` (or the ShapeTensor list / Shape tensor); 0 copies, -1 infers.",
@@ -140,7 +151,7 @@ RESHAPE2 = OpDef(
     attrs=ReshapeAttrs,
     ignored_attrs=BACKEND_ATTRS,
     infer=_reshape2_infer,
-    batch=RESHAPED,
+    batch=_reshape_batch,
     cases=(
         Case({"X": f32(2, 3, 4)}, {"shape": [0, -1]}, expect=_reshape_ref),
         Case({"X": f32(2, 3, 4)}, {"shape": [4, 3, 2]}, expect=_reshape_ref),
