@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import numpy as np
 
@@ -111,6 +111,47 @@ GREATER_THAN = binary("greater_than", np.greater, out=DType.BOOL, attrs=CompareA
 GREATER_EQUAL = binary("greater_equal", np.greater_equal, out=DType.BOOL, attrs=CompareAttrs)
 LESS_THAN = binary("less_than", np.less, out=DType.BOOL, attrs=CompareAttrs)
 LESS_EQUAL = binary("less_equal", np.less_equal, out=DType.BOOL, attrs=CompareAttrs)
+
+
+def _floordiv_ints(*shape: int) -> np.ndarray:
+    """Negatives and positives on both sides, never 0 (Paddle fails on an integer 0 divisor)."""
+    values = np.array([7, -7, 6, -6, 1, -1, 3, -5, 9, -9, 2, -2], np.int64)
+    return np.resize(values, shape)
+
+
+def _floordiv_floats(*shape: int) -> np.ndarray:
+    values = np.array([7.5, -7.5, 6.0, -6.0, 0.5, -0.25, 3.0, -5.0, 1e-3, -9.0, 2.0, -2.0])
+    return np.resize(values, shape).astype(np.float32)
+
+
+def _floordiv_divisors(*shape: int) -> np.ndarray:
+    values = np.array([2, -2, 3, -3, -1, 1, 4, -4, 5, 2, -7, 7], np.int64)
+    return np.resize(values, shape)
+
+
+def _floordiv_case(x: np.ndarray, y: np.ndarray) -> Case:
+    return Case({"X": x, "Y": y}, expect=_aligned(np.floor_divide))
+
+
+_FLOORDIV = binary("elementwise_floordiv", np.floor_divide, x=pos32)
+# NOTE: Paddle floors (Python's sign rule, not C's truncation) for integers and floats alike;
+# an integer 0 divisor fails the run, a float one gives inf or nan.
+ELEMENTWISE_FLOORDIV = replace(
+    _FLOORDIV,
+    doc="Elementwise floor(X / Y) with Python's sign rules (Paddle's axis broadcasting).",
+    types={"T": NUMERIC - {DType.FP16, DType.BF16}},
+    cases=(
+        *_FLOORDIV.cases,
+        _floordiv_case(_floordiv_ints(3, 4), _floordiv_divisors(3, 4)),
+        _floordiv_case(
+            _floordiv_ints(2, 6).astype(np.int32), _floordiv_divisors(6).astype(np.int32)
+        ),
+        _floordiv_case(_floordiv_floats(3, 4), _floordiv_divisors(3, 4).astype(np.float32)),
+        _floordiv_case(
+            _floordiv_floats(2, 6).astype(np.float64), _floordiv_floats(6).astype(np.float64)
+        ),
+    ),
+)
 LOGICAL_AND = binary("logical_and", np.logical_and, types=frozenset({DType.BOOL}), x=boolean)
 LOGICAL_OR = binary("logical_or", np.logical_or, types=frozenset({DType.BOOL}), x=boolean)
 
@@ -122,6 +163,7 @@ OPS = (
     ELEMENTWISE_MAX,
     ELEMENTWISE_MIN,
     ELEMENTWISE_POW,
+    ELEMENTWISE_FLOORDIV,
     EQUAL,
     NOT_EQUAL,
     GREATER_THAN,
