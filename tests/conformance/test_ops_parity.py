@@ -12,6 +12,7 @@ import pytest
 from tests.conformance import (
     test_ops_activation,
     test_ops_creation,
+    test_ops_ecosystem,
     test_ops_elementwise,
     test_ops_index,
     test_ops_linalg,
@@ -29,6 +30,7 @@ pytestmark = pytest.mark.paddle
 FAMILIES = {
     "activation": test_ops_activation.CASES,
     "creation": test_ops_creation.CASES,
+    "ecosystem": test_ops_ecosystem.CASES,
     "elementwise": test_ops_elementwise.CASES,
     "index": test_ops_index.CASES,
     "linalg": test_ops_linalg.CASES,
