@@ -26,6 +26,9 @@ from validator.ops._def import (
 from validator.ops._shape import require_rank
 
 _REAL: Final = frozenset({DType.FP32, DType.FP64})  # Paddle's CPU kernels: float and double
+# Greedy NMS runs as an ONNX Loop over one class's sorted candidates; the gate bounds every
+# Loop's trip count (executor/gate.py MAX_LOOP_TRIPS), which bounds them.
+MAX_CANDIDATES: Final = 1024
 _SEED: Final = np.random.default_rng(20260511)
 
 
@@ -289,6 +292,12 @@ def _nms_infer(
         )
     n = n if n >= 0 else bboxes.shape[0]
     boxes = boxes if boxes >= 0 else bboxes.shape[1]
+    most = candidates_per_class(boxes, a)
+    if not 0 <= most <= MAX_CANDIDATES:
+        raise UnsupportedError(
+            f"expected at most {MAX_CANDIDATES} NMS candidates per class (nms_top_k, or M "
+            f"boxes), got {'an unbounded number' if most < 0 else most}"
+        )
     rows = _known_product(n, kept_per_image(classes, boxes, a))
     return [
         TensorType(scores.dtype, (UNKNOWN, 6), bound=(rows, 6)),
@@ -449,17 +458,26 @@ MULTICLASS_NMS3 = OpDef(
                     Code.SHAPE_MISMATCH,
                 ),
                 (
-                    {"BBoxes": np.zeros((2, 8, 8), np.float32), "Scores": np.zeros((2, 3, 8), np.float32)},
+                    {
+                        "BBoxes": np.zeros((2, 8, 8), np.float32),
+                        "Scores": np.zeros((2, 3, 8), np.float32),
+                    },
                     "BBoxes: expected 4 coordinates per box, got 8",
                     Code.LOWERING_UNSUPPORTED,
                 ),
                 (
-                    {"BBoxes": np.zeros((8, 3, 4), np.float32), "Scores": np.zeros((8, 3), np.float32)},
+                    {
+                        "BBoxes": np.zeros((8, 3, 4), np.float32),
+                        "Scores": np.zeros((8, 3), np.float32),
+                    },
                     "the per-RoI form is not supported",
                     Code.LOWERING_UNSUPPORTED,
                 ),
                 (
-                    {"BBoxes": np.zeros((2, 8, 5), np.float32), "Scores": np.zeros((2, 3, 8), np.float32)},
+                    {
+                        "BBoxes": np.zeros((2, 8, 5), np.float32),
+                        "Scores": np.zeros((2, 3, 8), np.float32),
+                    },
                     "BBoxes: expected dims [N, M, 4], got [2, 8, 5]",
                     Code.SHAPE_MISMATCH,
                 ),
