@@ -125,7 +125,9 @@ def _list(value: Any, what: str, limit: int = MAX_OPERANDS) -> list[Any]:
     if not isinstance(value, list):
         raise _fail(f"{what}: expected a JSON array, got {_kind(value)}")
     if len(value) > limit:
-        raise _fail(f"{what}: expected at most {limit} items, got {len(value)}", "PROGRAM_TOO_COMPLEX")
+        raise _fail(
+            f"{what}: expected at most {limit} items, got {len(value)}", "PROGRAM_TOO_COMPLEX"
+        )
     return value
 
 
@@ -164,6 +166,8 @@ class _Converter:
         self.feeds = 0
         self.fetches = 0
         self.origin: PirOrigin | None = None
+        # (scope depth of a sub-block, names it reads from enclosing blocks): its owner's Input.
+        self.frames: list[tuple[int, set[str]]] = []
 
     # Document and blocks.
 
@@ -228,9 +232,13 @@ class _Converter:
         vid = _int(_obj(ref, what).get("%"), f"{what} id")
         if vid == 0:
             return None
-        for scope in reversed(self.scopes):
-            if vid in scope:
-                return scope[vid]
+        for depth in range(len(self.scopes) - 1, -1, -1):
+            value = self.scopes[depth].get(vid)
+            if value is not None:
+                for frame_depth, reads in self.frames:
+                    if depth < frame_depth:
+                        reads.update(value.names)
+                return value
         raise self._value_error(f"{what}: expected a value defined earlier, got %{vid}")
 
     def _value_error(self, message: str) -> _Broken:
@@ -248,7 +256,9 @@ class _Converter:
     def _redefined(self, vid: int) -> _Broken:
         where = self.origin
         prefix = f"block {where.block}, op {where.index} ({where.name}): " if where else ""
-        return _fail(prefix + f"expected each value defined once, got %{vid} twice", "VAR_REDEFINED")
+        return _fail(
+            prefix + f"expected each value defined once, got %{vid} twice", "VAR_REDEFINED"
+        )
 
     def _results(self, op: dict[str, Any]) -> list[tuple[int, dict[str, Any]]]:
         out = op.get("O")
@@ -256,7 +266,9 @@ class _Converter:
         results = []
         for i, item in enumerate(items):
             item = _obj(item, f"result {i}")
-            results.append((_int(item.get("%"), f"result {i} id"), _obj(item.get("TT"), f"result {i} type")))
+            results.append(
+                (_int(item.get("%"), f"result {i} id"), _obj(item.get("TT"), f"result {i} type"))
+            )
         return results
 
     def _tensor_type(self, tt: Mapping[str, Any], what: str) -> tuple[int | None, tuple[int, ...]]:
@@ -264,14 +276,18 @@ class _Converter:
         if kind == "0.t_null":
             return None, ()
         if kind != "0.t_dtensor":
-            raise _fail(f"{what}: expected a dense tensor type (0.t_dtensor), got {kind!r}", "VAR_TYPE")
+            raise _fail(
+                f"{what}: expected a dense tensor type (0.t_dtensor), got {kind!r}", "VAR_TYPE"
+            )
         desc = _list(tt.get("D"), f"{what} type")
         if len(desc) < 2:
             raise _fail(f"{what}: expected [dtype, dims, ...], got {len(desc)} items")
         dtype_name = _str(_obj(desc[0], f"{what} dtype").get("#"), f"{what} dtype")
         dtype = _DTYPES.get(dtype_name.partition(".")[2]) if dtype_name.startswith("0.") else None
         if dtype is None:
-            raise _fail(f"{what}: expected a dtype from {sorted(_DTYPES)}, got {dtype_name!r}", "VAR_TYPE")
+            raise _fail(
+                f"{what}: expected a dtype from {sorted(_DTYPES)}, got {dtype_name!r}", "VAR_TYPE"
+            )
         dims = _list(desc[1], f"{what} dims", MAX_RANK)
         return dtype, tuple(_int(d, f"{what} dim") for d in dims)
 
@@ -282,7 +298,15 @@ class _Converter:
         short = op_name.rpartition(".")[2].rstrip("_") or "value"
         return f"{short}_{vid}.tmp" if vid > 0 else f"arg_{-vid}.tmp"
 
-    def _declare(self, block: int, name: str, dtype: int | None, dims: Sequence[int], *, persistable: bool = False) -> None:
+    def _declare(
+        self,
+        block: int,
+        name: str,
+        dtype: int | None,
+        dims: Sequence[int],
+        *,
+        persistable: bool = False,
+    ) -> None:
         if name in self.declared:
             raise _fail(f"expected each variable name once, got {name!r} twice", "VAR_REDEFINED")
         self.declared.add(name)
@@ -319,7 +343,14 @@ class _Converter:
 
     # Ops.
 
-    def _emit(self, block: int, op_type: str, inputs: Mapping[str, Sequence[str]], outputs: Mapping[str, Sequence[str]], attrs: Mapping[str, Any]) -> None:
+    def _emit(
+        self,
+        block: int,
+        op_type: str,
+        inputs: Mapping[str, Sequence[str]],
+        outputs: Mapping[str, Sequence[str]],
+        attrs: Mapping[str, Any],
+    ) -> None:
         legacy = self.program.blocks[block]
         if self.origin is not None:
             self.result.origins[(block, len(legacy.ops))] = self.origin
@@ -345,9 +376,19 @@ class _Converter:
             self._combine(op)
         elif name == "builtin.split":
             self._split(op)
+        elif name == "pd_op.if":
+            self._if(op, block)
+        elif name == "pd_op.while":
+            self._while(op, block)
         elif name in STRUCTURAL:
             self.result.problems.append(
-                (FormatError("OP_UNKNOWN", f"expected a supported op, got {name} (not supported in PIR programs yet)"), self.origin)
+                (
+                    FormatError(
+                        "OP_UNKNOWN",
+                        f"expected a supported op, got {name} (not supported in PIR programs yet)",
+                    ),
+                    self.origin,
+                )
             )
             self._unknown(op, name, block)
         else:
@@ -424,7 +465,9 @@ class _Converter:
                 raise _fail("pd_op.full: expected a number in `value`")
             integral = attrs.get("dtype") in _INTEGER_DTYPES
             if integral and not float(value).is_integer():
-                raise _fail(f"pd_op.full: expected an integer value for an integer dtype, got {value}")
+                raise _fail(
+                    f"pd_op.full: expected an integer value for an integer dtype, got {value}"
+                )
             const = (int(value) if integral else value,)
         origin = {"name": name, "block": block, "attrs": attrs}
         var = self._var_name(vid, name)
@@ -456,7 +499,12 @@ class _Converter:
                 "fill_constant",
                 {},
                 {"Out": [out]},
-                {"shape": Attr(pb.LONGS, list(shape)), "dtype": dtype, "value": Attr(pb.FLOAT, float(number)), "str_value": repr(number) if isinstance(number, int) else ""},
+                {
+                    "shape": Attr(pb.LONGS, list(shape)),
+                    "dtype": dtype,
+                    "value": Attr(pb.FLOAT, float(number)),
+                    "str_value": repr(number) if isinstance(number, int) else "",
+                },
             )
 
     def _combine(self, op: dict[str, Any]) -> None:
@@ -481,6 +529,160 @@ class _Converter:
         for (vid, tt), name in zip(results, value.names, strict=True):
             dtype, dims = self._tensor_type(tt, "split result")
             self._define(vid, _Value((name,), dtype, dims))
+
+    # Control flow: PIR's SSA regions become Paddle's legacy sub-blocks, written the way Paddle's
+    # own cond / while_loop write them, so that the same structural rules apply.
+
+    def _regions(self, op: dict[str, Any], name: str, count: int) -> list[dict[str, Any]]:
+        regions = _list(op.get("regions"), f"{name} regions")
+        if len(regions) != count:
+            raise _fail(f"{name}: expected {count} regions, got {len(regions)}")
+        blocks = []
+        for region in regions:
+            inner = _list(_obj(region, f"{name} region").get("blocks"), f"{name} region blocks")
+            if len(inner) != 1:
+                raise _fail(f"{name}: expected 1 block per region, got {len(inner)}")
+            blocks.append(_obj(inner[0], f"{name} block"))
+        return blocks
+
+    def _sub_block(
+        self, body: dict[str, Any], parent: int, args: Sequence[str]
+    ) -> tuple[int, list[_Value], set[str]]:
+        """Converts one region's block; returns its legacy index, the values its cf.yield gives
+        back, and the enclosing-block names it reads."""
+        if len(self.program.blocks) >= MAX_BLOCKS:
+            raise _fail(f"expected at most {MAX_BLOCKS} blocks, got more", "PROGRAM_TOO_COMPLEX")
+        legacy = self.program.blocks.add()
+        legacy.idx, legacy.parent_idx = len(self.program.blocks) - 1, parent
+        ops = _list(body.get("ops"), "block ops", MAX_OPS)
+        if not ops or not isinstance(ops[-1], dict) or ops[-1].get("#") != "2.yield":
+            raise _fail(f"block {legacy.idx}: expected to end with cf.yield")
+        self.scopes.append({})
+        reads: set[str] = set()
+        self.frames.append((len(self.scopes) - 1, reads))
+        arg_refs = _list(body.get("args"), "block args")
+        if len(arg_refs) != len(args):
+            raise _fail(f"block {legacy.idx}: expected {len(args)} arguments, got {len(arg_refs)}")
+        for ref, var in zip(arg_refs, args, strict=True):
+            ref = _obj(ref, "block argument")
+            dtype, dims = self._tensor_type(_obj(ref.get("TT"), "block argument type"), var)
+            self._define(_int(ref.get("#"), "block argument id"), _Value((var,), dtype, dims))
+        owner = self.origin
+        self._block(ops[:-1], legacy.idx, legacy.idx)
+        yielded = []
+        for i, ref in enumerate(_list(ops[-1].get("I"), "yield operands")):
+            value = self._lookup(ref, f"yield operand {i}")
+            if value is None or value.vector:
+                raise _fail(f"block {legacy.idx}: expected cf.yield of tensors")
+            self._materialize(value)
+            yielded.append(value)
+        self.frames.pop()
+        self.scopes.pop()
+        self.origin = owner
+        return legacy.idx, yielded, reads - set(args)
+
+    def _scope_var(self, block: int) -> str:
+        name = f"scope_{len(self.declared)}.tmp"
+        self.declared.add(name)
+        var = self.program.blocks[block].vars.add()
+        var.name = name
+        var.type.type = pb.VarType.STEP_SCOPES
+        return name
+
+    def _fresh(self, block: int, stem: str, dtype: int | None, dims: Sequence[int]) -> str:
+        name = f"{stem}_{len(self.declared)}.tmp"
+        self._declare(block, name, dtype, dims)
+        return name
+
+    def _if(self, op: dict[str, Any], block: int) -> None:
+        operands = _list(op.get("I"), "pd_op.if operands")
+        if len(operands) != 1:
+            raise _fail(f"pd_op.if: expected 1 operand, got {len(operands)}")
+        cond = self._lookup(operands[0], "pd_op.if condition")
+        if cond is None or cond.vector:
+            raise _fail("pd_op.if: expected a condition tensor")
+        self._materialize(cond)
+        results = self._results(op)
+        types = [self._tensor_type(tt, "pd_op.if result") for _, tt in results]
+        branches = self._regions(op, "pd_op.if", 2)
+        origin = self.origin
+        not_cond = self._fresh(block, "logical_not", pb.VarType.BOOL, cond.dims)
+        outs: list[list[str]] = []
+        for k, body in enumerate(branches):
+            sub, yielded, reads = self._sub_block(body, block, ())
+            if len(yielded) != len(results):
+                raise _fail(f"pd_op.if: expected {len(results)} yielded values, got {len(yielded)}")
+            names = [self._fresh(block, "cond_out", d, s) for d, s in types]
+            for value, target in zip(yielded, names, strict=True):
+                self._emit(sub, "assign", {"X": [value.names[0]]}, {"Out": [target]}, {})
+            self.origin = origin
+            if k == 1:
+                self._emit(block, "logical_not", {"X": [cond.names[0]]}, {"Out": [not_cond]}, {})
+            condition = cond.names[0] if k == 0 else not_cond
+            self._emit(
+                block,
+                "conditional_block",
+                {"Cond": [condition], "Input": sorted(reads)},
+                {"Out": names, "Scope": [self._scope_var(block)]},
+                {"sub_block": Attr(pb.BLOCK, sub), "is_scalar_condition": True},
+            )
+            outs.append(names)
+        mask = self._fresh(block, "cast", pb.VarType.INT32, cond.dims)
+        self._emit(
+            block,
+            "cast",
+            {"X": [cond.names[0]]},
+            {"Out": [mask]},
+            {
+                "in_dtype": Attr(pb.INT, pb.VarType.BOOL),
+                "out_dtype": Attr(pb.INT, pb.VarType.INT32),
+            },
+        )
+        for (vid, _), (dtype, dims), t, f in zip(results, types, outs[0], outs[1], strict=True):
+            out = self._var_name(vid, "select_input")
+            self._declare(block, out, dtype, dims)
+            self._emit(block, "select_input", {"X": [f, t], "Mask": [mask]}, {"Out": [out]}, {})
+            self._define(vid, _Value((out,), dtype, dims))
+
+    def _while(self, op: dict[str, Any], block: int) -> None:
+        operands = _list(op.get("I"), "pd_op.while operands")
+        if not operands:
+            raise _fail("pd_op.while: expected a condition operand")
+        values = [self._lookup(ref, f"pd_op.while operand {i}") for i, ref in enumerate(operands)]
+        if any(v is None or v.vector for v in values):
+            raise _fail("pd_op.while: expected tensor operands")
+        cond, *carried = [v for v in values if v is not None]
+        results = self._results(op)
+        if len(results) != len(carried):
+            raise _fail(f"pd_op.while: expected {len(carried)} results, got {len(results)}")
+        # Fresh loop variables: the loop rewrites them in place, never a feed or a parameter.
+        loop_vars = []
+        for value in [cond, *carried]:
+            self._materialize(value)
+            var = self._fresh(block, "loop_var", value.dtype, value.dims)
+            self._emit(block, "assign", {"X": [value.names[0]]}, {"Out": [var]}, {})
+            loop_vars.append(var)
+        origin = self.origin
+        (body,) = self._regions(op, "pd_op.while", 1)
+        sub, yielded, reads = self._sub_block(body, block, loop_vars[1:])
+        if len(yielded) != len(loop_vars):
+            raise _fail(
+                f"pd_op.while: expected {len(loop_vars)} yielded values, got {len(yielded)}"
+            )
+        for k in [*range(1, len(loop_vars)), 0]:
+            source = yielded[k].names[0]
+            if source != loop_vars[k]:
+                self._emit(sub, "assign", {"X": [source]}, {"Out": [loop_vars[k]]}, {})
+        self.origin = origin
+        self._emit(
+            block,
+            "while",
+            {"X": sorted(reads | set(loop_vars[1:])), "Condition": [loop_vars[0]]},
+            {"Out": loop_vars, "StepScopes": [self._scope_var(block)]},
+            {"sub_block": Attr(pb.BLOCK, sub), "is_test": True},
+        )
+        for (vid, _), var, value in zip(results, loop_vars[1:], carried, strict=True):
+            self._define(vid, _Value((var,), value.dtype, value.dims))
 
     def _unknown(self, op: dict[str, Any], name: str, block: int) -> None:
         """An op outside the table keeps its PIR name: validation reports it as OP_UNKNOWN."""
@@ -528,11 +730,22 @@ class _Converter:
         if mapped.input_dtype_attr is not None and first_dtype is not None:
             legacy_attrs[mapped.input_dtype_attr] = first_dtype
         outputs = self._mapped_results(op, name, mapped, block)
-        if mapped.legacy in ("reduce_mean", "reduce_sum", "reduce_max", "reduce_min") and legacy_attrs.get("dim") == []:
+        if (
+            mapped.legacy in ("reduce_mean", "reduce_sum", "reduce_max", "reduce_min")
+            and legacy_attrs.get("dim") == []
+        ):
             legacy_attrs["reduce_all"] = True
         self._emit(block, mapped.legacy, inputs, outputs, legacy_attrs)
 
-    def _operand(self, name: str, i: int, spec: str, value: _Value | None, inputs: dict[str, list[str]], attrs: dict[str, Any]) -> None:
+    def _operand(
+        self,
+        name: str,
+        i: int,
+        spec: str,
+        value: _Value | None,
+        inputs: dict[str, list[str]],
+        attrs: dict[str, Any],
+    ) -> None:
         if spec == "":
             if value is not None:
                 raise _fail(f"{name} operand {i}: expected none, got a value", "PIR_UNSUPPORTED")
@@ -552,21 +765,29 @@ class _Converter:
             spec = slot
         variadic = spec.endswith("*")
         if variadic != value.vector:
-            raise _fail(f"{name} operand {i}: expected {'a vector' if variadic else 'a tensor'}, got {'a vector' if value.vector else 'a tensor'}")
+            raise _fail(
+                f"{name} operand {i}: expected {'a vector' if variadic else 'a tensor'}, got {'a vector' if value.vector else 'a tensor'}"
+            )
         self._materialize(value)
         inputs[spec.rstrip("*")] = list(value.names)
 
-    def _mapped_results(self, op: dict[str, Any], name: str, mapped: OpMap, block: int) -> dict[str, list[str]]:
+    def _mapped_results(
+        self, op: dict[str, Any], name: str, mapped: OpMap, block: int
+    ) -> dict[str, list[str]]:
         results = self._results(op)
         if len(results) > len(mapped.outputs):
-            raise _fail(f"{name}: expected at most {len(mapped.outputs)} results, got {len(results)}")
+            raise _fail(
+                f"{name}: expected at most {len(mapped.outputs)} results, got {len(results)}"
+            )
         outputs: dict[str, list[str]] = {}
         for slot, (vid, tt) in zip(mapped.outputs, results, strict=False):
             if slot.endswith("*"):
                 types = _list(tt.get("D"), f"{name} vector result")
                 names = []
                 for k, element in enumerate(types):
-                    dtype, dims = self._tensor_type(_obj(element, "vector element"), f"{name} result")
+                    dtype, dims = self._tensor_type(
+                        _obj(element, "vector element"), f"{name} result"
+                    )
                     var = f"{self._var_name(vid, name)}_{k}"
                     self._declare(block, var, dtype, dims)
                     names.append(var)
@@ -602,18 +823,28 @@ def _attr_value(at: Mapping[str, Any], name: str) -> Any:
         if expected is float and isinstance(data, int) and not isinstance(data, bool):
             data, ok = float(data), True
         if not ok:
-            raise _fail(f"attribute {name!r}: expected {expected.__name__} for {kind}, got {_kind(data)}")
+            raise _fail(
+                f"attribute {name!r}: expected {expected.__name__} for {kind}, got {_kind(data)}"
+            )
         if kind == "0.a_i32" and not -(2**31) <= data < 2**31:
             raise _fail(f"attribute {name!r}: expected an int32, got {data}")
         return _Typed(kind, data)
     if kind == "0.a_array":
-        return [_attr_value(_obj(v, f"attribute {name!r} item"), name) for v in _list(data, f"attribute {name!r}", 1 << 20)]
+        return [
+            _attr_value(_obj(v, f"attribute {name!r} item"), name)
+            for v in _list(data, f"attribute {name!r}", 1 << 20)
+        ]
     if kind == "1.a_intarray":
-        return [_int(v, f"attribute {name!r} item") for v in _list(data, f"attribute {name!r}", 1 << 20)]
+        return [
+            _int(v, f"attribute {name!r} item") for v in _list(data, f"attribute {name!r}", 1 << 20)
+        ]
     if kind == "1.a_dtype":
         dtype = _DTYPE_NAMES.get(_str(data, f"attribute {name!r}"))
         if dtype is None:
-            raise _fail(f"attribute {name!r}: expected a dtype from {sorted(_DTYPE_NAMES)}, got {data!r}", "VAR_TYPE")
+            raise _fail(
+                f"attribute {name!r}: expected a dtype from {sorted(_DTYPE_NAMES)}, got {data!r}",
+                "VAR_TYPE",
+            )
         return _Typed("dtype", dtype)
     if kind == "1.a_place":
         return None
@@ -634,8 +865,23 @@ def _plain(value: Any) -> Any:
     return value
 
 
-_LIST_KINDS: Final = {"0.a_i32": pb.INTS, "0.a_i64": pb.LONGS, "0.a_f32": pb.FLOATS, "0.a_f64": pb.FLOAT64S, "0.a_bool": pb.BOOLEANS, "0.a_str": pb.STRINGS}
-_ONE_KINDS: Final = {"0.a_i32": pb.INT, "0.a_i64": pb.LONG, "0.a_f32": pb.FLOAT, "0.a_f64": pb.FLOAT64, "0.a_bool": pb.BOOLEAN, "0.a_str": pb.STRING, "dtype": pb.INT}
+_LIST_KINDS: Final = {
+    "0.a_i32": pb.INTS,
+    "0.a_i64": pb.LONGS,
+    "0.a_f32": pb.FLOATS,
+    "0.a_f64": pb.FLOAT64S,
+    "0.a_bool": pb.BOOLEANS,
+    "0.a_str": pb.STRINGS,
+}
+_ONE_KINDS: Final = {
+    "0.a_i32": pb.INT,
+    "0.a_i64": pb.LONG,
+    "0.a_f32": pb.FLOAT,
+    "0.a_f64": pb.FLOAT64,
+    "0.a_bool": pb.BOOLEAN,
+    "0.a_str": pb.STRING,
+    "dtype": pb.INT,
+}
 
 
 def _legacy_attr(value: Any) -> Any:

@@ -80,9 +80,7 @@ OPS: Final[Mapping[str, OpMap]] = {
         ("Y", "MeanOut", "VarianceOut", "SavedMean", "SavedVariance", "ReserveSpace"),
         {"data_format": "data_layout"},
     ),
-    "pd_op.layer_norm": OpMap(
-        "layer_norm", ("X", "Scale", "Bias"), ("Y", "Mean", "Variance")
-    ),
+    "pd_op.layer_norm": OpMap("layer_norm", ("X", "Scale", "Bias"), ("Y", "Mean", "Variance")),
     "pd_op.pool2d": OpMap("pool2d", ("X", "=ksize")),
     "pd_op.dropout": OpMap(
         "dropout", ("X", "", "=dropout_prob"), ("Out", "Mask"), {"mode": "dropout_implementation"}
@@ -102,9 +100,7 @@ OPS: Final[Mapping[str, OpMap]] = {
     "pd_op.shape": OpMap("shape", ("Input",)),
     "pd_op.cast": OpMap("cast", ("X",), attrs={"dtype": "out_dtype"}, input_dtype_attr="in_dtype"),
     "pd_op.assign": _unary("assign"),
-    "pd_op.embedding": OpMap(
-        "lookup_table_v2", ("Ids", "W"), attrs={"sparse": None}
-    ),
+    "pd_op.embedding": OpMap("lookup_table_v2", ("Ids", "W"), attrs={"sparse": None}),
     # Arithmetic.
     "pd_op.add": _elementwise("elementwise_add"),
     "pd_op.subtract": _elementwise("elementwise_sub"),
