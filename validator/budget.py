@@ -149,7 +149,7 @@ def _measure_at(
         except GraphError as e:
             raise _Rejected(_diag(e.code, op, f"at batch {batch}: {e}")) from None
         types.update(inferred)
-        unknown = [name for name, t in inferred.items() if not t.known]
+        unknown = [name for name, t in inferred.items() if sized_by_data(t)]
         if _after_control_flow(op, by_control_flow):
             by_control_flow.update(unknown)
         elif exact_dims:
@@ -233,7 +233,7 @@ def _check_sized_by_data(
     if not all(types[name].known for name in op.reads() if name in types):
         return
     for name, t in produced.items():
-        if not t.known:
+        if sized_by_data(t):
             message = f"output {name!r} {t.dtype.label}{list(t.shape)} in block {op.block} is sized by input data; expected sizes fixed by shapes and constants inside loops and branches"
             raise _Rejected(_diag(Code.SUB_BLOCK_DATA_DEPENDENT, op, message))
 
@@ -264,9 +264,23 @@ def _last_use(ops: Sequence[BoundOp], fetches: Sequence[str]) -> dict[str, int]:
     return last
 
 
+def sized_by_data(t: TensorType) -> bool:
+    """Some dim is unknown and has no upper bound (TensorType.bound) either."""
+    bound = t.bound or (-1,) * t.rank
+    return any(d < 0 and b < 0 for d, b in zip(t.shape, bound, strict=True))
+
+
+def _upper_dims(t: TensorType, policy: Policy) -> tuple[int, ...]:
+    """Dims with each unknown one at its bound, or at max_dynamic_dim where it has none."""
+    bound = t.bound or (-1,) * t.rank
+    return tuple(
+        d if d >= 0 else b if b >= 0 else policy.max_dynamic_dim
+        for d, b in zip(t.shape, bound, strict=True)
+    )
+
+
 def _bounded_bytes(t: TensorType, policy: Policy) -> int:
-    dims = tuple(policy.max_dynamic_dim if d < 0 else d for d in t.shape)
-    return numel(dims) * t.dtype.itemsize
+    return numel(_upper_dims(t, policy)) * t.dtype.itemsize
 
 
 def _op_flops(
@@ -293,9 +307,7 @@ def _op_flops(
 def _bound(t: TensorType, policy: Policy) -> TensorType:
     if t.known:
         return t
-    return TensorType(
-        t.dtype, tuple(policy.max_dynamic_dim if d < 0 else d for d in t.shape), t.value
-    )
+    return TensorType(t.dtype, _upper_dims(t, policy), t.value)
 
 
 def _check(cost: Cost, policy: Policy, out: list[Diagnostic]) -> None:
