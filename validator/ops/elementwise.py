@@ -133,25 +133,29 @@ def _floordiv_case(x: np.ndarray, y: np.ndarray) -> Case:
     return Case({"X": x, "Y": y}, expect=_aligned(np.floor_divide))
 
 
-_FLOORDIV = binary("elementwise_floordiv", np.floor_divide, x=pos32)
 # NOTE: Paddle floors (Python's sign rule, not C's truncation) for integers and floats alike;
 # an integer 0 divisor fails the run, a float one gives inf or nan.
-ELEMENTWISE_FLOORDIV = replace(
-    _FLOORDIV,
-    doc="Elementwise floor(X / Y) with Python's sign rules (Paddle's axis broadcasting).",
-    types={"T": NUMERIC - {DType.FP16, DType.BF16}},
-    cases=(
-        *_FLOORDIV.cases,
-        _floordiv_case(_floordiv_ints(3, 4), _floordiv_divisors(3, 4)),
-        _floordiv_case(
-            _floordiv_ints(2, 6).astype(np.int32), _floordiv_divisors(6).astype(np.int32)
+def _floordiv() -> OpDef:
+    plain = binary("elementwise_floordiv", np.floor_divide, x=pos32)
+    return replace(
+        plain,
+        doc="Elementwise floor(X / Y) with Python's sign rules (Paddle's axis broadcasting).",
+        types={"T": NUMERIC - {DType.FP16, DType.BF16}},
+        cases=(
+            *plain.cases,
+            _floordiv_case(_floordiv_ints(3, 4), _floordiv_divisors(3, 4)),
+            _floordiv_case(
+                _floordiv_ints(2, 6).astype(np.int32), _floordiv_divisors(6).astype(np.int32)
+            ),
+            _floordiv_case(_floordiv_floats(3, 4), _floordiv_divisors(3, 4).astype(np.float32)),
+            _floordiv_case(
+                _floordiv_floats(2, 6).astype(np.float64), _floordiv_floats(6).astype(np.float64)
+            ),
         ),
-        _floordiv_case(_floordiv_floats(3, 4), _floordiv_divisors(3, 4).astype(np.float32)),
-        _floordiv_case(
-            _floordiv_floats(2, 6).astype(np.float64), _floordiv_floats(6).astype(np.float64)
-        ),
-    ),
-)
+    )
+
+
+ELEMENTWISE_FLOORDIV = _floordiv()
 LOGICAL_AND = binary("logical_and", np.logical_and, types=frozenset({DType.BOOL}), x=boolean)
 LOGICAL_OR = binary("logical_or", np.logical_or, types=frozenset({DType.BOOL}), x=boolean)
 
