@@ -58,6 +58,7 @@ _DTYPE_NAMES: Final = {
     "float32": pb.VarType.FP32,
     "float64": pb.VarType.FP64,
 }
+_FLOAT32_MAX: Final = 3.4028234663852886e38
 _INTEGER_DTYPES: Final = frozenset(
     {pb.VarType.INT8, pb.VarType.UINT8, pb.VarType.INT16, pb.VarType.INT32, pb.VarType.INT64}
 )
@@ -686,7 +687,7 @@ class _Converter:
 
     def _unknown(self, op: dict[str, Any], name: str, block: int) -> None:
         """An op outside the table keeps its PIR name: validation reports it as OP_UNKNOWN."""
-        inputs = []
+        inputs: list[str] = []
         for i, ref in enumerate(_list(op.get("I"), "operands")):
             value = self._lookup(ref, f"operand {i}")
             if value is not None:
@@ -826,8 +827,10 @@ def _attr_value(at: Mapping[str, Any], name: str) -> Any:
             raise _fail(
                 f"attribute {name!r}: expected {expected.__name__} for {kind}, got {_kind(data)}"
             )
-        if kind == "0.a_i32" and not -(2**31) <= data < 2**31:
+        if kind == "0.a_i32" and isinstance(data, int) and not -(2**31) <= data < 2**31:
             raise _fail(f"attribute {name!r}: expected an int32, got {data}")
+        if kind == "0.a_f32" and abs(data) > _FLOAT32_MAX:
+            raise _fail(f"attribute {name!r}: expected a float32, got {data}")
         return _Typed(kind, data)
     if kind == "0.a_array":
         return [

@@ -62,10 +62,9 @@ def load_json(data: bytes, *, max_bytes: int) -> Any:
 
 def _check_nesting(data: bytes) -> None:
     """Depth and item count from the raw text (strings skipped), before any object exists."""
-    depth = items = 0
-    for match in _STRUCTURE.finditer(data):
+    depth = 0
+    for items, match in enumerate(_STRUCTURE.finditer(data), 1):
         token = match.group()
-        items += 1
         if token in (b"[", b"{"):
             depth += 1
             if depth > MAX_DEPTH:
