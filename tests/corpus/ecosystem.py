@@ -96,6 +96,9 @@ class _EcosystemFinder(importlib.abc.MetaPathFinder):
     def __init__(self, run_init: set[str]) -> None:
         self.run_init = run_init
 
+    def runs_init(self, package: str) -> bool:
+        return any(package == p or package.startswith(p + ".") for p in self.run_init)
+
     def find_spec(
         self, fullname: str, path: Sequence[str] | None, target: types.ModuleType | None = None
     ) -> importlib.machinery.ModuleSpec | None:
@@ -105,7 +108,7 @@ class _EcosystemFinder(importlib.abc.MetaPathFinder):
         where = SITE / ROOTS[top] / Path(*rest)
         if where.is_dir():
             init = where / "__init__.py"
-            if fullname in self.run_init and init.exists():
+            if self.runs_init(fullname) and init.exists():
                 return importlib.util.spec_from_file_location(
                     fullname, init, submodule_search_locations=[str(where)]
                 )
@@ -174,7 +177,7 @@ _stubs = _StubFinder()
 
 def enable(run_init: Sequence[str] = ()) -> None:
     """Makes the ecosystem packages importable (installs them first); `run_init` names packages
-    whose __init__.py must run (imported after this call)."""
+    whose __init__.py files (theirs and their subpackages') must run (imported after this call)."""
     install()
     _finder.run_init.update(run_init)
     if _finder not in sys.meta_path:

@@ -48,10 +48,12 @@ def legacy_compat_for_dy2static(paddle: Any) -> None:
             wrapped = paddle.jit.not_to_static(dispatch)
             wrapped._not_to_static = True
             setattr(namespace, name, wrapped)
-    builtins = dict([*generated.funcs_map, *generated.nn_funcs_map])
-    for name, original in builtins.items():
-        if framework.Variable.__dict__.get(name) is original:
-            setattr(framework.Variable, name, getattr(paddle, name, original))
+    from paddle import _C_ops
+
+    for name, original in [*generated.funcs_map, *generated.nn_funcs_map]:
+        method = framework.Variable.__dict__.get(name)
+        if method is not None and method in (original, getattr(_C_ops, name, None)):
+            setattr(framework.Variable, name, getattr(paddle, name))
     tensor_device = paddle.Tensor.__dict__.get("device")
     if isinstance(tensor_device, property) and not getattr(tensor_device.fget, "_safe", False):
 

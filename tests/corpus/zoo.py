@@ -45,9 +45,27 @@ def _from(module: str, factory: str, run_init: tuple[str, ...] = (), **kwargs: A
         from tests.corpus import ecosystem
 
         ecosystem.enable(run_init)
+        if module.startswith("ppcls."):
+            ecosystem.load("ppcls.utils.logger").init_logger()
         return getattr(ecosystem.load(module), factory)(**kwargs)
 
     build.__qualname__ = f"{module}.{factory}"
+    return build
+
+
+def _composite(
+    make: Callable[..., Any], run_init: tuple[str, ...] = ()
+) -> Callable[[], Any]:
+    """A factory: `make(load)` where load(module) imports an ecosystem module (composite models:
+    a backbone passed to a head, a config object)."""
+
+    def build() -> Any:
+        from tests.corpus import ecosystem
+
+        ecosystem.enable(run_init)
+        return make(ecosystem.load)
+
+    build.__qualname__ = getattr(make, "__qualname__", "composite")
     return build
 
 
@@ -100,3 +118,156 @@ for _name, _module, _factory, _size, _kwargs in [
     ("cspdarknet53", f"{_ZOO}.cspnet", "CSPDarkNet53", 64, {}),
 ]:
     add(Entry(_name, _CLAS, "classification", _from(_module, _factory, **_kwargs), image(_size)))
+
+
+# -- paddleseg: segmentation --------------------------------------------------------------------
+_SEG = "paddleseg"
+_SEG_INIT = ("paddleseg.models.layers", "paddleseg.utils", "paddleseg.cvlibs")
+_SEG_MODELS: dict[str, tuple[Callable[[Any], Any], int]] = {
+    "pp_liteseg_stdc1": (
+        lambda load: load("paddleseg.models.pp_liteseg").PPLiteSeg(
+            4, load("paddleseg.models.backbones.stdcnet").STDC1()
+        ),
+        64,
+    ),
+    "pp_mobileseg_tiny": (
+        lambda load: load("paddleseg.models.pp_mobileseg").PPMobileSeg(
+            4, load("paddleseg.models.backbones.strideformer").MobileSeg_Tiny()
+        ),
+        64,
+    ),
+    "unet": (lambda load: load("paddleseg.models.unet").UNet(4), 64),
+    "bisenetv2": (lambda load: load("paddleseg.models.bisenet").BiSeNetV2(4), 64),
+    "fast_scnn": (lambda load: load("paddleseg.models.fast_scnn").FastSCNN(4), 64),
+    "segformer_b0": (
+        lambda load: load("paddleseg.models.segformer").SegFormer(
+            4, load("paddleseg.models.backbones.mix_transformer").MixVisionTransformer_B0(),
+            embedding_dim=64,
+        ),
+        64,
+    ),
+    "pphumanseg_lite": (lambda load: load("paddleseg.models.pphumanseg_lite").PPHumanSegLite(2), 64),
+    "deeplabv3p_resnet18": (
+        lambda load: load("paddleseg.models.deeplab").DeepLabV3P(
+            4, load("paddleseg.models.backbones.resnet_vd").ResNet18_vd(), backbone_indices=(0, 3)
+        ),
+        64,
+    ),
+    "lraspp_mobilenetv3": (
+        lambda load: load("paddleseg.models.lraspp").LRASPP(
+            4, load("paddleseg.models.backbones.mobilenetv3").MobileNetV3_large_x0_35()
+        ),
+        64,
+    ),
+    "topformer_tiny": (
+        lambda load: load("paddleseg.models.topformer").TopFormer(
+            4, load("paddleseg.models.backbones.top_transformer").TopTransformer_Tiny()
+        ),
+        64,
+    ),
+    "fcn_hrnet_w18_small": (
+        lambda load: load("paddleseg.models.fcn").FCN(
+            4, load("paddleseg.models.backbones.hrnet").HRNet_W18_Small_V1()
+        ),
+        64,
+    ),
+}
+for _name, (_make, _size) in _SEG_MODELS.items():
+    add(Entry(_name, _SEG, "segmentation", _composite(_make, _SEG_INIT), image(_size)))
+
+
+# -- PaddleOCR (ppocr/modeling of unstructured-paddleocr): detection, recognition, angle -------
+_OCR = "unstructured-paddleocr"
+
+
+def _ocr(config: Mapping[str, Any]) -> Callable[[Any], Any]:
+    def make(load: Any) -> Any:
+        return load("ppocr.modeling.architectures.base_model").BaseModel(dict(config))
+
+    return make
+
+
+_OCR_MODELS: dict[str, tuple[str, Mapping[str, Any], tuple[int, int]]] = {
+    "ocr_det_db_mobilenetv3": ("ocr detection", {
+        "model_type": "det", "algorithm": "DB", "Transform": None,
+        "Backbone": {"name": "MobileNetV3", "scale": 0.5, "model_name": "large"},
+        "Neck": {"name": "DBFPN", "out_channels": 96}, "Head": {"name": "DBHead", "k": 50},
+    }, (64, 64)),
+    "ocr_det_ppocrv4_lcnetv3": ("ocr detection", {
+        "model_type": "det", "algorithm": "DB", "Transform": None,
+        "Backbone": {"name": "PPLCNetV3", "scale": 0.75, "det": True},
+        "Neck": {"name": "RSEFPN", "out_channels": 96, "shortcut": True},
+        "Head": {"name": "DBHead", "k": 50},
+    }, (64, 64)),
+    "ocr_det_db_resnet18_vd": ("ocr detection", {
+        "model_type": "det", "algorithm": "DB", "Transform": None,
+        "Backbone": {"name": "ResNet_vd", "layers": 18},
+        "Neck": {"name": "DBFPN", "out_channels": 64}, "Head": {"name": "DBHead", "k": 50},
+    }, (64, 64)),
+    "ocr_rec_crnn_mobilenetv3": ("ocr recognition (CTC)", {
+        "model_type": "rec", "algorithm": "CRNN", "Transform": None,
+        "Backbone": {"name": "MobileNetV3", "scale": 0.5, "model_name": "small", "small_stride": [1, 2, 2, 2]},
+        "Neck": {"name": "SequenceEncoder", "encoder_type": "rnn", "hidden_size": 32},
+        "Head": {"name": "CTCHead", "out_channels": 40},
+    }, (32, 100)),
+    "ocr_rec_svtr_lcnet": ("ocr recognition (CTC)", {
+        "model_type": "rec", "algorithm": "SVTR_LCNet", "Transform": None,
+        "Backbone": {"name": "PPLCNetV3", "scale": 0.5},
+        "Neck": {"name": "SequenceEncoder", "encoder_type": "svtr", "dims": 64, "depth": 2, "hidden_dims": 32, "use_guide": True},
+        "Head": {"name": "CTCHead", "out_channels": 40},
+    }, (48, 160)),
+    "ocr_rec_resnet34_ctc": ("ocr recognition (CTC)", {
+        "model_type": "rec", "algorithm": "CRNN", "Transform": None,
+        "Backbone": {"name": "ResNet", "layers": 34},
+        "Neck": {"name": "SequenceEncoder", "encoder_type": "reshape"},
+        "Head": {"name": "CTCHead", "out_channels": 40},
+    }, (32, 100)),
+    "ocr_cls_mobilenetv3": ("ocr angle classification", {
+        "model_type": "cls", "algorithm": "CLS", "Transform": None,
+        "Backbone": {"name": "MobileNetV3", "scale": 0.35, "model_name": "small"},
+        "Neck": None, "Head": {"name": "ClsHead", "class_dim": 2},
+    }, (48, 192)),
+}  # fmt: skip
+_OCR_INIT = ("ppocr.modeling",)
+for _name, (_category, _config, (_h, _w)) in _OCR_MODELS.items():
+    add(
+        Entry(
+            _name, _OCR, _category, _composite(_ocr(_config), _OCR_INIT), (Feed("x", (-1, 3, _h, _w)),)
+        )
+    )
+
+
+# -- paddlenlp: encoders and a GPT-style decoder (configs, random weights) --------------------
+_NLP = "paddlenlp"
+_SMALL = {
+    "vocab_size": 100, "hidden_size": 64, "num_hidden_layers": 2, "num_attention_heads": 2,
+    "intermediate_size": 128, "max_position_embeddings": 128, "hidden_dropout_prob": 0.0,
+    "attention_probs_dropout_prob": 0.0,
+}  # fmt: skip
+
+
+def _nlp(family: str, model: str, config: str, **overrides: Any) -> Callable[[Any], Any]:
+    def make(load: Any) -> Any:
+        module = load(f"paddlenlp.transformers.{family}.modeling")
+        configuration = load(f"paddlenlp.transformers.{family}.configuration")
+        return getattr(module, model)(getattr(configuration, config)(**{**_SMALL, **overrides}))
+
+    return make
+
+
+_NLP_MODELS: dict[str, tuple[str, Callable[[Any], Any]]] = {
+    "bert": ("nlp encoder", _nlp("bert", "BertModel", "BertConfig")),
+    "ernie": ("nlp encoder", _nlp("ernie", "ErnieModel", "ErnieConfig")),
+    "roberta": ("nlp encoder", _nlp("roberta", "RobertaModel", "RobertaConfig")),
+    "electra": ("nlp encoder", _nlp("electra", "ElectraModel", "ElectraConfig", embedding_size=64)),
+    "mobilebert": ("nlp encoder", _nlp("mobilebert", "MobileBertModel", "MobileBertConfig", embedding_size=32, intra_bottleneck_size=32)),
+    "tinybert": ("nlp encoder", _nlp("tinybert", "TinyBertModel", "TinyBertConfig")),
+    "ernie_seq_cls": ("nlp encoder", _nlp("ernie", "ErnieForSequenceClassification", "ErnieConfig")),
+    "gpt": ("nlp decoder (GPT)", _nlp("gpt", "GPTModel", "GPTConfig")),
+}  # fmt: skip
+for _name, (_category, _make) in _NLP_MODELS.items():
+    add(
+        Entry(
+            _name, _NLP, _category, _composite(_make), (Feed("input_ids", (-1, -1), "int64", 100),)
+        )
+    )
