@@ -14,7 +14,7 @@ import os
 import subprocess
 import sys
 import time
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from functools import cache
 from pathlib import Path
@@ -26,10 +26,10 @@ import paddle
 
 paddle.enable_static()
 
-from graph_proto import framework_pb2 as pb  # noqa: E402
-from graph_proto.pdiparams import array, read_params, write_params
-from graph_proto.types import DType
-from tests.corpus import ecosystem, zoo
+from graph_proto import framework_pb2 as pb
+from graph_proto.pdiparams import array, read_params, write_params  # noqa: E402
+from graph_proto.types import DType  # noqa: E402
+from tests.corpus import ecosystem, zoo  # noqa: E402
 
 HERE: Final = Path(__file__).resolve().parent
 EXPORTS: Final = ecosystem.CACHE / "exports"
@@ -189,39 +189,54 @@ class Verdict:
 
 def op_count(files: Files) -> int:
     program = pb.ProgramDesc.FromString(files.program)
-    return sum(len(b.ops) for b in program.blocks if True) - sum(
-        1 for b in program.blocks for op in b.ops if op.type in ("feed", "fetch")
-    )
+    return sum(1 for b in program.blocks for op in b.ops if op.type not in ("feed", "fetch"))
 
 
-def verdict(name: str, files: Files, judged_by_float64: bool, reference: Files | None = None) -> Verdict:
+Runner = Callable[[dict[str, np.ndarray]], list[np.ndarray]]
+
+
+def verdict(
+    name: str, files: Files, judged_by_float64: bool, reference: Files | None = None
+) -> Verdict:
     """graphgate on `files` against Paddle's Executor on `reference` (the legacy program; by
     default `files` itself) at batch 1 and 2."""
     from executor import SessionOptions, compile
     from validator import ValidationFailed, validate
 
-    entry = zoo.ENTRIES[name]
     reference = reference or files
-    result = Verdict("PASS", ops=op_count(reference))
     started = time.perf_counter()
     try:
         model = compile(validate(files.program, files.params), SessionOptions(use_cuda=False))
     except ValidationFailed as failed:
         shown = [f"{d.op_type or ''} {d.message}".strip() for d in failed.diagnostics[:3]]
-        return Verdict("REJECTED", "; ".join(shown), failed.codes, ops=result.ops)
-    result.convert_s = time.perf_counter() - started
+        return Verdict("REJECTED", "; ".join(shown), failed.codes, ops=op_count(reference))
+    convert_s = time.perf_counter() - started
+    result = outputs_verdict(
+        name, lambda inputs: list(model.run(inputs).values()), reference, judged_by_float64
+    )
+    result.convert_s = convert_s
+    return result
+
+
+def outputs_verdict(name: str, run: Runner, reference: Files, judged_by_float64: bool) -> Verdict:
+    """`run`'s fetches against Paddle's on `reference` at batch 1 and 2: PASS or FAILED."""
+    entry = zoo.ENTRIES[name]
+    result = Verdict("PASS", ops=op_count(reference))
     details = []
     for batch, seed in CASES:
         inputs = feeds(entry, batch, seed)
-        ours = list(model.run(inputs).values())
+        ours = run(inputs)
         theirs = run_paddle(reference, inputs)
         precise = run_paddle(in_float64(reference), widened(inputs)) if judged_by_float64 else None
-        for index, expected in enumerate(theirs):
-            got = ours[index]
+        if len(ours) != len(theirs):
+            return Verdict("FAILED", f"{len(ours)} fetches, paddle {len(theirs)}", ops=result.ops)
+        for index, (got, expected) in enumerate(zip(ours, theirs, strict=True)):
             where = f"fetch {index} at batch {batch}"
             if got.shape != expected.shape or got.dtype != expected.dtype:
                 result.status = "FAILED"
-                details.append(f"{where}: {got.dtype}{list(got.shape)} vs paddle {expected.dtype}{list(expected.shape)}")
+                details.append(
+                    f"{where}: {got.dtype}{list(got.shape)}, paddle {expected.dtype}{list(expected.shape)}"
+                )
                 continue
             if not np.issubdtype(expected.dtype, np.floating):
                 if not np.array_equal(got, expected):
@@ -236,7 +251,7 @@ def verdict(name: str, files: Files, judged_by_float64: bool, reference: Files |
                 result.float64 = (max(old[0], ours64), max(old[1], paddle64))
     if result.float64 is not None:
         ours64, paddle64 = result.float64
-        details.append(f"vs float64: graphgate {ours64:.3g}, paddle float32 {paddle64:.3g}")
+        details.append(f"vs float64: {ours64:.3g}, paddle float32 {paddle64:.3g}")
         if ours64 > FLOAT64_FACTOR * paddle64 + ATOL:
             result.status = "FAILED"
     else:

@@ -22,7 +22,7 @@ import pytest
 
 pytest.importorskip("paddle")
 
-from tests.corpus import compare, zoo  # noqa: E402
+from tests.corpus import compare, zoo
 
 pytestmark = [pytest.mark.paddle, pytest.mark.corpus]
 
@@ -61,7 +61,9 @@ def _check(name: str, fmt: str) -> None:
     assert not isinstance(files, str), f"{name}: Paddle could not export it as {fmt}: {files}"
     result = compare.verdict(name, files, name in FLOAT64_JUDGED, reference=legacy)
     if name in KNOWN_REJECTIONS:
-        assert result.status == "REJECTED", f"{name} is accepted now: remove it from KNOWN_REJECTIONS"
+        assert result.status == "REJECTED", (
+            f"{name} is accepted now: remove it from KNOWN_REJECTIONS"
+        )
         assert set(result.codes) <= KNOWN_REJECTIONS[name], result.line()
         pytest.xfail(result.line())
     assert result.status == "PASS", f"{name} ({fmt}): {result.line()}"

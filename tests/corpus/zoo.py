@@ -8,8 +8,8 @@ export.py's subprocess, where the packages are importable (ecosystem.enable()).
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass, field
-from typing import Any, Final
+from dataclasses import dataclass
+from typing import Any
 
 
 @dataclass(frozen=True)
@@ -38,7 +38,9 @@ class Entry:
         return self.factory()
 
 
-def _from(module: str, factory: str, run_init: tuple[str, ...] = (), **kwargs: Any) -> Callable[[], Any]:
+def _from(
+    module: str, factory: str, run_init: tuple[str, ...] = (), **kwargs: Any
+) -> Callable[[], Any]:
     """A factory: `module.factory(**kwargs)` imported with ecosystem.load."""
 
     def build() -> Any:
@@ -53,9 +55,7 @@ def _from(module: str, factory: str, run_init: tuple[str, ...] = (), **kwargs: A
     return build
 
 
-def _composite(
-    make: Callable[..., Any], run_init: tuple[str, ...] = ()
-) -> Callable[[], Any]:
+def _composite(make: Callable[..., Any], run_init: tuple[str, ...] = ()) -> Callable[[], Any]:
     """A factory: `make(load)` where load(module) imports an ecosystem module (composite models:
     a backbone passed to a head, a config object)."""
 
@@ -98,7 +98,13 @@ for _name, _module, _factory, _size, _kwargs in [
     ("hrnet_w18_c", f"{_LEGENDARY}.hrnet", "HRNet_W18_C", 64, {}),
     ("vgg11", f"{_LEGENDARY}.vgg", "VGG11", 64, {}),
     ("inception_v3", f"{_LEGENDARY}.inception_v3", "InceptionV3", 96, {}),
-    ("swin_tiny", f"{_LEGENDARY}.swin_transformer", "SwinTransformer_tiny_patch4_window7_224", 224, {}),
+    (
+        "swin_tiny",
+        f"{_LEGENDARY}.swin_transformer",
+        "SwinTransformer_tiny_patch4_window7_224",
+        224,
+        {},
+    ),
     ("repvgg_a0", f"{_ZOO}.repvgg", "RepVGG_A0", 64, {}),
     ("rexnet_1_0", f"{_ZOO}.rexnet", "ReXNet_1_0", 64, {}),
     ("ghostnet_x0_5", f"{_ZOO}.ghostnet", "GhostNet_x0_5", 64, {}),
@@ -141,12 +147,16 @@ _SEG_MODELS: dict[str, tuple[Callable[[Any], Any], int]] = {
     "fast_scnn": (lambda load: load("paddleseg.models.fast_scnn").FastSCNN(4), 64),
     "segformer_b0": (
         lambda load: load("paddleseg.models.segformer").SegFormer(
-            4, load("paddleseg.models.backbones.mix_transformer").MixVisionTransformer_B0(),
+            4,
+            load("paddleseg.models.backbones.mix_transformer").MixVisionTransformer_B0(),
             embedding_dim=64,
         ),
         64,
     ),
-    "pphumanseg_lite": (lambda load: load("paddleseg.models.pphumanseg_lite").PPHumanSegLite(2), 64),
+    "pphumanseg_lite": (
+        lambda load: load("paddleseg.models.pphumanseg_lite").PPHumanSegLite(2),
+        64,
+    ),
     "deeplabv3p_resnet18": (
         lambda load: load("paddleseg.models.deeplab").DeepLabV3P(
             4, load("paddleseg.models.backbones.resnet_vd").ResNet18_vd(), backbone_indices=(0, 3)
@@ -232,7 +242,11 @@ _OCR_INIT = ("ppocr.modeling",)
 for _name, (_category, _config, (_h, _w)) in _OCR_MODELS.items():
     add(
         Entry(
-            _name, _OCR, _category, _composite(_ocr(_config), _OCR_INIT), (Feed("x", (-1, 3, _h, _w)),)
+            _name,
+            _OCR,
+            _category,
+            _composite(_ocr(_config), _OCR_INIT),
+            (Feed("x", (-1, 3, _h, _w)),),
         )
     )
 
