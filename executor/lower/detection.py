@@ -271,8 +271,9 @@ def _greedy(
 
 
 def _multiclass_nms3_emit(
-    b: OnnxBuilder, bboxes: Value, scores: Value, rois_num: Value | None, a: MulticlassNmsAttrs
+    b: OnnxBuilder, bboxes: Value, scores: Value, _rois_num: Value | None, a: MulticlassNmsAttrs
 ) -> list[str]:
+    """RoisNum is refused by validation (the per-RoI form)."""
     t = scores.dtype
     sorted_scores, order, valid, k = _sorted_candidates(b, scores, a)
     bound = candidates_per_class(max(bboxes.shape[1], scores.shape[2]), a)

@@ -12,9 +12,12 @@ import pytest
 # Imported first: paddle_util switches Paddle to legacy programs before importing it.
 pytest.importorskip("tests.conformance.paddle_util")
 
+from executor.errors import OutputMismatch
+from executor.scope import check_outputs
 from tests.conformance.paddle_util import assert_parity, build_and_save, paddle, run_paddle
 from validator import Code, ValidationFailed, validate
 from validator.ops.detection import random_boxes
+from validator.runtime import reinfer
 
 pytestmark = pytest.mark.paddle
 
@@ -53,7 +56,7 @@ def test_yolo_box_matches_paddle(attrs: dict[str, Any], batch: int) -> None:
         "x": (rng.standard_normal((batch, channels, 5, 7)) * 2).astype(np.float32),
         "size": rng.integers(20, 300, (batch, 2)).astype(np.int32),
     }
-    boxes, scores = assert_parity(saved, feeds, rtol=1e-5, atol=1e-3).values()
+    scores = assert_parity(saved, feeds, rtol=1e-5, atol=1e-3)[saved.fetches[1]]
     assert (scores == 0).any() and (scores > 0).any()  # the threshold zeroed some, not all
 
 
@@ -98,7 +101,7 @@ def _nms_feeds(batch: int, classes: int, boxes: int, *, scale: float = 1.0, seed
     }
 
 
-NMS_VARIANTS = {
+NMS_VARIANTS: dict[str, dict[str, Any]] = {
     "default": {},
     "no-background": {"background_label": -1},
     "background-2": {"background_label": 2},
@@ -129,7 +132,7 @@ def test_ties_order_as_paddle_does() -> None:
     feeds = _nms_feeds(2, 3, 10)
     feeds["scores"] = np.full((2, 3, 10), 0.5, np.float32)
     feeds["scores"][1, :, ::3] = 0.75
-    out, index, counts = assert_parity(saved, feeds).values()
+    counts = assert_parity(saved, feeds)[saved.fetches[2]]
     assert list(counts) == [5, 5]
 
 
@@ -211,3 +214,20 @@ def test_unbounded_candidates_are_refused() -> None:
     with pytest.raises(ValidationFailed) as info:
         validate(saved.program, saved.params)
     assert [d.code for d in info.value.diagnostics] == [Code.LOWERING_UNSUPPORTED]
+
+
+def test_budgets_count_the_bound_not_the_dynamic_dim() -> None:
+    """Out's rows are bounded by batch x keep_top_k, so no per-request size check is needed
+    and no data-dependent warning is given; a run past the bound would be refused."""
+    saved = _nms_program(4, 16, keep_top_k=3)
+    validated = validate(saved.program, saved.params)
+    assert validated.report.data_dependent == ()
+    assert Code.DATA_DEPENDENT_SHAPE not in {d.code for d in validated.report.warnings}
+    out_name, index_name, _ = saved.fetches
+    expected = reinfer(validated, {"bboxes": (2, 16, 4), "scores": (2, 4, 16)})
+    assert expected[out_name].bound == (6, 6)
+    check_outputs({out_name: np.zeros((6, 6), np.float32)}, expected)
+    with pytest.raises(OutputMismatch, match=r"expected float32\[-1, 6\] \(at most \[6, 6\]\)"):
+        check_outputs({out_name: np.zeros((7, 6), np.float32)}, expected)
+    with pytest.raises(OutputMismatch):
+        check_outputs({index_name: np.zeros((7, 1), np.int32)}, expected)

@@ -87,7 +87,7 @@ def _yolo_box_infer(x: TensorType, img_size: TensorType, a: YoloBoxAttrs) -> lis
 
 
 def _yolo_box_cost(
-    x: TensorType, img_size: TensorType, outputs: list[TensorType], a: YoloBoxAttrs
+    _x: TensorType, _img_size: TensorType, outputs: list[TensorType], _a: YoloBoxAttrs
 ) -> int:
     boxes, scores = outputs
     return 10 * boxes.numel() + 2 * scores.numel()
@@ -95,7 +95,7 @@ def _yolo_box_cost(
 
 def _sigmoid(v: np.ndarray) -> np.ndarray:
     # Paddle: 1.0 / (1.0 + exp(-x)) with exp in T and the rest in double.
-    return (1.0 / (1.0 + np.exp(-v).astype(np.float64))).astype(v.dtype)
+    return np.asarray(1.0 / (1.0 + np.exp(-v).astype(np.float64))).astype(v.dtype)
 
 
 def yolo_box_reference(
@@ -307,10 +307,10 @@ def _nms_infer(
 
 
 def _nms_cost(
-    bboxes: TensorType,
+    _bboxes: TensorType,
     scores: TensorType,
-    rois_num: TensorType | None,
-    outputs: list[TensorType],
+    _rois_num: TensorType | None,
+    _outputs: list[TensorType],
     a: MulticlassNmsAttrs,
 ) -> int:
     """Greedy NMS compares each candidate with every other one of its class (~20 FLOPs each)."""
@@ -357,7 +357,7 @@ def _nms_one_class(boxes: np.ndarray, scores: np.ndarray, a: MulticlassNmsAttrs)
 
 
 def nms_reference(
-    bboxes: np.ndarray, scores: np.ndarray, rois_num: None, a: MulticlassNmsAttrs
+    bboxes: np.ndarray, scores: np.ndarray, _rois_num: None, a: MulticlassNmsAttrs
 ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """Paddle's CPU kernel, written out loop by loop."""
     n, classes, boxes = scores.shape
