@@ -31,7 +31,7 @@ _MAX_VAR_PROBLEMS_PER_OP: Final = 8
 _SCOPE_SLOTS: Final = frozenset({"Scope", "StepScopes"})
 # In-place outputs that change the value (batch_norm's MeanOut = Mean in an inference program
 # does not): written to a parameter, they are a write like any other.
-_CHANGES_IN_PLACE: Final = frozenset({"increment"})
+_CHANGES_IN_PLACE: Final = frozenset({"increment", "set_value"})
 # Op inferences spent, at most, on running a loop at compile time to find a known trip count.
 _TRIP_SIMULATION_WORK: Final = 100_000
 

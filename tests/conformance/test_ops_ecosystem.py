@@ -1,5 +1,5 @@
 """Ops the Paddle ecosystem's models need (issue 11): meshgrid, roll, unfold, linear_interp_v2,
-pad, bitwise_not and masked_fill, built by real Paddle 3.3.1 as legacy programs.
+pad, bitwise_not, masked_fill and set_value, built by real Paddle 3.3.1 as legacy programs.
 
 CASES is checked by test_ops_parity.py (dims and outputs against Paddle's). elementwise_floordiv
 is in test_ops_elementwise.py."""
@@ -30,6 +30,47 @@ def _old_pad(x: Any, paddings: list[int], value: float) -> Any:
     attrs = {"paddings": paddings, "pad_value": value}
     helper.append_op(type="pad", inputs={"X": [x]}, outputs={"Out": [out]}, attrs=attrs)
     return out
+
+
+def _setitem(x: Any, index: Any, value: Any) -> Any:
+    """x[index] = value as a static program writes it (set_value into a new var)."""
+    return paddle.static.setitem(x * 1, index, value)
+
+
+def _set_value_in_place(x: Any, **attrs: Any) -> Any:
+    """set_value as Paddle 2.x wrote it: over its Input (test_set_value.py turns `values` into
+    the typed lists 2.x wrote, which Paddle 3.3.1 no longer reads)."""
+    y = x * 1
+    helper = paddle.base.layer_helper.LayerHelper("set_value")
+    helper.append_op(type="set_value", inputs={"Input": [y]}, outputs={"Out": [y]}, attrs=attrs)
+    return y
+
+
+def _swin_mask(x: Any) -> Any:
+    """Swin's shifted-window attention mask: regions of a zero image numbered by set_value."""
+    mask = paddle.zeros([1, 6, 6, 1], "float32")
+    count = 0
+    for h in (slice(0, -4), slice(-4, -2), slice(-2, None)):
+        for w in (slice(0, -4), slice(-4, -2), slice(-2, None)):
+            mask = paddle.static.setitem(mask, (slice(None), h, w, slice(None)), float(count))
+            count += 1
+    return x + mask
+
+
+def _rexnet_add(x: Any, shortcut: Any) -> Any:
+    """ReXNet's residual into the first channels: out[:, 0:c] += x."""
+    out = x * 2
+    return paddle.static.setitem(out, (slice(None), slice(0, 2)), out[:, 0:2] + shortcut)
+
+
+def _tnt_add(patches: Any, pixels: Any) -> Any:
+    """TNT's patch update after the class token: patch_embed[:, 1:] = patch_embed[:, 1:] + proj."""
+    return paddle.static.setitem(patches * 1, (slice(None), slice(1, None)), patches[:, 1:] + pixels)
+
+
+def _dynamic_end(x: Any) -> Any:
+    """An end only the run time knows (EndsTensorList) on a dim only the run time knows."""
+    return _setitem(x, (slice(None), slice(0, paddle.shape(x)[1] - 1)), 1.0)
 
 
 def _mask_half(feeds: Feeds) -> Feeds:
@@ -97,4 +138,53 @@ CASES: Final = {
         adjust=_mask_half,
         sizes=(Size(1, 2, 0), Size(4, 2, 1)),
     ),
+    "set_value_tensor": Case(
+        "set_value",
+        program(lambda x, v: _setitem(x, (slice(None), slice(1, 3)), v), ([-1, 4, 5], "float32"), ([2, 5], "float32")),
+    ),
+    "set_value_scalar_steps_decrease": Case(
+        "set_value", program(lambda x: _setitem(x, (slice(None), -1, slice(None, None, 2)), 3.5), ([-1, 4, 5], "float32")),
+    ),
+    "set_value_negative_steps": Case(
+        "set_value",
+        program(lambda x: _setitem(x, (slice(None), slice(None, None, -2), slice(4, 0, -3)), 9), ([-1, 4, 5], "int64")),
+    ),
+    "set_value_negative_bounds": Case(
+        "set_value", program(lambda x: _setitem(x, (slice(-3, -1), slice(-100, -2)), -1.0), ([4, 5], "float32")),
+    ),
+    "set_value_values_list": Case(
+        "set_value",
+        program(lambda x: _setitem(x, (slice(None), 0), np.arange(5, dtype="float32")), ([-1, 3, 5], "float32")),
+    ),
+    "set_value_none_axes": Case(
+        "set_value", program(lambda x: _setitem(x, (Ellipsis, None, slice(4, 0, -2)), 7.0), ([-1, 2, 6], "float32")),
+    ),
+    "set_value_dynamic_end": Case("set_value", program(_dynamic_end, ([-1, -1, 3], "float32"))),
+    "set_value_empty_slice": Case(
+        "set_value", program(lambda x: _setitem(x, (slice(None), slice(3, 1)), 5.0), ([-1, 4], "float32")),
+    ),
+    "set_value_in_place": Case(
+        "set_value",
+        program(
+            lambda x: _set_value_in_place(
+                x, axes=[1], starts=[1], ends=[3], steps=[1], shape=[1], dtype=5, values=[2.5]
+            ),
+            ([-1, 4], "float32"),
+        ),
+    ),
+    "set_value_in_place_int64": Case(
+        "set_value",
+        program(
+            lambda x: _set_value_in_place(
+                x, axes=[0, 1], starts=[0, -1], ends=[1, 2**31 - 1], steps=[1, 1], decrease_axes=[0, 1],
+                shape=[1], dtype=3, values=[-4],
+            ),
+            ([-1, 3], "int64"),
+        ),
+    ),
+    "set_value_swin_mask": Case("set_value", program(_swin_mask, ([-1, 6, 6, 3], "float32"))),
+    "set_value_rexnet": Case(
+        "set_value", program(_rexnet_add, ([-1, 4, 3, 3], "float32"), ([-1, 2, 3, 3], "float32")),
+    ),
+    "set_value_tnt": Case("set_value", program(_tnt_add, ([-1, 5, 4], "float32"), ([-1, 4, 4], "float32"))),
 }  # fmt: skip
