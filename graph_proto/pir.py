@@ -829,7 +829,7 @@ def _attr_value(at: Mapping[str, Any], name: str) -> Any:
             )
         if kind == "0.a_i32" and isinstance(data, int) and not -(2**31) <= data < 2**31:
             raise _fail(f"attribute {name!r}: expected an int32, got {data}")
-        if kind == "0.a_f32" and abs(data) > _FLOAT32_MAX:
+        if kind == "0.a_f32" and isinstance(data, float) and abs(data) > _FLOAT32_MAX:
             raise _fail(f"attribute {name!r}: expected a float32, got {data}")
         return _Typed(kind, data)
     if kind == "0.a_array":

@@ -18,6 +18,7 @@ from hypothesis import strategies as st
 
 from graph_proto.pdiparams import array, read_params, write_params
 from graph_proto.pir import looks_like_pir
+from graph_proto.types import DType
 from validator import Policy, ValidationFailed, validate
 
 DATA = Path(__file__).parent / "data"
@@ -75,7 +76,7 @@ def test_format_is_told_by_content_not_by_name() -> None:
 
 
 def test_params_in_another_order_than_sorted_names_are_rejected_like_legacy_ones() -> None:
-    tensors = [(t.dtype, array(CNN_PARAMS, t)) for t in read_params(CNN_PARAMS)]
+    tensors = [(DType.FP32, array(CNN_PARAMS, t)) for t in read_params(CNN_PARAMS)]
     tensors[0], tensors[-1] = tensors[-1], tensors[0]  # [4] bias <-> [256, 5] weight
     assert "PARAMS_DIMS" in _codes(CNN, write_params(tensors))
 
