@@ -1,18 +1,29 @@
 import paddle, os
+
 paddle.seed(0)
+
+
 class M(paddle.nn.Layer):
     def __init__(self):
         super().__init__()
         self.conv = paddle.nn.Conv2D(3, 4, 3, padding=1)
         self.bn = paddle.nn.BatchNorm2D(4)
-        self.fc = paddle.nn.Linear(4*8*8, 5)
+        self.fc = paddle.nn.Linear(4 * 8 * 8, 5)
+
     def forward(self, x):
         y = paddle.nn.functional.relu(self.bn(self.conv(x)))
-        y = paddle.reshape(y, [-1, 4*8*8])
+        y = paddle.reshape(y, [-1, 4 * 8 * 8])
         y = self.fc(y)
         return paddle.nn.functional.softmax(y) + paddle.full([1], 2.0)
-m = M(); m.eval()
-paddle.jit.save(m, "cnn/model", input_spec=[paddle.static.InputSpec([None,3,8,8], "float32", "x")])
+
+
+m = M()
+m.eval()
+paddle.jit.save(
+    m, "cnn/model", input_spec=[paddle.static.InputSpec([None, 3, 8, 8], "float32", "x")]
+)
+
+
 class C(paddle.nn.Layer):
     def forward(self, x, n):
         if paddle.mean(x) > 0:
@@ -24,5 +35,15 @@ class C(paddle.nn.Layer):
             y = y + 1
             i = i + 1
         return y
-c = C(); c.eval()
-paddle.jit.save(paddle.jit.to_static(c), "cf/model", input_spec=[paddle.static.InputSpec([None,4], "float32", "x"), paddle.static.InputSpec([1], "int64", "n")])
+
+
+c = C()
+c.eval()
+paddle.jit.save(
+    paddle.jit.to_static(c),
+    "cf/model",
+    input_spec=[
+        paddle.static.InputSpec([None, 4], "float32", "x"),
+        paddle.static.InputSpec([1], "int64", "n"),
+    ],
+)
