@@ -1,4 +1,6 @@
-import paddle, os
+"""Writes the PIR fixtures of test_pir.py with Paddle 3.3.1 (paddle.jit.save, PIR on): run from data/."""
+
+import paddle
 
 paddle.seed(0)
 
@@ -26,7 +28,7 @@ paddle.jit.save(
 
 class C(paddle.nn.Layer):
     def forward(self, x, n):
-        if paddle.mean(x) > 0:
+        if paddle.mean(x) > 0:  # noqa: SIM108 (a Python if is what to_static turns into pd_op.if)
             y = x * 2
         else:
             y = x - 1
