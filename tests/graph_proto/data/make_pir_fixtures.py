@@ -1,4 +1,6 @@
 """Writes the PIR fixtures of test_pir.py with Paddle 3.3.1 (paddle.jit.save, PIR on): run from data/."""
+# mypy: ignore-errors
+# (a Paddle script, run by hand to regenerate the fixtures; Paddle ships no type stubs)
 
 import paddle
 
