@@ -21,6 +21,7 @@ from tests.conformance.paddle_util import paddle
 pytestmark = pytest.mark.paddle
 legacy_compat.install()  # paddle.roll traces to _C_ops only in 3.3.1
 F = paddle.nn.functional
+_SETITEM: Final[Any] = vars(paddle.static)["setitem"]  # x[index] = v in a static program
 
 
 def _old_pad(x: Any, paddings: list[int], value: float) -> Any:
@@ -34,7 +35,7 @@ def _old_pad(x: Any, paddings: list[int], value: float) -> Any:
 
 def _setitem(x: Any, index: Any, value: Any) -> Any:
     """x[index] = value as a static program writes it (set_value into a new var)."""
-    return paddle.static.setitem(x * 1, index, value)
+    return _SETITEM(x * 1, index, value)
 
 
 def _set_value_in_place(x: Any, **attrs: Any) -> Any:
@@ -52,7 +53,7 @@ def _swin_mask(x: Any) -> Any:
     count = 0
     for h in (slice(0, -4), slice(-4, -2), slice(-2, None)):
         for w in (slice(0, -4), slice(-4, -2), slice(-2, None)):
-            mask = paddle.static.setitem(mask, (slice(None), h, w, slice(None)), float(count))
+            mask = _SETITEM(mask, (slice(None), h, w, slice(None)), float(count))
             count += 1
     return x + mask
 
@@ -60,12 +61,12 @@ def _swin_mask(x: Any) -> Any:
 def _rexnet_add(x: Any, shortcut: Any) -> Any:
     """ReXNet's residual into the first channels: out[:, 0:c] += x."""
     out = x * 2
-    return paddle.static.setitem(out, (slice(None), slice(0, 2)), out[:, 0:2] + shortcut)
+    return _SETITEM(out, (slice(None), slice(0, 2)), out[:, 0:2] + shortcut)
 
 
 def _tnt_add(patches: Any, pixels: Any) -> Any:
     """TNT's patch update after the class token: patch_embed[:, 1:] = patch_embed[:, 1:] + proj."""
-    return paddle.static.setitem(patches * 1, (slice(None), slice(1, None)), patches[:, 1:] + pixels)
+    return _SETITEM(patches * 1, (slice(None), slice(1, None)), patches[:, 1:] + pixels)
 
 
 def _dynamic_end(x: Any) -> Any:
