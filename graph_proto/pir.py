@@ -58,6 +58,12 @@ _DTYPE_NAMES: Final = {
     "float32": pb.VarType.FP32,
     "float64": pb.VarType.FP64,
 }
+# Float attributes JSON cannot hold: Paddle writes {"VD": "INF"} in place of {"D": inf}.
+_SPECIAL_FLOATS: Final = {"INF": float("inf"), "-INF": float("-inf"), "NaN": float("nan")}
+_UNDEFINED_DTYPE: Final = "Undefined(ALL_DTYPE)"
+_REDUCE_OPS: Final = frozenset(
+    {"reduce_mean", "reduce_sum", "reduce_max", "reduce_min", "reduce_prod"}
+)
 _FLOAT32_MAX: Final = 3.4028234663852886e38
 _INTEGER_DTYPES: Final = frozenset(
     {pb.VarType.INT8, pb.VarType.UINT8, pb.VarType.INT16, pb.VarType.INT32, pb.VarType.INT64}
@@ -110,6 +116,18 @@ def parse_pir(data: bytes, *, max_bytes: int) -> PirProgram:
     except _Broken as broken:
         raise broken.error from None
     return converter.result
+
+
+def _folded(value: _Value) -> Any:
+    """A constant as a legacy attribute: full_int_array's list; full's number, or a list of
+    copies where the full fills more than one element (paddle.full([6], 1) as paddings)."""
+    const = list(value.const or ())
+    if not value.scalar:
+        return const
+    count = 1
+    for dim in value.dims:
+        count *= max(dim, 0)
+    return const[0] if count == 1 or not value.dims else const * count
 
 
 def _fail(message: str, code: str = "PROGRAM_MALFORMED") -> _Broken:
@@ -439,6 +457,7 @@ class _Converter:
         if value is None or value.vector:
             raise _fail("pd_op.fetch: expected a tensor operand, got none")
         wanted = self._plain_attrs(op).get("name")
+        self._materialize(value)
         source = value.names[0]
         if isinstance(wanted, str) and wanted != source and wanted not in self.declared:
             # A fed or parameter value fetched as is: copy it to the fetch's name.
@@ -719,24 +738,70 @@ class _Converter:
             target = mapped.attrs.get(key, key)
             if key in DROPPED_ATTRS or target is None or value is None:
                 continue
-            legacy_attrs[target] = _legacy_attr(value)
+            if key in mapped.scalars:
+                legacy_attrs[target] = Attr(pb.SCALARS, _scalars(value, key))
+            elif value == [] and key in mapped.empty:
+                legacy_attrs[target] = Attr(mapped.empty[key], [])
+            else:
+                legacy_attrs[target] = _legacy_attr(value)
         legacy_attrs.update(mapped.fixed)
         inputs: dict[str, list[str]] = {}
         first_dtype: int | None = None
+        result_dtype = self._first_result_dtype(op, name) if mapped.constants_like_result else None
         for i, (spec, ref) in enumerate(zip(mapped.inputs, operands, strict=True)):
             value = self._lookup(ref, f"{name} operand {i}")
             if i == 0 and value is not None:
                 first_dtype = value.dtype
+            if value is not None and value.const_op is not None and result_dtype is not None:
+                value.dtype = result_dtype
+                value.const_op = {
+                    **value.const_op,
+                    "attrs": {**value.const_op["attrs"], "dtype": result_dtype},
+                }
             self._operand(name, i, spec, value, inputs, legacy_attrs)
         if mapped.input_dtype_attr is not None and first_dtype is not None:
             legacy_attrs[mapped.input_dtype_attr] = first_dtype
+        for key, default in mapped.defaults.items():
+            legacy_attrs.setdefault(key, default)
         outputs = self._mapped_results(op, name, mapped, block)
-        if (
-            mapped.legacy in ("reduce_mean", "reduce_sum", "reduce_max", "reduce_min")
-            and legacy_attrs.get("dim") == []
-        ):
+        if mapped.legacy in _REDUCE_OPS and legacy_attrs.get("dim") == []:
             legacy_attrs["reduce_all"] = True
+        cast = self._legacy_result(mapped, outputs, block)
         self._emit(block, mapped.legacy, inputs, outputs, legacy_attrs)
+        if cast is not None:
+            self._emit(block, "cast", *cast)
+
+    def _first_result_dtype(self, op: dict[str, Any], name: str) -> int | None:
+        results = self._results(op)
+        return self._tensor_type(results[0][1], f"{name} result")[0] if results else None
+
+    def _legacy_result(
+        self, mapped: OpMap, outputs: dict[str, list[str]], block: int
+    ) -> tuple[dict[str, list[str]], dict[str, list[str]], dict[str, Any]] | None:
+        """Where the legacy op yields another dtype than the PIR op (shape: int32, shape64:
+        int64), it writes a fresh var that a cast then converts: (inputs, outputs, attrs)."""
+        if mapped.legacy_dtype is None or not outputs:
+            return None
+        slot = mapped.outputs[0]
+        (target,) = outputs[slot]
+        var = self._find_var(block, target)
+        dtype = int(var.type.dense_tensor.tensor.data_type)
+        if dtype == mapped.legacy_dtype:
+            return None
+        dims = list(var.type.dense_tensor.tensor.dims)
+        narrow = self._fresh(block, mapped.legacy, mapped.legacy_dtype, dims)
+        outputs[slot] = [narrow]
+        attrs = {
+            "in_dtype": Attr(pb.INT, mapped.legacy_dtype),
+            "out_dtype": Attr(pb.INT, dtype),
+        }
+        return {"X": [narrow]}, {"Out": [target]}, attrs
+
+    def _find_var(self, block: int, name: str) -> pb.VarDesc:
+        for var in reversed(self.program.blocks[block].vars):
+            if var.name == name:
+                return var
+        raise _fail(f"expected a declared variable {name!r}")
 
     def _operand(
         self,
@@ -747,6 +812,8 @@ class _Converter:
         inputs: dict[str, list[str]],
         attrs: dict[str, Any],
     ) -> None:
+        if spec == "-":
+            return  # no legacy slot: the tensor an in-place PIR op overwrites
         if spec == "":
             if value is not None:
                 raise _fail(f"{name} operand {i}: expected none, got a value", "PIR_UNSUPPORTED")
@@ -756,7 +823,7 @@ class _Converter:
         if spec.startswith("="):
             attr, _, slot = spec[1:].partition("|")
             if value.const is not None:
-                attrs[attr] = value.const[0] if value.scalar else list(value.const)
+                attrs[attr] = _folded(value)
                 return
             if not slot:
                 raise _fail(
@@ -818,6 +885,13 @@ _SCALAR_KINDS: Final = {
 def _attr_value(at: Mapping[str, Any], name: str) -> Any:
     kind = _str(at.get("#"), f"attribute {name!r} kind")
     data = at.get("D")
+    if data is None and kind in ("0.a_f32", "0.a_f64") and "VD" in at:
+        special = _SPECIAL_FLOATS.get(at["VD"]) if isinstance(at["VD"], str) else None
+        if special is None:
+            raise _fail(
+                f"attribute {name!r}: expected one of {sorted(_SPECIAL_FLOATS)}, got {at['VD']!r}"
+            )
+        return _Typed(kind, special)
     expected = _SCALAR_KINDS.get(kind)
     if expected is not None:
         ok = isinstance(data, expected) and (expected is bool or not isinstance(data, bool))
@@ -842,6 +916,8 @@ def _attr_value(at: Mapping[str, Any], name: str) -> Any:
             _int(v, f"attribute {name!r} item") for v in _list(data, f"attribute {name!r}", 1 << 20)
         ]
     if kind == "1.a_dtype":
+        if data == _UNDEFINED_DTYPE:
+            return None  # `sum` and friends: the result keeps the input's dtype
         dtype = _DTYPE_NAMES.get(_str(data, f"attribute {name!r}"))
         if dtype is None:
             raise _fail(
@@ -885,6 +961,16 @@ _ONE_KINDS: Final = {
     "0.a_str": pb.STRING,
     "dtype": pb.INT,
 }
+
+
+def _scalars(value: Any, name: str) -> list[int | float | bool]:
+    """A PIR list of numbers as the values of a legacy SCALARS attribute."""
+    plain = _plain(value)
+    if not isinstance(plain, list) or not all(isinstance(v, (int, float, bool)) for v in plain):
+        raise _fail(
+            f"attribute {name!r}: expected a list of numbers, got {_kind(plain)}", "ATTR_TYPE"
+        )
+    return plain
 
 
 def _legacy_attr(value: Any) -> Any:
