@@ -26,7 +26,7 @@ import paddle
 
 paddle.enable_static()
 
-from graph_proto import framework_pb2 as pb
+from graph_proto import framework_pb2 as pb  # noqa: E402
 from graph_proto.pdiparams import array, read_params, write_params  # noqa: E402
 from graph_proto.types import DType  # noqa: E402
 from tests.corpus import ecosystem, zoo  # noqa: E402
@@ -119,7 +119,9 @@ def run_paddle(files: Files, inputs: dict[str, np.ndarray]) -> list[np.ndarray]:
         Path(prefix + ".pdmodel").write_bytes(files.program)
         if files.params is not None:
             Path(prefix + ".pdiparams").write_bytes(files.params)
-        with paddle.static.scope_guard(paddle.static.Scope()):
+        # NOTE: something on the way (seen under pytest only) turns PIR mode back on; the saved
+        # program is a legacy one, so load and run it under OldIrGuard explicitly.
+        with paddle.pir_utils.OldIrGuard(), paddle.static.scope_guard(paddle.static.Scope()):
             program, feed_names, fetch_vars = paddle.static.load_inference_model(prefix, exe)
             feed = {name: inputs[name] for name in feed_names}
             return [np.asarray(v) for v in exe.run(program, feed=feed, fetch_list=fetch_vars)]
