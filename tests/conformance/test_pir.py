@@ -4,79 +4,21 @@ graphgate reads the JSON through the same validation and lowering as a .pdmodel.
 
 from __future__ import annotations
 
-import os
-import tempfile
 from collections.abc import Callable, Sequence
 from functools import cache
-from pathlib import Path
 from typing import Any
 
 import numpy as np
-import paddle.pir_utils
 import pytest
 
-from executor import SessionOptions, compile
 from tests.conformance import test_control_flow as control_flow
 from tests.conformance.paddle_util import Saved, paddle, random_feeds
+from tests.conformance.pir_util import assert_pir_parity, save_pir
 from validator import validate
 
 pytestmark = pytest.mark.paddle
 
 Build = Callable[[], tuple[Sequence[Any], Sequence[Any]]]
-
-
-def save_pir(build: Build, seed: int = 0) -> Saved:
-    """`build()` traced into a PIR program and saved with save_inference_model (model.json)."""
-    with paddle.pir_utils.IrGuard():
-        paddle.seed(seed)
-        main, startup = paddle.static.Program(), paddle.static.Program()  # type: ignore[no-untyped-call]
-        with paddle.static.program_guard(main, startup), paddle.utils.unique_name.guard():
-            feeds, fetches = build()
-        exe = paddle.static.Executor(paddle.CPUPlace())
-        exe.run(startup)
-        with tempfile.TemporaryDirectory() as tmp:
-            prefix = os.path.join(tmp, "model")
-            paddle.static.save_inference_model(
-                prefix, list(feeds), list(fetches), exe, program=main
-            )
-            params = Path(prefix + ".pdiparams")
-            return Saved(
-                program=Path(prefix + ".json").read_bytes(),
-                params=params.read_bytes() if params.exists() else None,
-                feeds=[],
-                fetches=[],
-            )
-
-
-def run_paddle_pir(saved: Saved, feeds: dict[str, np.ndarray]) -> list[np.ndarray]:
-    with paddle.pir_utils.IrGuard(), tempfile.TemporaryDirectory() as tmp:
-        prefix = os.path.join(tmp, "model")
-        Path(prefix + ".json").write_bytes(saved.program)
-        if saved.params is not None:
-            Path(prefix + ".pdiparams").write_bytes(saved.params)
-        exe = paddle.static.Executor(paddle.CPUPlace())
-        with paddle.static.scope_guard(paddle.static.Scope()):  # type: ignore[attr-defined]
-            program, _, fetch_vars = paddle.static.load_inference_model(prefix, exe)
-            return list(exe.run(program, feed=feeds, fetch_list=fetch_vars))
-
-
-def assert_pir_parity(
-    saved: Saved, feeds: dict[str, np.ndarray] | None = None, rtol: float = 1e-4, atol: float = 1e-5
-) -> dict[str, np.ndarray]:
-    validated = validate(saved.program, saved.params)
-    feeds = feeds if feeds is not None else random_feeds(validated)
-    ours = compile(validated, SessionOptions(use_cuda=False)).run(feeds)
-    theirs = run_paddle_pir(saved, feeds)
-    assert len(theirs) == len(validated.outputs)
-    for spec, expected in zip(validated.outputs, theirs, strict=True):
-        got = ours[spec.name]
-        assert got.shape == expected.shape, f"{spec.name}: {got.shape} vs paddle {expected.shape}"
-        assert got.dtype == expected.dtype, f"{spec.name}: {got.dtype} vs paddle {expected.dtype}"
-        if np.issubdtype(expected.dtype, np.floating):
-            np.testing.assert_allclose(got, expected, rtol=rtol, atol=atol, err_msg=spec.name)
-        else:
-            np.testing.assert_array_equal(got, expected, err_msg=spec.name)
-    return ours
 
 
 def _vision(name: str, size: int = 32) -> Build:
