@@ -102,10 +102,12 @@ def feeds(entry: zoo.Entry, batch: int, seed: int) -> dict[str, np.ndarray]:
             d if d >= 0 else (batch if axis == 0 else entry.dynamic)
             for axis, d in enumerate(feed.shape)
         ]
-        if feed.dtype.startswith("float"):
+        if feed.uniform is not None:
+            out[feed.name] = rng.uniform(*feed.uniform, shape).astype(feed.dtype)
+        elif feed.dtype.startswith("float"):
             out[feed.name] = rng.standard_normal(shape).astype(feed.dtype)
         else:
-            out[feed.name] = rng.integers(0, feed.high, shape).astype(feed.dtype)
+            out[feed.name] = rng.integers(feed.low, feed.high, shape).astype(feed.dtype)
     return out
 
 

@@ -39,6 +39,8 @@ PACKAGES: Final = (
     ("paddlespeech==1.5.0", "paddlespeech-1.5.0"),
     # PaddleOCR 2.10's own ppocr/modeling, which the official paddleocr 2.x wheels omit.
     ("unstructured-paddleocr==2.10.0", "unstructured_paddleocr-2.10.0"),
+    # paddlenlp's logger formats with it at import time (a small pure-Python wheel).
+    ("colorlog==6.12.0", "colorlog-6.12.0"),
 )
 
 # Importable top-level name -> its folder inside the unpacked wheels.
@@ -49,7 +51,10 @@ ROOTS: Final = {
     "paddlenlp": Path("paddlenlp"),
     "paddlespeech": Path("paddlespeech"),
     "ppocr": Path("unstructured_paddleocr", "ppocr"),
+    "colorlog": Path("colorlog"),
 }
+# Plain dependencies among ROOTS: imported whole (their __init__ runs).
+DEPENDENCIES: Final = frozenset({"colorlog"})
 
 
 def versions() -> str:
@@ -81,13 +86,42 @@ def install() -> Path:
 
 
 class _EmptyPackageLoader(importlib.abc.Loader):
-    """A package module with a __path__ and nothing else: its __init__.py is not run."""
+    """A package module with a __path__ and nothing else: its __init__.py is not run on import.
+
+    Only when code asks the package for a name it does not have (`from paddlenlp.layers import
+    Linear`, a name its __init__ re-exports) and that is no submodule either, the __init__ runs
+    then, once, in the package's namespace: most packages never need it, and those that do pay
+    only for what their own __init__ imports."""
 
     def create_module(self, spec: importlib.machinery.ModuleSpec) -> types.ModuleType | None:
         return None
 
     def exec_module(self, module: types.ModuleType) -> None:
-        return None
+        module.__getattr__ = _lazy_init(module)  # type: ignore[method-assign]
+
+
+def _lazy_init(module: types.ModuleType) -> Any:
+    state = {"ran": False}
+
+    def lookup(name: str) -> Any:
+        if name.startswith("__") and name not in ("__version__", "__all__"):
+            raise AttributeError(name)
+        folder = Path(module.__path__[0])
+        if (folder / f"{name}.py").exists() or (folder / name).is_dir():
+            return importlib.import_module(f"{module.__name__}.{name}")
+        init = folder / "__init__.py"
+        if not state["ran"] and init.exists():
+            state["ran"] = True
+            module.__file__ = str(init)
+            try:
+                exec(compile(init.read_bytes(), str(init), "exec"), module.__dict__)
+            except Exception:  # noqa: S110 (what it defined before the failure is what we need)
+                pass
+        if name in module.__dict__:
+            return module.__dict__[name]
+        raise AttributeError(f"module {module.__name__!r} has no attribute {name!r}")
+
+    return lookup
 
 
 class _EcosystemFinder(importlib.abc.MetaPathFinder):
@@ -97,7 +131,8 @@ class _EcosystemFinder(importlib.abc.MetaPathFinder):
         self.run_init = run_init
 
     def runs_init(self, package: str) -> bool:
-        return any(package == p or package.startswith(p + ".") for p in self.run_init)
+        prefixes = self.run_init | DEPENDENCIES
+        return any(package == p or package.startswith(p + ".") for p in prefixes)
 
     def find_spec(
         self, fullname: str, path: Sequence[str] | None, target: types.ModuleType | None = None
@@ -126,11 +161,13 @@ class _Stub(types.ModuleType):
     optional backends): every attribute is a stub too, and calling one raises."""
 
     def __getattr__(self, name: str) -> Any:
-        if name.startswith("__"):
+        if name.startswith("__") and name not in ("__version__", "__all__"):
             raise AttributeError(name)
         return _Stub(f"{self.__name__}.{name}")
 
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
+        if self.__name__ in PASSTHROUGH_DECORATORS and len(args) == 1 and callable(args[0]):
+            return args[0]
         raise RuntimeError(f"{self.__name__} is stubbed by tests/corpus/ecosystem.py")
 
     def __mro_entries__(self, bases: tuple[Any, ...]) -> tuple[type, ...]:
@@ -159,7 +196,7 @@ class _StubFinder(importlib.abc.MetaPathFinder, importlib.abc.Loader):
 # Dependencies of the packages' download, data and training helpers, imported at module level
 # by architecture modules but never used to build or run a model: not installed, stubbed.
 STUBBED: Final = frozenset(
-    {"requests", "tqdm", "colorlog", "visualdl", "faiss", "ujson", "easydict", "prettytable",
+    {"requests", "tqdm", "visualdl", "faiss", "ujson", "easydict", "prettytable",
      "cv2", "filelock", "jieba", "sentencepiece", "datasets", "huggingface_hub", "colorama",
      "seqeval", "multiprocess", "dill", "aistudio_sdk", "fastapi", "uvicorn", "typer",
      "paddlefsl", "tool_helpers", "onnx", "paddle2onnx", "yacs", "editdistance", "braceexpand",
@@ -170,6 +207,10 @@ STUBBED: Final = frozenset(
      "attrdict", "fire", "fonttools", "Polygon", "pycocotools", "terminaltables", "motmetrics",
      "sklearn", "typeguard", "pydantic", "opencc", "hyperpyyaml", "paddleaudio", "yaml"}
 )  # fmt: skip
+
+# Decorators of stubbed modules that architecture code applies at import: they return the
+# function unchanged (paddlespeech checks argument types with typeguard at run time only).
+PASSTHROUGH_DECORATORS: Final = frozenset({"typeguard.typechecked"})
 
 _finder = _EcosystemFinder(set())
 _stubs = _StubFinder()

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Final
 
 
 @dataclass(frozen=True)
@@ -19,7 +19,10 @@ class Feed:
     name: str
     shape: tuple[int, ...]
     dtype: str = "float32"
-    high: int = 0  # ints drawn from [0, high)
+    high: int = 0  # ints drawn from [low, high)
+    low: int = 0
+    # floats drawn uniformly from this range (sizes, scale factors) instead of N(0, 1)
+    uniform: tuple[float, float] | None = None
 
 
 @dataclass(frozen=True)
@@ -138,7 +141,9 @@ _SEG_MODELS: dict[str, tuple[Callable[[Any], Any], int]] = {
     ),
     "pp_mobileseg_tiny": (
         lambda load: load("paddleseg.models.pp_mobileseg").PPMobileSeg(
-            4, load("paddleseg.models.backbones.strideformer").MobileSeg_Tiny()
+            4, load("paddleseg.models.backbones.strideformer").MobileSeg_Tiny(
+                inj_type="AAMSx8", out_feat_chs=[32, 64, 128]
+            )
         ),
         64,
     ),
@@ -283,5 +288,162 @@ for _name, (_category, _make) in _NLP_MODELS.items():
     add(
         Entry(
             _name, _NLP, _category, _composite(_make), (Feed("input_ids", (-1, -1), "int64", 100),)
+        )
+    )
+
+
+# -- paddledet: detection, with and without post-processing (NMS) -----------------------------
+# Built from ppdet.modeling's own backbone, neck and head classes (not the config machinery),
+# small widths and 64x64 images: at most a few hundred candidates per class (graphgate's NMS
+# lowering takes nms_top_k <= 1024).
+_DET = "paddledet"
+_NUM_CLASSES = 4
+
+
+def _nms(load: Any) -> Any:
+    return load("ppdet.modeling.layers").MultiClassNMS(
+        score_threshold=0.01, nms_top_k=1000, keep_top_k=100, nms_threshold=0.6
+    )
+
+
+def _detector(backbone: Any, neck: Any, head: Any, post: Callable[..., Any]) -> Any:
+    """A Layer running backbone -> neck -> head -> post(head outputs, *extra feeds)."""
+    import paddle
+
+    class Detector(paddle.nn.Layer):
+        def __init__(self) -> None:
+            super().__init__()
+            self.backbone, self.neck, self.head = backbone, neck, head
+
+        def forward(self, image: Any, *extra: Any) -> Any:
+            features = self.neck(self.backbone({"image": image}))
+            return post(self.head(features), *extra)
+
+    return Detector()
+
+
+def _ppyoloe(with_nms: bool) -> Callable[[Any], Any]:
+    def make(load: Any) -> Any:
+        backbone = load("ppdet.modeling.backbones.cspresnet").CSPResNet(
+            layers=[3, 6, 6, 3], channels=[64, 128, 256, 512, 1024], return_idx=[1, 2, 3],
+            use_large_stem=True, width_mult=0.25, depth_mult=0.33, use_alpha=True,
+        )  # fmt: skip
+        neck = load("ppdet.modeling.necks.custom_pan").CustomCSPPAN(
+            in_channels=[s.channels for s in backbone.out_shape], out_channels=[768, 384, 192],
+            stage_num=1, block_num=3, act="swish", spp=True, width_mult=0.25, depth_mult=0.33,
+            use_alpha=True,
+        )  # fmt: skip
+        head = load("ppdet.modeling.heads.ppyoloe_head").PPYOLOEHead(
+            in_channels=[s.channels for s in neck.out_shape], num_classes=_NUM_CLASSES,
+            fpn_strides=(32, 16, 8), static_assigner=None, assigner=None, nms=_nms(load),
+            exclude_post_process=not with_nms,
+        )  # fmt: skip
+
+        def post(outs: Any, *scale: Any) -> Any:
+            return head.post_process(outs, *scale)[:2] if with_nms else head.post_process(
+                outs, None
+            )[0]
+
+        return _detector(backbone, neck, head, post)
+
+    return make
+
+
+def _picodet(load: Any) -> Any:
+    backbone = load("ppdet.modeling.backbones.lcnet").LCNet(scale=0.35, feature_maps=[3, 4, 5])
+    neck = load("ppdet.modeling.necks.lc_pan").LCPAN(
+        in_channels=[s.channels for s in backbone.out_shape], out_channels=64,
+        use_depthwise=True, num_features=4,
+    )  # fmt: skip
+    pico = load("ppdet.modeling.heads.pico_head")
+    head = pico.PicoHeadV2(
+        conv_feat=pico.PicoFeat(feat_in=64, feat_out=64, num_fpn_stride=4, num_convs=2,
+                                norm_type="bn", share_cls_reg=True, use_se=True),
+        num_classes=_NUM_CLASSES, fpn_stride=[8, 16, 32, 64], feat_in_chan=64,
+        static_assigner=None, assigner=None, loss_class=None, loss_dfl=None, loss_bbox=None,
+        nms=_nms(load), cell_offset=0.5,
+    )  # fmt: skip
+
+    def post(outs: Any, scale: Any) -> Any:
+        return head.post_process(outs, scale)
+
+    return _detector(backbone, neck, lambda feats: head.forward_eval(feats), post)
+
+
+def _yolov3(load: Any) -> Any:
+    backbone = load("ppdet.modeling.backbones.mobilenet_v1").MobileNet(
+        scale=0.25, feature_maps=[4, 6, 13]
+    )
+    neck = load("ppdet.modeling.necks.yolo_fpn").YOLOv3FPN(
+        in_channels=[s.channels for s in backbone.out_shape]
+    )
+    head = load("ppdet.modeling.heads.yolo_head").YOLOv3Head(
+        in_channels=[s.channels for s in neck.out_shape], num_classes=_NUM_CLASSES, loss=None
+    )
+    layers = load("ppdet.modeling.layers")
+    decode = layers.YOLOBox(num_classes=_NUM_CLASSES, conf_thresh=0.005, scale_x_y=1.05)
+    nms = _nms(load)
+
+    def post(outs: Any, im_shape: Any, scale_factor: Any) -> Any:
+        boxes, scores = decode(outs, head.mask_anchors, im_shape, scale_factor)
+        return nms(boxes, scores, -1)[:2]
+
+    return _detector(backbone, neck, head, post)
+
+
+_SCALE = Feed("scale_factor", (-1, 2), uniform=(0.8, 1.25))
+_DET_MODELS: dict[str, tuple[str, Callable[[Any], Any], tuple[Feed, ...]]] = {
+    "ppyoloe_plus_s": ("detection", _ppyoloe(False), image(64, name="image")),
+    "ppyoloe_plus_s_nms": ("detection (NMS)", _ppyoloe(True), (*image(64, name="image"), _SCALE)),
+    "picodet_lcnet_nms": ("detection (NMS)", _picodet, (*image(64, name="image"), _SCALE)),
+    "yolov3_mobilenet_v1_nms": ("detection (NMS)", _yolov3, (
+        *image(64, name="image"), Feed("im_shape", (-1, 2), uniform=(48.0, 64.0)), _SCALE,
+    )),
+}  # fmt: skip
+for _name, (_category, _make, _feeds) in _DET_MODELS.items():
+    add(Entry(_name, _DET, _category, _composite(_make), _feeds))
+
+
+# -- paddlespeech: speech encoders (small configs) -------------------------------------------
+_SPEECH = "paddlespeech"
+_FEATURES = 80
+_FRAMES = 64  # the time dim every model runs with (lengths drawn in [_FRAMES / 2, _FRAMES])
+
+
+def _conformer(load: Any) -> Any:
+    import paddle
+
+    encoder = load("paddlespeech.s2t.modules.encoder").ConformerEncoder(
+        input_size=_FEATURES, output_size=64, attention_heads=2, linear_units=128, num_blocks=2,
+        dropout_rate=0.0, positional_dropout_rate=0.0, cnn_module_kernel=7,
+    )  # fmt: skip
+
+    class Encoder(paddle.nn.Layer):
+        def __init__(self) -> None:
+            super().__init__()
+            self.encoder = encoder
+
+        def forward(self, xs: Any, xs_lens: Any) -> Any:
+            out, masks = self.encoder(xs, xs_lens)
+            return out, masks.astype("int32")
+
+    return Encoder()
+
+
+def _deepspeech2(load: Any) -> Any:
+    return load("paddlespeech.s2t.models.ds2.deepspeech2").DeepSpeech2InferModel(
+        feat_size=_FEATURES, dict_size=40, num_conv_layers=2, num_rnn_layers=2, rnn_size=64,
+        rnn_direction="bidirect", num_fc_layers=1, fc_layers_size_list=[64],
+    )  # fmt: skip
+
+
+_SPEECH_FEEDS: Final = (
+    Feed("audio", (-1, -1, _FEATURES)),
+    Feed("audio_len", (-1,), "int64", high=_FRAMES + 1, low=_FRAMES // 2),
+)
+for _name, _make in (("conformer_encoder", _conformer), ("deepspeech2", _deepspeech2)):
+    add(
+        Entry(
+            _name, _SPEECH, "speech encoder", _composite(_make), _SPEECH_FEEDS, dynamic=_FRAMES
         )
     )
