@@ -199,7 +199,13 @@ class Code(enum.StrEnum):
     )
     BUDGET_UPPER_BOUND = (
         "BUDGET_UPPER_BOUND",
-        "warning: cost figures are upper bounds (the program pins a dynamic dim)",
+        "warning: cost figures are upper bounds (the program pins dynamic dims to sizes that no "
+        "one binding meets)",
+    )
+    BUDGET_PINNED_DIMS = (
+        "BUDGET_PINNED_DIMS",
+        "warning: cost figures are taken with the dynamic dims at the size the program pins "
+        "them to (max_dynamic_dim contradicts it, e.g. a fixed 128-position mask)",
     )
 
 

@@ -911,7 +911,12 @@ def test_row_ids_are_unique_and_messages_name_rows() -> None:
 # Warnings are tested in tests/validator/test_validate.py and tests/executor/; the gate and
 # lowering-bug codes come only from a graphgate bug in executor.compile(), tested in
 # tests/executor/ (LOWERING_UNSUPPORTED is the validator's, and has rows).
-WARNING_CODES = {Code.VAR_DIMS_MISMATCH, Code.BUDGET_UPPER_BOUND, Code.DATA_DEPENDENT_SHAPE}
+WARNING_CODES = {
+    Code.VAR_DIMS_MISMATCH,
+    Code.BUDGET_UPPER_BOUND,
+    Code.BUDGET_PINNED_DIMS,
+    Code.DATA_DEPENDENT_SHAPE,
+}
 EXECUTOR_CODES = {Code.ONNX_GATE, Code.LOWERING_FAILED}
 
 
