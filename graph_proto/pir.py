@@ -187,6 +187,9 @@ class _Converter:
         self.origin: PirOrigin | None = None
         # (scope depth of a sub-block, names it reads from enclosing blocks): its owner's Input.
         self.frames: list[tuple[int, set[str]]] = []
+        # Vars in-place PIR ops (increment_, ...) wrote, in order: a loop body that writes a var
+        # of an enclosing block carries it (PIR mutates the value; legacy lists it in Out).
+        self.written_in_place: list[str] = []
 
     # Document and blocks.
 
@@ -684,7 +687,9 @@ class _Converter:
             loop_vars.append(var)
         origin = self.origin
         (body,) = self._regions(op, "pd_op.while", 1)
+        written_from = len(self.written_in_place)
         sub, yielded, reads = self._sub_block(body, block, loop_vars[1:])
+        written = sorted(reads & set(self.written_in_place[written_from:]) - set(loop_vars))
         if len(yielded) != len(loop_vars):
             raise _fail(
                 f"pd_op.while: expected {len(loop_vars)} yielded values, got {len(yielded)}"
@@ -698,7 +703,7 @@ class _Converter:
             block,
             "while",
             {"X": sorted(reads | set(loop_vars[1:])), "Condition": [loop_vars[0]]},
-            {"Out": loop_vars, "StepScopes": [self._scope_var(block)]},
+            {"Out": loop_vars + written, "StepScopes": [self._scope_var(block)]},
             {"sub_block": Attr(pb.BLOCK, sub), "is_test": True},
         )
         for (vid, _), var, value in zip(results, loop_vars[1:], carried, strict=True):
@@ -763,13 +768,30 @@ class _Converter:
             legacy_attrs[mapped.input_dtype_attr] = first_dtype
         for key, default in mapped.defaults.items():
             legacy_attrs.setdefault(key, default)
-        outputs = self._mapped_results(op, name, mapped, block)
+        target = self._in_place_target(name, mapped, operands, inputs)
+        outputs = self._mapped_results(op, name, mapped, block, target)
         if mapped.legacy in _REDUCE_OPS and legacy_attrs.get("dim") == []:
             legacy_attrs["reduce_all"] = True
         cast = self._legacy_result(mapped, outputs, block)
         self._emit(block, mapped.legacy, inputs, outputs, legacy_attrs)
         if cast is not None:
             self._emit(block, "cast", *cast)
+
+    def _in_place_target(
+        self, name: str, mapped: OpMap, operands: list[Any], inputs: dict[str, list[str]]
+    ) -> str | None:
+        """The var an in-place PIR op (`increment_`) overwrites: its result is that var again,
+        and the value, if a folded constant, is a constant no more."""
+        if mapped.in_place is None or not name.endswith("_"):
+            return None
+        index = mapped.inputs.index(mapped.in_place)
+        value = self._lookup(operands[index], f"{name} operand {index}")
+        if value is None or value.vector:
+            raise _fail(f"{name}: expected a tensor to write in place")
+        value.const = None
+        (target,) = inputs[mapped.in_place]
+        self.written_in_place.append(target)
+        return target
 
     def _first_result_dtype(self, op: dict[str, Any], name: str) -> int | None:
         results = self._results(op)
@@ -840,7 +862,7 @@ class _Converter:
         inputs[spec.rstrip("*")] = list(value.names)
 
     def _mapped_results(
-        self, op: dict[str, Any], name: str, mapped: OpMap, block: int
+        self, op: dict[str, Any], name: str, mapped: OpMap, block: int, target: str | None = None
     ) -> dict[str, list[str]]:
         results = self._results(op)
         if len(results) > len(mapped.outputs):
@@ -863,6 +885,10 @@ class _Converter:
                 outputs[slot[:-1]] = names
                 continue
             dtype, dims = self._tensor_type(tt, f"{name} result")
+            if target is not None and slot == mapped.outputs[0]:
+                self._define(vid, _Value((target,), dtype, dims))
+                outputs[slot] = [target]
+                continue
             var = self._var_name(vid, name)
             if dtype is None:
                 continue

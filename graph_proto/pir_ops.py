@@ -43,6 +43,9 @@ class OpMap:
     defaults: Mapping[str, Any] = field(default_factory=dict)
     # Constant operands become tensors of the PIR result's dtype (arange's start/end/step).
     constants_like_result: bool = False
+    # The operand an in-place PIR op (name ending in `_`) overwrites: the legacy op writes
+    # its first output into that same var, as Paddle's legacy in-place ops do.
+    in_place: str | None = None
 
 
 # PIR-only bookkeeping attributes: never semantic (struct_name is the exporting module path).
@@ -126,6 +129,12 @@ OPS: Final[Mapping[str, OpMap]] = {
     "pd_op.depthwise_conv2d_transpose": OpMap(
         "depthwise_conv2d_transpose", ("Input", "Filter", "=output_size"), ("Output",), _CONV_ATTRS
     ),
+    "pd_op.rnn": OpMap(
+        "rnn",
+        # The fifth operand is the dropout state (a parameter): inference never reads it.
+        ("Input", "PreState*", "WeightList*", "SequenceLength", "-"),
+        ("Out", "DropoutState", "State*", "Reserve"),
+    ),
     "pd_op.dropout": OpMap(
         "dropout", ("X", "", "=dropout_prob"), ("Out", "Mask"), {"mode": "dropout_implementation"}
     ),
@@ -191,6 +200,7 @@ OPS: Final[Mapping[str, OpMap]] = {
     ),
     "pd_op.cast": OpMap("cast", ("X",), attrs={"dtype": "out_dtype"}, input_dtype_attr="in_dtype"),
     "pd_op.assign": _unary("assign"),
+    "pd_op.increment": OpMap("increment", ("X",), attrs={"value": "step"}, in_place="X"),
     "pd_op.embedding": OpMap("lookup_table_v2", ("Ids", "W"), attrs={"sparse": None}),
     # Arithmetic.
     "pd_op.add": _elementwise("elementwise_add"),
