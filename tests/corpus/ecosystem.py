@@ -168,6 +168,8 @@ class _Stub(types.ModuleType):
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
         if self.__name__ in PASSTHROUGH_DECORATORS and len(args) == 1 and callable(args[0]):
             return args[0]
+        if self.__name__.split(".")[0] in SILENT:
+            return None
         raise RuntimeError(f"{self.__name__} is stubbed by tests/corpus/ecosystem.py")
 
     def __mro_entries__(self, bases: tuple[Any, ...]) -> tuple[type, ...]:
@@ -205,12 +207,16 @@ STUBBED: Final = frozenset(
      "resampy", "scipy", "textgrid", "timer", "tensorboardX", "zhon", "lmdb", "imgaug",
      "pyclipper", "shapely", "skimage", "rapidfuzz", "lxml", "premailer", "openpyxl",
      "attrdict", "fire", "fonttools", "Polygon", "pycocotools", "terminaltables", "motmetrics",
-     "sklearn", "typeguard", "pydantic", "opencc", "hyperpyyaml", "paddleaudio", "yaml"}
+     "sklearn", "typeguard", "pydantic", "opencc", "hyperpyyaml", "paddleaudio", "yaml", "loguru"}
 )  # fmt: skip
 
 # Decorators of stubbed modules that architecture code applies at import: they return the
 # function unchanged (paddlespeech checks argument types with typeguard at run time only).
 PASSTHROUGH_DECORATORS: Final = frozenset({"typeguard.typechecked"})
+
+# Stubbed modules whose calls do nothing: paddlespeech's logger configures loguru sinks (one a
+# log file under ./exp) when its module is imported.
+SILENT: Final = frozenset({"loguru"})
 
 _finder = _EcosystemFinder(set())
 _stubs = _StubFinder()

@@ -67,6 +67,34 @@ def legacy_compat_for_dy2static(paddle: Any) -> None:
         paddle.Tensor.device = property(device)
 
 
+# Paddle 2.x's positional parameters that Paddle 3 made keyword-only, after the ones it kept
+# positional: (class name, how many stay positional, the 2.x names that followed them).
+_KEYWORD_ONLY_SINCE_3 = (
+    ("Conv1D", 7, ("padding_mode", "weight_attr", "bias_attr", "data_format")),
+    ("Conv2D", 7, ("padding_mode", "weight_attr", "bias_attr", "data_format")),
+    ("Conv3D", 7, ("padding_mode", "weight_attr", "bias_attr", "data_format")),
+    ("LayerNorm", 2, ("weight_attr", "bias_attr", "name")),
+)
+
+
+def positional_layer_args(paddle: Any) -> None:
+    """Lets ecosystem code that subclasses paddle.nn layers pass Paddle 2.x's positional
+    arguments (paddlespeech's Conv2D and LayerNorm): the extra ones become keywords."""
+    for name, kept, names in _KEYWORD_ONLY_SINCE_3:
+        layer = getattr(paddle.nn, name)
+        original = layer.__init__
+        if getattr(original, "_positional", False):
+            continue
+
+        def init(self: Any, *args: Any, _original: Any = original, _kept: int = kept,
+                 _names: tuple[str, ...] = names, **kwargs: Any) -> None:  # fmt: skip
+            kwargs.update(zip(_names, args[_kept:], strict=False))
+            _original(self, *args[:_kept], **kwargs)
+
+        init._positional = True  # type: ignore[attr-defined]
+        layer.__init__ = init
+
+
 def randomise(paddle: Any, layer: Any, seed: int) -> None:
     """Random batch_norm statistics (mean ~N(0, 0.1), variance ~U(0.5, 1.5)) and small noise on
     zero-initialised biases and weights (score heads start constant: their scores would tie)."""
@@ -102,6 +130,7 @@ def export(paddle: Any, fmt: str, name: str, out: Path) -> dict[str, Any]:
 def main(argv: list[str]) -> int:
     fmt, out, *names = argv
     paddle = _import_paddle(fmt)
+    positional_layer_args(paddle)
     if fmt == "legacy":
         legacy_compat_for_dy2static(paddle)
     report: dict[str, Any] = {}

@@ -315,7 +315,9 @@ def _detector(backbone: Any, neck: Any, head: Any, post: Callable[..., Any]) -> 
             super().__init__()
             self.backbone, self.neck, self.head = backbone, neck, head
 
-        def forward(self, image: Any, *extra: Any) -> Any:
+        def forward(self, image: Any, first: Any = None, second: Any = None) -> Any:
+            # named, not *args: to_static counts a function's parameters against its specs
+            extra = [feed for feed in (first, second) if feed is not None]
             features = self.neck(self.backbone({"image": image}))
             return post(self.head(features), *extra)
 
@@ -360,14 +362,17 @@ def _picodet(load: Any) -> Any:
         conv_feat=pico.PicoFeat(feat_in=64, feat_out=64, num_fpn_stride=4, num_convs=2,
                                 norm_type="bn", share_cls_reg=True, use_se=True),
         num_classes=_NUM_CLASSES, fpn_stride=[8, 16, 32, 64], feat_in_chan=64,
-        static_assigner=None, assigner=None, loss_class=None, loss_dfl=None, loss_bbox=None,
+        static_assigner=None, assigner=None,
+        loss_class=load("ppdet.modeling.losses.varifocal_loss").VarifocalLoss(),
+        loss_dfl=load("ppdet.modeling.losses.gfocal_loss").DistributionFocalLoss(),
+        loss_bbox=load("ppdet.modeling.losses.iou_loss").GIoULoss(),
         nms=_nms(load), cell_offset=0.5,
     )  # fmt: skip
 
     def post(outs: Any, scale: Any) -> Any:
         return head.post_process(outs, scale)
 
-    return _detector(backbone, neck, lambda feats: head.forward_eval(feats), post)
+    return _detector(backbone, neck, head, post)
 
 
 def _yolov3(load: Any) -> Any:
