@@ -140,6 +140,8 @@ class _EcosystemFinder(importlib.abc.MetaPathFinder):
         top, *rest = fullname.split(".")
         if top not in ROOTS:
             return None
+        if fullname in REPLACED:
+            return importlib.machinery.ModuleSpec(fullname, _stubs, is_package=True)
         where = SITE / ROOTS[top] / Path(*rest)
         if where.is_dir():
             init = where / "__init__.py"
@@ -168,7 +170,7 @@ class _Stub(types.ModuleType):
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
         if self.__name__ in PASSTHROUGH_DECORATORS and len(args) == 1 and callable(args[0]):
             return args[0]
-        if self.__name__.split(".")[0] in SILENT:
+        if any(self.__name__ == s or self.__name__.startswith(s + ".") for s in SILENT):
             return None
         raise RuntimeError(f"{self.__name__} is stubbed by tests/corpus/ecosystem.py")
 
@@ -207,7 +209,7 @@ STUBBED: Final = frozenset(
      "resampy", "scipy", "textgrid", "timer", "tensorboardX", "zhon", "lmdb", "imgaug",
      "pyclipper", "shapely", "skimage", "rapidfuzz", "lxml", "premailer", "openpyxl",
      "attrdict", "fire", "fonttools", "Polygon", "pycocotools", "terminaltables", "motmetrics",
-     "sklearn", "typeguard", "pydantic", "opencc", "hyperpyyaml", "paddleaudio", "yaml", "loguru"}
+     "sklearn", "typeguard", "pydantic", "opencc", "hyperpyyaml", "paddleaudio", "yaml", "loguru", "paddlespeech_ctcdecoders"}
 )  # fmt: skip
 
 # Decorators of stubbed modules that architecture code applies at import: they return the
@@ -215,8 +217,11 @@ STUBBED: Final = frozenset(
 PASSTHROUGH_DECORATORS: Final = frozenset({"typeguard.typechecked"})
 
 # Stubbed modules whose calls do nothing: paddlespeech's logger configures loguru sinks (one a
-# log file under ./exp) when its module is imported.
-SILENT: Final = frozenset({"loguru"})
+# log file under ./exp) when its module is imported, and paddlespeech pip-installs its CTC
+# decoders when they are missing (never: no installs, no network at import).
+SILENT: Final = frozenset({"loguru", "paddlespeech.s2t.utils.dynamic_pip_install"})
+# Modules of the ecosystem packages themselves replaced by (silent) stubs.
+REPLACED: Final = frozenset({"paddlespeech.s2t.utils.dynamic_pip_install"})
 
 _finder = _EcosystemFinder(set())
 _stubs = _StubFinder()

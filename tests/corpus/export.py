@@ -95,6 +95,12 @@ def positional_layer_args(paddle: Any) -> None:
         layer.__init__ = init
 
 
+def paddle2_functions(paddle: Any) -> None:
+    """paddle.softmax is Paddle 3.3.1's torch-style compat function (`dim`, no `axis`); the
+    ecosystem code calls it the Paddle 2.x way (paddlespeech's attention)."""
+    paddle.softmax = paddle.nn.functional.softmax
+
+
 def randomise(paddle: Any, layer: Any, seed: int) -> None:
     """Random batch_norm statistics (mean ~N(0, 0.1), variance ~U(0.5, 1.5)) and small noise on
     zero-initialised biases and weights (score heads start constant: their scores would tie)."""
@@ -131,6 +137,7 @@ def main(argv: list[str]) -> int:
     fmt, out, *names = argv
     paddle = _import_paddle(fmt)
     positional_layer_args(paddle)
+    paddle2_functions(paddle)
     if fmt == "legacy":
         legacy_compat_for_dy2static(paddle)
     report: dict[str, Any] = {}

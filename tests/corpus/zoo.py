@@ -99,7 +99,8 @@ for _name, _module, _factory, _size, _kwargs in [
     ("pphgnet_tiny", f"{_LEGENDARY}.pp_hgnet", "PPHGNet_tiny", 64, {}),
     ("pphgnetv2_b0", f"{_LEGENDARY}.pp_hgnet_v2", "PPHGNetV2_B0", 64, {}),
     ("hrnet_w18_c", f"{_LEGENDARY}.hrnet", "HRNet_W18_C", 64, {}),
-    ("vgg11", f"{_LEGENDARY}.vgg", "VGG11", 64, {}),
+    ("shufflenet_v2_x0_25", f"{_ZOO}.shufflenet_v2", "ShuffleNetV2_x0_25", 64, {}),
+    ("mobilenet_v2_x0_25", f"{_ZOO}.mobilenet_v2", "MobileNetV2_x0_25", 64, {}),
     ("inception_v3", f"{_LEGENDARY}.inception_v3", "InceptionV3", 96, {}),
     (
         "swin_tiny",
