@@ -9,7 +9,7 @@ from typing import Any, Final
 
 import numpy as np
 
-from tests.conformance.op_cases import Case, Feeds, Size, binary
+from tests.conformance.op_cases import Case, Feeds, Size, binary, program
 from tests.conformance.paddle_util import paddle
 
 
@@ -65,6 +65,20 @@ def case(
     )
 
 
+def _windows(x: Any) -> Any:
+    """Swin's window reshape: the batch dim computed from the dynamic batch (B * 4 // 2); the
+    run checks it was known before running, which needs the values carried at compile time."""
+    batch = paddle.shape(x)[0]
+    return paddle.reshape(x, [batch * 4 // 2, 2, -1])
+
+
+def _pairs(x: Any) -> Any:
+    """An integer elementwise_div (C++ truncation) in a reshape's shape: B * 6 / 3 rows."""
+    batch = paddle.shape(x)[0]
+    rows = legacy("elementwise_div", batch * 6, paddle.full([], 3, batch.dtype))
+    return paddle.reshape(x, [rows, 8])
+
+
 BOOL = paddle.base.core.VarDesc.VarType.BOOL
 CASES: Final = {
     "add_same": case("elementwise_add", [-1, 3, 4], [-1, 3, 4], lambda x, y: x + y),
@@ -115,4 +129,8 @@ CASES: Final = {
     "floordiv_int64": floordiv_case("int64", [4]),
     "floordiv_int32": floordiv_case("int32", [-1, 3, 4]),
     "add_int32": case("elementwise_add", [-1, 2], [-1, 2], lambda x, y: x + y, dtype="int32"),
+    "floordiv_shape_arithmetic": Case(
+        "elementwise_floordiv", program(_windows, ([-1, 4, 6], "float32"))
+    ),
+    "div_shape_arithmetic": Case("elementwise_div", program(_pairs, ([-1, 4, 4], "float32"))),
 }

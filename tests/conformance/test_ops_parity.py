@@ -134,6 +134,7 @@ PIR_LEGACY_ONLY: dict[str, tuple[str, ...]] = {
         "min",
         "logical_and",
         "logical_or",
+        "div_shape_arithmetic",
     ),
     "index": (
         "one_hot_depth_tensor",
@@ -276,6 +277,7 @@ PIR_DIMS_COARSER = {
     "manipulation-reshape_shape_tensor",
     "manipulation-expand_tensor_in_list",
     "manipulation-tile_tensor_in_list",
+    "elementwise-floordiv_shape_arithmetic",
 }
 # static.nn.fc traces to matmul + add under PIR; `mul` exists only in legacy programs.
 PIR_OP_TYPES = {"mul": "matmul_v2"}

@@ -7,10 +7,11 @@ from dataclasses import dataclass, replace
 
 import numpy as np
 
-from graph_proto.types import ALL, NUMERIC, DType, Shape
+from graph_proto.types import ALL, INDICES, NUMERIC, DType, Shape
 from validator.diagnostics import Code
 from validator.ops._cases import boolean, f32, i64, pos32
 from validator.ops._def import AxisError, Case, In, OpDef, Out, TensorType
+from validator.ops._operands import carry
 from validator.ops._shape import broadcast
 
 
@@ -49,6 +50,50 @@ def _elementwise_infer(x: TensorType, y: TensorType, a: ElementwiseAttrs) -> Sha
     return broadcast(xs, ys)
 
 
+IntKernel = Callable[[np.ndarray, np.ndarray], np.ndarray | None]
+
+
+def _shape_arithmetic(kernel: IntKernel) -> Callable[..., Shape | TensorType]:
+    """The elementwise rule, with the values of small int tensors riding along (`B // nW` in a
+    reshape's ShapeTensor), computed by `kernel` as Paddle's integer kernel does (None: not
+    computed at compile time, e.g. a 0 divisor, which fails the run)."""
+
+    def infer(x: TensorType, y: TensorType, a: ElementwiseAttrs) -> Shape | TensorType:
+        xs, ys = paddle_align(x.shape, y.shape, a.axis)
+        shape = broadcast(xs, ys)
+        if x.dtype not in INDICES or y.dtype != x.dtype:
+            return shape
+
+        def compute(vx: np.ndarray, vy: np.ndarray) -> np.ndarray:
+            typed = [v.astype(x.dtype.numpy).reshape(s) for v, s in ((vx, xs), (vy, ys))]
+            result = kernel(*typed)
+            if result is None:
+                raise _NotComputed
+            return np.broadcast_to(result.astype(x.dtype.numpy), shape)
+
+        try:
+            return carry(x, shape, compute, y)
+        except _NotComputed:
+            return shape
+
+    return infer
+
+
+class _NotComputed(Exception):
+    """An int kernel declined to compute at compile time."""
+
+
+def _truncating_div(x: np.ndarray, y: np.ndarray) -> np.ndarray | None:
+    """C++'s integer `/` (toward zero), as Paddle's elementwise_div kernel computes ints."""
+    if not y.all():
+        return None
+    return np.asarray(np.sign(x) * np.sign(y) * (np.abs(x) // np.abs(y)))
+
+
+def _flooring_div(x: np.ndarray, y: np.ndarray) -> np.ndarray | None:
+    return np.asarray(np.floor_divide(x, y)) if y.all() else None
+
+
 def _aligned(fn: Callable[[np.ndarray, np.ndarray], np.ndarray]) -> Callable[..., np.ndarray]:
     """numpy reference honouring Paddle's axis."""
 
@@ -67,8 +112,10 @@ def binary(
     out: DType | None = None,
     x: Callable[..., np.ndarray] = f32,
     attrs: type[ElementwiseAttrs] = ElementwiseAttrs,
+    ints: IntKernel | None = None,
 ) -> OpDef:
-    """Declares a two-input elementwise op with Paddle broadcasting."""
+    """Declares a two-input elementwise op with Paddle broadcasting; `ints` computes the values
+    of small int tensors at compile time (shape arithmetic)."""
     ref = _aligned(reference)
     return OpDef(
         op_type=paddle_type,
@@ -77,7 +124,7 @@ def binary(
         outputs=(Out("Out", out if out is not None else "T"),),
         types={"T": types},
         attrs=attrs,
-        infer=_elementwise_infer,
+        infer=_elementwise_infer if ints is None else _shape_arithmetic(ints),
         cases=(
             Case({"X": x(2, 3, 4), "Y": x(2, 3, 4)}, expect=ref),
             Case({"X": x(2, 3, 4, 5), "Y": x(3)}, {"axis": 1}, expect=ref),
@@ -98,12 +145,12 @@ def binary(
     )
 
 
-ELEMENTWISE_ADD = binary("elementwise_add", np.add)
-ELEMENTWISE_SUB = binary("elementwise_sub", np.subtract)
-ELEMENTWISE_MUL = binary("elementwise_mul", np.multiply)
-ELEMENTWISE_DIV = binary("elementwise_div", np.divide, x=pos32)
-ELEMENTWISE_MAX = binary("elementwise_max", np.maximum)
-ELEMENTWISE_MIN = binary("elementwise_min", np.minimum)
+ELEMENTWISE_ADD = binary("elementwise_add", np.add, ints=np.add)
+ELEMENTWISE_SUB = binary("elementwise_sub", np.subtract, ints=np.subtract)
+ELEMENTWISE_MUL = binary("elementwise_mul", np.multiply, ints=np.multiply)
+ELEMENTWISE_DIV = binary("elementwise_div", np.divide, x=pos32, ints=_truncating_div)
+ELEMENTWISE_MAX = binary("elementwise_max", np.maximum, ints=np.maximum)
+ELEMENTWISE_MIN = binary("elementwise_min", np.minimum, ints=np.minimum)
 ELEMENTWISE_POW = binary("elementwise_pow", np.power, x=pos32)
 EQUAL = binary("equal", np.equal, types=ALL, out=DType.BOOL, x=i64, attrs=CompareAttrs)
 NOT_EQUAL = binary("not_equal", np.not_equal, types=ALL, out=DType.BOOL, x=i64, attrs=CompareAttrs)
@@ -136,7 +183,7 @@ def _floordiv_case(x: np.ndarray, y: np.ndarray) -> Case:
 # NOTE: Paddle floors (Python's sign rule, not C's truncation) for integers and floats alike;
 # an integer 0 divisor fails the run, a float one gives inf or nan.
 def _floordiv() -> OpDef:
-    plain = binary("elementwise_floordiv", np.floor_divide, x=pos32)
+    plain = binary("elementwise_floordiv", np.floor_divide, x=pos32, ints=_flooring_div)
     return replace(
         plain,
         doc="Elementwise floor(X / Y) with Python's sign rules (Paddle's axis broadcasting).",
