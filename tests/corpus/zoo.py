@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
-from typing import Any, Final
+from typing import Any
 
 
 @dataclass(frozen=True)
@@ -142,9 +142,10 @@ _SEG_MODELS: dict[str, tuple[Callable[[Any], Any], int]] = {
     ),
     "pp_mobileseg_tiny": (
         lambda load: load("paddleseg.models.pp_mobileseg").PPMobileSeg(
-            4, load("paddleseg.models.backbones.strideformer").MobileSeg_Tiny(
+            4,
+            load("paddleseg.models.backbones.strideformer").MobileSeg_Tiny(
                 inj_type="AAMSx8", out_feat_chs=[32, 64, 128]
-            )
+            ),
         ),
         64,
     ),
@@ -343,9 +344,11 @@ def _ppyoloe(with_nms: bool) -> Callable[[Any], Any]:
         )  # fmt: skip
 
         def post(outs: Any, *scale: Any) -> Any:
-            return head.post_process(outs, *scale)[:2] if with_nms else head.post_process(
-                outs, None
-            )[0]
+            return (
+                head.post_process(outs, *scale)[:2]
+                if with_nms
+                else head.post_process(outs, None)[0]
+            )
 
         return _detector(backbone, neck, head, post)
 
@@ -369,6 +372,13 @@ def _picodet(load: Any) -> Any:
         loss_bbox=load("ppdet.modeling.losses.iou_loss").GIoULoss(),
         nms=_nms(load), cell_offset=0.5,
     )  # fmt: skip
+
+    # Its score convs start at N(0, 0.01): every anchor would score the same to 6 digits and
+    # NMS would pick among ties (an arbitrary order, in Paddle too). Spread them.
+    import paddle
+
+    for parameter in [*head.head_cls_list.parameters(), *head.cls_align.parameters()]:
+        parameter.set_value(paddle.normal(0.0, 0.3, parameter.shape))
 
     def post(outs: Any, scale: Any) -> Any:
         return head.post_process(outs, scale)
@@ -413,7 +423,7 @@ for _name, (_category, _make, _feeds) in _DET_MODELS.items():
 # -- paddlespeech: speech encoders (small configs) -------------------------------------------
 _SPEECH = "paddlespeech"
 _FEATURES = 80
-_FRAMES = 64  # the time dim every model runs with (lengths drawn in [_FRAMES / 2, _FRAMES])
+_FRAMES = 64  # the time dim every model runs with
 
 
 def _conformer(load: Any) -> Any:
@@ -443,13 +453,26 @@ def _deepspeech2(load: Any) -> Any:
     )  # fmt: skip
 
 
-_SPEECH_FEEDS: Final = (
-    Feed("audio", (-1, -1, _FEATURES)),
-    Feed("audio_len", (-1,), "int64", high=_FRAMES + 1, low=_FRAMES // 2),
-)
-for _name, _make in (("conformer_encoder", _conformer), ("deepspeech2", _deepspeech2)):
+def _speech_feeds(shortest: int) -> tuple[Feed, ...]:
+    return (
+        Feed("audio", (-1, -1, _FEATURES)),
+        Feed("audio_len", (-1,), "int64", high=_FRAMES + 1, low=shortest),
+    )
+
+
+# The Conformer's attention masks are as wide as its longest length: lengths are all full
+# (a shorter batch maximum than the frames fed makes Paddle's own masked_fill fail).
+for _name, _make, _shortest in (
+    ("conformer_encoder", _conformer, _FRAMES),
+    ("deepspeech2", _deepspeech2, _FRAMES // 2),
+):
     add(
         Entry(
-            _name, _SPEECH, "speech encoder", _composite(_make), _SPEECH_FEEDS, dynamic=_FRAMES
+            _name,
+            _SPEECH,
+            "speech encoder",
+            _composite(_make),
+            _speech_feeds(_shortest),
+            dynamic=_FRAMES,
         )
     )
