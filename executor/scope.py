@@ -79,15 +79,20 @@ def _check_feed(spec: TensorSpec, value: np.ndarray) -> None:
 
 
 def check_outputs(outputs: Mapping[str, np.ndarray], expected: Mapping[str, TensorType]) -> None:
-    """Every fetched array must have the dtype and the dims re-inferred for this request."""
+    """Every fetched array must have the dtype and the dims re-inferred for this request; a dim
+    the data decides, within its bound when it has one (TensorType.bound: NMS keeps at most
+    keep_top_k boxes an image)."""
     for name, value in outputs.items():
         want = expected[name]
+        bound = want.bound or (-1,) * len(want.shape)
         agree = value.ndim == len(want.shape) and all(
-            w < 0 or w == g for w, g in zip(want.shape, value.shape, strict=True)
+            w == g or (w < 0 and (b < 0 or g <= b))
+            for w, b, g in zip(want.shape, bound, value.shape, strict=True)
         )
         if value.dtype != want.dtype.numpy or not agree:
+            within = f" (at most {list(want.bound)})" if want.bound is not None else ""
             raise OutputMismatch(
-                f"output {name!r}: expected {want.dtype.label}{list(want.shape)}, "
+                f"output {name!r}: expected {want.dtype.label}{list(want.shape)}{within}, "
                 f"got {value.dtype}{list(value.shape)}"
             )
 

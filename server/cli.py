@@ -30,7 +30,13 @@ def main() -> None:
     """graphgate: a secure model-serving service for serialized Paddle programs."""
 
 
-ProgramArg = Annotated[Path, typer.Argument(help="The .pdmodel file (a legacy ProgramDesc).")]
+ProgramArg = Annotated[
+    Path,
+    typer.Argument(
+        help="The program: a .pdmodel (legacy ProgramDesc) or Paddle 3's PIR .json, told apart "
+        "by content."
+    ),
+]
 ParamsOpt = Annotated[
     Path | None,
     typer.Option(

@@ -77,10 +77,12 @@ def key(client: TestClient) -> str:
     return new_tenant(client, "three-way")
 
 
-def cli_codes(program: bytes, params: bytes | None, folder: Path) -> list[str] | None:
+def cli_codes(
+    program: bytes, params: bytes | None, folder: Path, program_file: str = "model.pdmodel"
+) -> list[str] | None:
     """`graphgate check --json`'s diagnostic codes; None when it accepts the program."""
     folder.mkdir()
-    path = folder / "model.pdmodel"
+    path = folder / program_file
     path.write_bytes(program)
     if params is not None:
         (folder / "model.pdiparams").write_bytes(params)
@@ -103,7 +105,12 @@ def http_codes(response: Any, accepted: int) -> list[str] | None:
 
 
 def assert_same_answer(
-    client: TestClient, key: str, program: bytes, params: bytes | None, folder: Path
+    client: TestClient,
+    key: str,
+    program: bytes,
+    params: bytes | None,
+    folder: Path,
+    program_file: str = "model.pdmodel",
 ) -> None:
     """The three give the same codes (or all accept); a rejected upload stores nothing."""
     files = {"program": program, **({"params": params} if params is not None else {})}
@@ -112,7 +119,7 @@ def assert_same_answer(
     uploaded = http_codes(
         client.post("/v1/models", data={"name": name}, files=files, headers=auth(key)), 201
     )
-    assert (cli_codes(program, params, folder), checked) == (uploaded, uploaded)
+    assert (cli_codes(program, params, folder, program_file), checked) == (uploaded, uploaded)
     stored = client.get(f"/v1/models/{name}", headers=auth(key)).status_code
     assert stored == (200 if uploaded is None else 404)
 
@@ -135,3 +142,28 @@ def test_the_cases_cover_every_family_and_most_rows() -> None:
     families = {op.op_type for op, _ in (p.values for p in OP_CASES)}  # type: ignore[misc]
     assert len(OP_CASES) > 300 and len(families) > 80
     assert len(BAD_INPUTS) > 150
+
+
+# PIR programs (Paddle 3's model.json): the same three answers, the CLI reading `model.json`.
+_PIR_DATA = Path(__file__).parent / "graph_proto" / "data"
+_PIR = (_PIR_DATA / "pir_cnn.json").read_bytes()
+_PIR_PARAMS = (_PIR_DATA / "pir_cnn.pdiparams").read_bytes()
+PIR_ROWS = [
+    pytest.param(_PIR, _PIR_PARAMS, id="pir-valid"),
+    pytest.param((_PIR_DATA / "pir_control_flow.json").read_bytes(), None, id="pir-if-while"),
+    pytest.param(_PIR, None, id="pir-params-missing"),
+    pytest.param(_PIR[: len(_PIR) // 2], _PIR_PARAMS, id="pir-truncated"),
+    pytest.param(b"{" + b"[" * 10_000, None, id="pir-nesting-bomb"),
+    pytest.param(_PIR.replace(b'"#":"1.relu"', b'"#":"7.relu"'), _PIR_PARAMS, id="pir-dialect"),
+    pytest.param(_PIR.replace(b'"#":"1.relu"', b'"#":"1.py_func"'), _PIR_PARAMS, id="pir-op"),
+    pytest.param(
+        _PIR.replace(b'"I":[{"%":14}]', b'"I":[{"%":999}]'), _PIR_PARAMS, id="pir-undefined"
+    ),
+]
+
+
+@pytest.mark.parametrize(("program", "params"), PIR_ROWS)
+def test_pir_program_gets_one_answer(
+    client: TestClient, key: str, tmp_path: Path, program: bytes, params: bytes | None
+) -> None:
+    assert_same_answer(client, key, program, params, tmp_path / "cli", "model.json")

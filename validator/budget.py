@@ -41,11 +41,16 @@ class Cost:
 
 
 def bounded_feeds(
-    feeds: Mapping[str, TensorType], policy: Policy, *, batch_only: bool = False
+    feeds: Mapping[str, TensorType],
+    policy: Policy,
+    *,
+    batch_only: bool = False,
+    dynamic: int | None = None,
 ) -> tuple[dict[str, TensorType], int]:
-    """Feed types with -1 dims bound: the first dim to max_batch, the others to max_dynamic_dim
-    (or left unknown with `batch_only`, when the program pins them to sizes of its own)."""
+    """Feed types with -1 dims bound: the first dim to max_batch, the others to `dynamic`
+    (max_dynamic_dim by default), or left unknown with `batch_only`."""
     batch = 1
+    size = policy.max_dynamic_dim if dynamic is None else dynamic
     bounded: dict[str, TensorType] = {}
     for name, t in feeds.items():
         dims = list(t.shape)
@@ -53,9 +58,14 @@ def bounded_feeds(
             if d < 0 and axis == 0:
                 dims[axis], batch = policy.max_batch, policy.max_batch
             elif d < 0 and not batch_only:
-                dims[axis] = policy.max_dynamic_dim
+                dims[axis] = size
         bounded[name] = TensorType(t.dtype, tuple(dims))
     return bounded, batch
+
+
+# How many sizes the program pins a dynamic dim to are tried, largest first (one inference
+# pass each), before the figures fall back to upper bounds.
+_PINNED_TRIES = 6
 
 
 _FINAL = frozenset({Code.TENSOR_TOO_LARGE, Code.SUB_BLOCK_DATA_DEPENDENT})
@@ -80,17 +90,35 @@ def measure(
     """Infers at the bounds and checks each budget; None when inference itself fails there.
 
     Binding every dynamic dim gives exact figures. When the program itself pins a dynamic dim
-    (a feed of [-1, -1, 5, 5] into a layer of 4 channels), that binding contradicts it; the
-    figures are then taken with only the batch bound, each remaining unknown dim counted at
-    max_dynamic_dim (an upper bound), and a warning says so.
+    (a fixed [1, 1, 128, 128] causal mask sliced by the sequence length), that binding
+    contradicts it; the dims are then bound to the largest size the program takes and contradicts
+    one above (see _pinned). Failing that (a feed of [-1, -1, 5, 5] into a layer of 4
+    channels), the figures are taken with only the batch bound, each remaining unknown dim
+    counted at max_dynamic_dim (an upper bound). A warning says which.
     """
     exact, batch = bounded_feeds(feeds, policy)
     try:
         cost = _measure_at(ops, exact, batch, params, fetches, policy, exact_dims=True)
     except _Rejected as first:
-        if first.diagnostic.code in _FINAL or exact == feeds:
+        size = None if exact == feeds else _pinned_size(ops, feeds, params, fetches, policy)
+        if size is None and (first.diagnostic.code in _FINAL or exact == feeds):
             out.append(first.diagnostic)
             return None
+        if size is not None:
+            bounded, batch = bounded_feeds(feeds, policy, dynamic=size)
+            try:
+                cost = _measure_at(ops, bounded, batch, params, fetches, policy, exact_dims=True)
+            except _Rejected as at_size:
+                out.append(at_size.diagnostic)
+                return None
+            out.append(
+                Diagnostic(
+                    code=Code.BUDGET_PINNED_DIMS,
+                    severity=Severity.WARNING,
+                    message=f"cost figures are taken with the dynamic dims at {size}, the size the program pins them to (at {policy.max_dynamic_dim}: {first.diagnostic.message})",
+                )
+            )
+            return _finish(cost, policy, out)
         try:
             cost = _measure_at(
                 ops,
@@ -110,6 +138,61 @@ def measure(
                 message=f"cost figures are upper bounds: binding every dynamic dim to {policy.max_dynamic_dim} contradicts the program ({first.diagnostic.message})",
             )
         )
+    return _finish(cost, policy, out)
+
+
+def _pinned_size(
+    ops: Sequence[BoundOp],
+    feeds: Mapping[str, TensorType],
+    params: Mapping[str, TensorType],
+    fetches: Sequence[str],
+    policy: Policy,
+) -> int | None:
+    """The largest size the program pins its dynamic dims to, or None.
+
+    Candidates are the sizes of the program's own fixed dims below max_dynamic_dim (the 128 of
+    a position table or a mask), largest first: one is taken where inference with every dynamic
+    dim one above it fails with a contradiction (no larger input runs) and at it does not."""
+    candidates = sorted(
+        {d for d in _fixed_dims(ops, params) if 1 < d < policy.max_dynamic_dim}, reverse=True
+    )
+    for size in candidates[:_PINNED_TRIES]:
+        if not _contradicts(ops, feeds, params, fetches, policy, size + 1):
+            return None  # a larger input runs too: the program does not pin this size
+        if not _contradicts(ops, feeds, params, fetches, policy, size):
+            return size
+    return None
+
+
+def _contradicts(
+    ops: Sequence[BoundOp],
+    feeds: Mapping[str, TensorType],
+    params: Mapping[str, TensorType],
+    fetches: Sequence[str],
+    policy: Policy,
+    size: int,
+) -> bool:
+    """Whether inference fails with every dynamic dim at `size` (caps aside: only whether the
+    program takes that size is asked; the figures are checked once the size is chosen)."""
+    bounded, batch = bounded_feeds(feeds, policy, dynamic=size)
+    try:
+        _measure_at(ops, bounded, batch, params, fetches, policy, caps=False)
+    except _Rejected:
+        return True
+    return False
+
+
+def _fixed_dims(ops: Sequence[BoundOp], params: Mapping[str, TensorType]) -> set[int]:
+    """Every known dim of the parameters and of the tensors inference typed at each op."""
+    dims = {d for t in params.values() for d in t.shape}
+    for op in ops:
+        for t in op.types_out.values():
+            dims.update(t.shape)
+    return dims
+
+
+def _finish(cost: Cost, policy: Policy, out: list[Diagnostic]) -> Cost:
+    """Warns of data-dependent sizes and checks the figures against the policy."""
     if cost.data_dependent:
         shown = ", ".join(repr(n) for n in cost.data_dependent[:5])
         more = f" and {len(cost.data_dependent) - 5} more" if len(cost.data_dependent) > 5 else ""
@@ -133,10 +216,12 @@ def _measure_at(
     policy: Policy,
     *,
     exact_dims: bool = False,
+    caps: bool = True,
 ) -> Cost:
     """With `exact_dims`, every feed dim is bound, so a dim still unknown after an op was computed
     from the data itself (range bounds, a fill shape, an expand target fed by the user): no
-    static budget holds such a tensor, so it is recorded for the run-time check (threats.md 3.3)."""
+    static budget holds such a tensor, so it is recorded for the run-time check (threats.md 3.3).
+    Without `caps`, only whether the program takes these sizes is asked."""
     data_dependent: list[str] = []
     by_control_flow: set[str] = set()
     types: dict[str, TensorType] = {**params, **bounded}
@@ -149,14 +234,17 @@ def _measure_at(
         except GraphError as e:
             raise _Rejected(_diag(e.code, op, f"at batch {batch}: {e}")) from None
         types.update(inferred)
-        unknown = [name for name, t in inferred.items() if not t.known]
+        unknown = [name for name, t in inferred.items() if sized_by_data(t)]
         if _after_control_flow(op, by_control_flow):
             by_control_flow.update(unknown)
         elif exact_dims:
             data_dependent.extend(unknown)
         sizes = [_bounded_bytes(t, policy) for t in inferred.values()]
-        _check_tensors(op, inferred, sizes, policy, f" at batch {batch}")
-        op_flops, transient = _op_cost(op, types, inferred, policy, exact_dims=exact_dims)
+        if caps:
+            _check_tensors(op, inferred, sizes, policy, f" at batch {batch}")
+        op_flops, transient = _op_cost(
+            op, types, inferred, policy, exact_dims=exact_dims, caps=caps
+        )
         flops += op_flops
         live += sum(sizes)
         # A sub-block's own tensors live while it runs: counted on top, all at once.
@@ -197,6 +285,7 @@ def _op_cost(
     policy: Policy,
     *,
     exact_dims: bool,
+    caps: bool = True,
 ) -> tuple[int, int]:
     """FLOPs of the op, and the bytes its sub-block's own tensors hold while it runs."""
     if not op.blocks:
@@ -214,9 +303,10 @@ def _op_cost(
             _check_sized_by_data(inner, scope, produced)
         scope.update(produced)
         sizes = [_bounded_bytes(t, policy) for t in produced.values()]
-        _check_tensors(inner, produced, sizes, policy, f" in block {inner.block}")
+        if caps:
+            _check_tensors(inner, produced, sizes, policy, f" in block {inner.block}")
         inner_flops, inner_transient = _op_cost(
-            inner, scope, produced, policy, exact_dims=exact_dims
+            inner, scope, produced, policy, exact_dims=exact_dims, caps=caps
         )
         flops += inner_flops
         transient += sum(sizes) + inner_transient
@@ -233,7 +323,7 @@ def _check_sized_by_data(
     if not all(types[name].known for name in op.reads() if name in types):
         return
     for name, t in produced.items():
-        if not t.known:
+        if sized_by_data(t):
             message = f"output {name!r} {t.dtype.label}{list(t.shape)} in block {op.block} is sized by input data; expected sizes fixed by shapes and constants inside loops and branches"
             raise _Rejected(_diag(Code.SUB_BLOCK_DATA_DEPENDENT, op, message))
 
@@ -264,9 +354,23 @@ def _last_use(ops: Sequence[BoundOp], fetches: Sequence[str]) -> dict[str, int]:
     return last
 
 
+def sized_by_data(t: TensorType) -> bool:
+    """Some dim is unknown and has no upper bound (TensorType.bound) either."""
+    bound = t.bound or (-1,) * t.rank
+    return any(d < 0 and b < 0 for d, b in zip(t.shape, bound, strict=True))
+
+
+def _upper_dims(t: TensorType, policy: Policy) -> tuple[int, ...]:
+    """Dims with each unknown one at its bound, or at max_dynamic_dim where it has none."""
+    bound = t.bound or (-1,) * t.rank
+    return tuple(
+        d if d >= 0 else b if b >= 0 else policy.max_dynamic_dim
+        for d, b in zip(t.shape, bound, strict=True)
+    )
+
+
 def _bounded_bytes(t: TensorType, policy: Policy) -> int:
-    dims = tuple(policy.max_dynamic_dim if d < 0 else d for d in t.shape)
-    return numel(dims) * t.dtype.itemsize
+    return numel(_upper_dims(t, policy)) * t.dtype.itemsize
 
 
 def _op_flops(
@@ -293,9 +397,7 @@ def _op_flops(
 def _bound(t: TensorType, policy: Policy) -> TensorType:
     if t.known:
         return t
-    return TensorType(
-        t.dtype, tuple(policy.max_dynamic_dim if d < 0 else d for d in t.shape), t.value
-    )
+    return TensorType(t.dtype, _upper_dims(t, policy), t.value)
 
 
 def _check(cost: Cost, policy: Policy, out: list[Diagnostic]) -> None:

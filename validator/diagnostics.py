@@ -32,6 +32,20 @@ class Code(enum.StrEnum):
         "a protobuf field or enum value Paddle does not define",
     )
     PROGRAM_TOO_COMPLEX = "PROGRAM_TOO_COMPLEX", "too many blocks, vars, attrs or list items"
+    # PIR programs (Paddle 3's JSON program format).
+    PIR_DIALECT_UNKNOWN = (
+        "PIR_DIALECT_UNKNOWN",
+        "a PIR op names a dialect other than builtin, pd_op and cf",
+    )
+    PIR_VALUE_UNDEFINED = (
+        "PIR_VALUE_UNDEFINED",
+        "a PIR op reads a value id that no earlier op or enclosing block defines",
+    )
+    PIR_UNSUPPORTED = (
+        "PIR_UNSUPPORTED",
+        "a PIR construct with no equivalent in graphgate's op declarations (a computed tensor "
+        "where a constant attribute is needed, a vector result of an unmapped op)",
+    )
     # Blocks and control structure.
     BLOCK_INDEX = "BLOCK_INDEX", "blocks[i].idx != i, or parent_idx out of range"
     BLOCK_CYCLE = "BLOCK_CYCLE", "parent_idx or sub-block references form a cycle"
@@ -185,7 +199,13 @@ class Code(enum.StrEnum):
     )
     BUDGET_UPPER_BOUND = (
         "BUDGET_UPPER_BOUND",
-        "warning: cost figures are upper bounds (the program pins a dynamic dim)",
+        "warning: cost figures are upper bounds (the program pins dynamic dims to sizes that no "
+        "one binding meets)",
+    )
+    BUDGET_PINNED_DIMS = (
+        "BUDGET_PINNED_DIMS",
+        "warning: cost figures are taken with the dynamic dims at the size the program pins "
+        "them to (max_dynamic_dim contradicts it, e.g. a fixed 128-position mask)",
     )
 
 

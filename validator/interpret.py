@@ -31,7 +31,7 @@ _MAX_VAR_PROBLEMS_PER_OP: Final = 8
 _SCOPE_SLOTS: Final = frozenset({"Scope", "StepScopes"})
 # In-place outputs that change the value (batch_norm's MeanOut = Mean in an inference program
 # does not): written to a parameter, they are a write like any other.
-_CHANGES_IN_PLACE: Final = frozenset({"increment"})
+_CHANGES_IN_PLACE: Final = frozenset({"increment", "set_value"})
 # Op inferences spent, at most, on running a loop at compile time to find a known trip count.
 _TRIP_SIMULATION_WORK: Final = 100_000
 
@@ -74,6 +74,9 @@ class _Frame:
     defined: set[str]
     types: MutableMapping[str, TensorType]
     written_outer: set[str] = field(default_factory=set)  # enclosing blocks' vars written
+    # Enclosing blocks' vars the block lists as outputs but leaves unchanged: inference-mode
+    # statistics (batch_norm MeanOut = Mean), which Paddle lists in the owner's Out too.
+    unchanged_outer: set[str] = field(default_factory=set)
 
 
 def interpret(
@@ -175,7 +178,7 @@ def _owner_problems(bound: BoundOp, inner: _Frame) -> Iterator[Problem]:
     sub = inner.block
     cond = bound.inputs["Condition"][0] if bound.op_type == WHILE_OP else None
     for name in bound.outputs.get("Out", ()):
-        if name not in inner.written_outer and name != cond:
+        if name not in inner.written_outer | inner.unchanged_outer and name != cond:
             message = f"Out lists {name!r}, but sub-block {sub} never writes it"
             yield Code.SUB_BLOCK_OUTPUTS, name, message
     if cond is not None and cond not in inner.written_outer:
@@ -234,9 +237,14 @@ def _write_problems(bound: BoundOp, walk: _Walk, frame: _Frame) -> Iterator[Prob
     if bound.op_type == "fetch":
         return
     aliases = _inplace_aliases(bound)
+    unchanged = _unchanged_statistics(bound)
+    if bound.op_type in BLOCK_OPS:
+        # A parameter the owner lists in Out, but that its blocks leave unchanged.
+        params = {n for n in bound.outputs.get("Out", ()) if _is_persistable(walk, frame, n)}
+        unchanged |= params - _block_writes(bound, walk) if params else set()
     for slot, names in bound.outputs.items():
         for name in names:
-            problem = _write_problem(bound, slot, name, walk, frame, aliases)
+            problem = _write_problem(bound, slot, name, walk, frame, (aliases, unchanged))
             if problem is not None:
                 yield problem
 
@@ -247,8 +255,10 @@ def _write_problem(
     name: str,
     walk: _Walk,
     frame: _Frame,
-    aliases: set[str],
+    names: tuple[set[str], set[str]],
 ) -> Problem | None:
+    """`names`: the in-place aliases of the op, and its outputs that stay unchanged."""
+    aliases, unchanged = names
     found = walk.s.lookup(frame.block, name)
     if found is None:
         return (
@@ -264,6 +274,10 @@ def _write_problem(
             f"writes {name!r} through slot {slot!r}: expected scope lists only in Scope/StepScopes",
         )
     if slot in _SCOPE_SLOTS:
+        return None
+    if name in unchanged:
+        if owner_block != frame.block:
+            frame.unchanged_outer.add(name)
         return None
     in_place = name in aliases and owner_block == frame.block
     if in_place and not (var.persistable and bound.op_type in _CHANGES_IN_PLACE):
@@ -366,6 +380,55 @@ def _inplace_aliases(bound: BoundOp) -> set[str]:
         sources = set(bound.inputs.get(out.inplace_of, ()))
         aliases.update(n for n in bound.outputs.get(out.slot, ()) if n in sources)
     return aliases
+
+
+def _unchanged_statistics(bound: BoundOp) -> set[str]:
+    """Outputs that alias their input and that inference never writes: the running statistics
+    of an inference-mode batch_norm (MeanOut = Mean; its rule refuses training mode)."""
+    return {
+        name
+        for out in bound.op_def.outputs
+        if out.unused and out.inplace_of is not None
+        for name in bound.outputs.get(out.slot, ())
+        if name in bound.inputs.get(out.inplace_of, ())
+    }
+
+
+def _is_persistable(walk: _Walk, frame: _Frame, name: str) -> bool:
+    found = walk.s.lookup(frame.block, name)
+    return found is not None and found[1].persistable
+
+
+def _block_writes(owner: BoundOp, walk: _Walk) -> set[str]:
+    """Every var the ops of `owner`'s sub-block (and of the blocks they own) write, but for
+    unchanged statistics. Read from the OpDescs before the block is walked, so that the owner's
+    Out may list a parameter that only an inference-mode batch_norm inside names."""
+    written: set[str] = set()
+    pending = [owner.attrs.sub_block.idx]
+    seen: set[int] = set()
+    while pending:
+        block = pending.pop()
+        if not 0 < block < len(walk.s.blocks) or block in seen:
+            continue  # a bad reference, reported by the structure checks
+        seen.add(block)
+        for op in walk.s.blocks[block].ops:
+            written.update(_raw_writes(op, walk))
+            for attr in op.attrs:
+                pending.extend([attr.block_idx] if attr.type == pb.BLOCK else attr.blocks_idx)
+    return written
+
+
+def _raw_writes(op: pb.OpDesc, walk: _Walk) -> set[str]:
+    if op.type in BLOCK_OPS:
+        return set()  # its Out lists what the ops of its block write, scanned on their own
+    op_def = walk.registry.get(op.type)
+    inputs = {v.parameter: set(v.arguments) for v in op.inputs}
+    written: set[str] = set()
+    for v in op.outputs:
+        out = op_def.out_slot(v.parameter) if op_def is not None else None
+        kept = inputs.get(out.inplace_of or "", set()) if out is not None and out.unused else set()
+        written.update(name for name in v.arguments if name not in kept)
+    return written
 
 
 def _unused_writes(bound: BoundOp) -> set[str]:

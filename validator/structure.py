@@ -52,8 +52,7 @@ class Structure:
 
 def check_structure(program: pb.ProgramDesc, policy: Policy, out: list[Diagnostic]) -> Structure:
     s = Structure(blocks=list(program.blocks))
-    _check_sizes(program, policy, out)
-    if any(d.code in {Code.PROGRAM_TOO_COMPLEX, Code.TOO_MANY_OPS} for d in out):
+    if not _check_sizes(program, policy, out):
         s.fatal = True
         return s
     if not _check_blocks(program, policy, out):
@@ -66,7 +65,12 @@ def check_structure(program: pb.ProgramDesc, policy: Policy, out: list[Diagnosti
     return s
 
 
-def _check_sizes(program: pb.ProgramDesc, policy: Policy, out: list[Diagnostic]) -> None:
+def _check_sizes(program: pb.ProgramDesc, policy: Policy, out: list[Diagnostic]) -> bool:
+    """Reports every count over its cap; False when the program is too big to check further.
+
+    Over max_blocks alone the checks go on, so the report lists every other problem too: each
+    check costs at most the ops and vars (capped) plus, per block, the nesting cap. Past one
+    block per op (each sub-block belongs to an op) that per-block work would be unbounded."""
     # NOTE: each count is checked before anything iterates over what it counts.
     blocks = len(program.blocks)
     if blocks > policy.max_blocks:
@@ -76,7 +80,8 @@ def _check_sizes(program: pb.ProgramDesc, policy: Policy, out: list[Diagnostic])
                 f"expected at most {policy.max_blocks} blocks, got {blocks}",
             )
         )
-        return
+    if blocks > max(policy.max_blocks, policy.max_ops + 1):
+        return False
     ops = sum(len(b.ops) for b in program.blocks)
     if ops > policy.max_ops:
         out.append(_d(Code.TOO_MANY_OPS, f"expected at most {policy.max_ops} ops, got {ops}"))
@@ -89,7 +94,8 @@ def _check_sizes(program: pb.ProgramDesc, policy: Policy, out: list[Diagnostic])
             )
         )
     if ops > policy.max_ops or var_count > policy.max_vars:
-        return
+        return False
+    too_complex = len(out)
     small = min(policy.max_attr_items, policy.max_slot_args)
     for b, i, op in _all_ops(program):
         # Every list item and argument takes at least one byte: small ops need no counting.
@@ -98,6 +104,7 @@ def _check_sizes(program: pb.ProgramDesc, policy: Policy, out: list[Diagnostic])
         problem = _op_too_complex(op, policy)
         if problem is not None:
             out.append(_op(Code.PROGRAM_TOO_COMPLEX, b, i, op, problem))
+    return len(out) == too_complex  # an op over its caps is a bomb: nothing reads it further
 
 
 def _op_too_complex(op: pb.OpDesc, policy: Policy) -> str | None:
@@ -147,12 +154,12 @@ def _check_blocks(program: pb.ProgramDesc, policy: Policy, out: list[Diagnostic]
             )
     if not ok:
         return False
+    depths = {0: 0}  # NOTE: memoized, so that a long chain of blocks costs linear work
     for i in range(1, count):
-        depth, seen, at = 0, {i}, i
-        while at != 0:
-            at = program.blocks[at].parent_idx
-            depth += 1
-            if at in seen:
+        chain: dict[int, None] = {}  # ordered, with set lookups
+        at = i
+        while at not in depths:
+            if at in chain:
                 out.append(
                     _d(
                         Code.BLOCK_CYCLE,
@@ -161,12 +168,15 @@ def _check_blocks(program: pb.ProgramDesc, policy: Policy, out: list[Diagnostic]
                     )
                 )
                 return False
-            seen.add(at)
-        if depth > policy.max_nesting:
+            chain[at] = None
+            at = program.blocks[at].parent_idx
+        for depth, link in enumerate(reversed(chain), start=depths[at] + 1):
+            depths[link] = depth
+        if depths[i] > policy.max_nesting:
             out.append(
                 _d(
                     Code.NESTING_TOO_DEEP,
-                    f"expected nesting depth <= {policy.max_nesting}, got {depth}",
+                    f"expected nesting depth <= {policy.max_nesting}, got {depths[i]}",
                     block=i,
                 )
             )

@@ -4,13 +4,14 @@ from __future__ import annotations
 
 from collections import Counter
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Final
 
 import numpy as np
 
 from graph_proto import framework_pb2 as pb
 from graph_proto.errors import FormatError
+from graph_proto.pir import PirOrigin, looks_like_pir, parse_pir
 from graph_proto.program import parse_program
 from validator.attrs import COMMON_ATTRS
 from validator.batch import prove_batchable
@@ -59,11 +60,64 @@ def validate(
     policy: Policy = DEFAULT_POLICY,
     registry: Registry = REGISTRY,
 ) -> ValidatedProgram:
-    """Checks everything and returns the program, or raises ValidationFailed with every problem."""
+    """Checks everything and returns the program, or raises ValidationFailed with every problem.
+
+    `program_bytes` is a legacy ProgramDesc (.pdmodel) or a PIR program (Paddle 3's .json),
+    told apart by content; a PIR program is converted to a ProgramDesc first, and diagnostics
+    then point at the PIR op they concern."""
+    if not looks_like_pir(program_bytes):
+        return _validate(_parse_legacy(program_bytes, policy), params_bytes, policy, registry)
     try:
-        program = parse_program(program_bytes, max_bytes=policy.max_program_bytes)
+        pir = parse_pir(program_bytes, max_bytes=policy.max_program_bytes)
     except FormatError as e:
         raise ValidationFailed([Diagnostic(code=Code[e.code], message=e.message)]) from None
+    found = [_pir_diagnostic(e, origin) for e, origin in pir.problems]
+    try:
+        validated = _validate(pir.program, params_bytes, policy, registry)
+    except ValidationFailed as failed:
+        raise ValidationFailed(
+            found + [_at_pir_op(d, pir.origins) for d in failed.diagnostics]
+        ) from None
+    if found:
+        raise ValidationFailed(found)
+    return validated
+
+
+def _parse_legacy(program_bytes: bytes, policy: Policy) -> pb.ProgramDesc:
+    try:
+        return parse_program(program_bytes, max_bytes=policy.max_program_bytes)
+    except FormatError as e:
+        raise ValidationFailed([Diagnostic(code=Code[e.code], message=e.message)]) from None
+
+
+def _pir_diagnostic(error: FormatError, origin: PirOrigin | None) -> Diagnostic:
+    if origin is None:
+        return Diagnostic(code=Code[error.code], message=error.message)
+    return Diagnostic(
+        code=Code[error.code],
+        message=error.message,
+        block=origin.block,
+        op_index=origin.index,
+        op_type=origin.name,
+    )
+
+
+def _at_pir_op(d: Diagnostic, origins: Mapping[tuple[int, int], PirOrigin]) -> Diagnostic:
+    """The diagnostic located at the PIR op its legacy op came from (same fields, PIR numbers)."""
+    if d.op_index is None:
+        return d
+    origin = origins.get((d.block or 0, d.op_index))
+    if origin is None:
+        return d
+    return replace(d, block=origin.block, op_index=origin.index, op_type=origin.name)
+
+
+def _validate(
+    program: pb.ProgramDesc,
+    params_bytes: bytes | None,
+    policy: Policy,
+    registry: Registry,
+) -> ValidatedProgram:
     out: list[Diagnostic] = []
     if params_bytes is not None and len(params_bytes) > policy.max_params_bytes:
         out.append(

@@ -9,6 +9,7 @@ from executor.lower import (
     activation,
     control,
     creation,
+    detection,
     elementwise,
     index,
     io,
@@ -43,6 +44,7 @@ FAMILIES: Final = (
     spatial,
     index,
     rnn,
+    detection,
     control,
 )
 EMITTERS: Final[dict[str, Callable[..., Any]]] = {

@@ -136,7 +136,13 @@ def _where_emit(b: OnnxBuilder, condition: Value, x: Value, y: Value, _a: NoAttr
     return where(b, condition.name, x.name, y.name, x.dtype)
 
 
+def _masked_fill_emit(b: OnnxBuilder, x: Value, mask: Value, value: Value, _a: NoAttrs) -> str:
+    one = b.op("Reshape", value.name, b.ints([]))  # [1] would raise a 0-D x's rank
+    return where(b, mask.name, one, x.name, x.dtype)
+
+
 EMITTERS: Final = {
+    "masked_fill": _masked_fill_emit,
     "gather": _gather_emit,
     "index_select": _index_select_emit,
     "lookup_table_v2": _lookup_table_v2_emit,

@@ -27,6 +27,7 @@ from validator.ops.manipulation import (
     AxisAttrs,
     FlattenAttrs,
     ReshapeAttrs,
+    RollAttrs,
     SplitAttrs,
     SqueezeAttrs,
     TransposeAttrs,
@@ -236,7 +237,48 @@ def _stack_emit(b: OnnxBuilder, xs: tuple[Value, ...], a: AxisAttrs) -> str:
     return grown[0] if len(grown) == 1 else b.op("Concat", *grown, axis=axis)
 
 
+def _roll_axis(b: OnnxBuilder, x: str, axis: int, shift: str) -> str:
+    """x rotated by `shift` (1-element int64) along `axis`: its last s elements first, s being
+    the shift modulo the size (Max(size, 1) so that an empty axis never divides by 0)."""
+    size = b.op("Gather", b.op("Shape", x), b.ints([axis]))
+    s = b.op("Mod", shift, b.op("Max", size, b.ints([1])))  # fmod=0: the sign of the size
+    cut = b.op("Sub", size, s)
+    head = b.op("Slice", x, cut, size, b.ints([axis]))
+    tail = b.op("Slice", x, b.ints([0]), cut, b.ints([axis]))
+    return b.op("Concat", head, tail, axis=axis)
+
+
+def _roll_emit(b: OnnxBuilder, x: Value, shifts_tensor: Value | None, a: RollAttrs) -> str:
+    count = len(a.axis) if a.axis else 1
+    if shifts_tensor is None:
+        shifts = [b.ints([s]) for s in a.shifts]
+    else:
+        shifts = [
+            b.op("Slice", shifts_tensor.name, b.ints([i]), b.ints([i + 1])) for i in range(count)
+        ]
+    if not a.axis:
+        flat = _roll_axis(b, b.op("Reshape", x.name, b.ints([-1])), 0, shifts[0])
+        return b.op("Reshape", flat, b.op("Shape", x.name))
+    out = x.name
+    for axis, shift in zip(a.axis, shifts, strict=True):
+        out = _roll_axis(b, out, norm_axis(axis, x.rank), shift)
+    return out if out != x.name else b.op("Identity", x.name)
+
+
+def _meshgrid_emit(b: OnnxBuilder, xs: tuple[Value, ...], _a: object) -> list[tuple[str, ...]]:
+    n = len(xs)
+    flats = [b.op("Reshape", x.name, b.ints([-1])) for x in xs]
+    grid = b.op("Concat", *(b.op("Shape", f) for f in flats), axis=0)
+    outs = []
+    for i, flat in enumerate(flats):
+        along = b.op("Reshape", flat, b.ints([1] * i + [-1] + [1] * (n - 1 - i)))
+        outs.append(b.op("Expand", along, grid))
+    return [tuple(outs)]
+
+
 EMITTERS: Final = {
+    "roll": _roll_emit,
+    "meshgrid": _meshgrid_emit,
     "reshape2": _reshape2_emit,
     "transpose2": _transpose2_emit,
     "flatten_contiguous_range": _flatten_contiguous_range_emit,

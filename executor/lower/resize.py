@@ -281,7 +281,33 @@ def _copy_if(b: OnnxBuilder, same: str, x: Value, blended: str) -> str:
     return b.op("If", same, then_branch=branches[0], else_branch=branches[1])
 
 
+def _linear_interp_v2_emit(
+    b: OnnxBuilder,
+    x: Value,
+    out_size: Value | None,
+    size_tensor: tuple[Value, ...] | None,
+    scale_tensor: Value | None,
+    a: InterpAttrs,
+) -> str:
+    (w,) = _axes(b, x, out_size, size_tensor, scale_tensor, a)
+    same = _unchanged(b, [w])
+    if same is True:
+        return b.op("Identity", x.name)
+    compute = _DOUBLE if x.dtype == DType.FP64 else _FLOAT
+    data = x.name if x.dtype in (DType.FP32, DType.FP64) else b.op("Cast", x.name, to=compute)
+    # Paddle's linear kernel takes ratio * (l + 0.5) in double, as bilinear does along H.
+    low, high, d_w = _bilinear_taps(b, w, a, rows=True)
+    d_e = _broadcast(b, b.op("Sub", _f32(b, 1.0), d_w), w.axis, x.rank, compute)
+    d_w = _broadcast(b, d_w, w.axis, x.rank, compute)
+    west = b.op("Mul", b.op("Gather", data, low, axis=w.axis), d_e)
+    out = b.op("Add", west, b.op("Mul", b.op("Gather", data, high, axis=w.axis), d_w))
+    if x.dtype not in (DType.FP32, DType.FP64):
+        out = b.op("Cast", out, to=ONNX_DTYPE[x.dtype])
+    return _copy_if(b, same, x, out) if isinstance(same, str) else out
+
+
 EMITTERS: Final = {
+    "linear_interp_v2": _linear_interp_v2_emit,
     "nearest_interp_v2": _nearest_interp_v2_emit,
     "bilinear_interp_v2": _bilinear_interp_v2_emit,
 }

@@ -1,4 +1,4 @@
-"""ONNX lowering of validator/ops/slicing.py: slice, strided_slice, expand_v2 and tile.
+"""ONNX lowering of validator/ops/slicing.py: slice, strided_slice, set_value, expand_v2, tile.
 
 Paddle slices with Python's clamping. ONNX Slice agrees for positive steps; for negative steps
 onnxruntime differs in two places, fixed here before the Slice (see _python_bounds).
@@ -9,10 +9,21 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Final
 
+import numpy as np
+
 from executor.lower._builder import OnnxBuilder, Value
 from executor.lower._int_lists import Given, Piece, concat_ints, dims, int_values, int_vector
 from validator.ops._operands import Operand
-from validator.ops.slicing import ExpandAttrs, SliceAttrs, StridedSliceAttrs, TileAttrs
+from validator.ops.slicing import (
+    ExpandAttrs,
+    SetValueAttrs,
+    SliceAttrs,
+    StridedSliceAttrs,
+    TileAttrs,
+    set_value_assign_axes,
+    set_value_constant,
+    set_value_steps,
+)
 
 INT32_MAX: Final = 2**31 - 1
 INT64_MAX: Final = 2**63 - 1
@@ -146,6 +157,115 @@ def _strided_slice_emit(
     return _decrease(b, y, a.decrease_axis)
 
 
+def _python_index_range(b: OnnxBuilder, dim: str, start: str, end: str, step: str) -> str:
+    """Range(*slice(start, end, step).indices(dim)) on 0-D int64 values: Python's clamping."""
+    forward = b.op("Greater", step, b.const(np.zeros((), np.int64)))
+    zero, minus_one = b.const(np.zeros((), np.int64)), b.const(np.full((), -1, np.int64))
+    lowest = b.op("Where", forward, zero, minus_one)
+    highest = b.op("Add", dim, lowest)
+
+    def clamp(v: str) -> str:
+        negative = b.op("Less", v, zero)
+        from_end = b.op("Max", b.op("Add", v, dim), lowest)
+        return b.op("Where", negative, from_end, b.op("Min", v, highest))
+
+    return b.op("Range", clamp(start), clamp(end), step)
+
+
+def _element(b: OnnxBuilder, vector: str, i: int) -> str:
+    return b.op("Squeeze", b.op("Slice", vector, b.ints([i]), b.ints([i + 1])), b.ints([0]))
+
+
+def _slice_indices(
+    b: OnnxBuilder, x: Value, a: SetValueAttrs, sources: Sequence[tuple[str, Given]]
+) -> list[np.ndarray | str]:
+    """Per axis of a.axes, the indices the slice writes: known now, or an int64 vector."""
+    (starts, s), (ends, e), (steps, t) = (
+        int_vector(b, attr, source)
+        for attr, source in zip((a.starts, a.ends, set_value_steps(a)), sources, strict=True)
+    )
+    indices: list[np.ndarray | str] = []
+    for i, axis in enumerate(a.axes):
+        start, end, step, dim = s[i], e[i], t[i], x.shape[axis]
+        if None not in (start, end, step) and dim >= 0:
+            indices.append(np.arange(*slice(start, end, step).indices(dim), dtype=np.int64))
+            continue
+        size = (
+            b.const(np.asarray(dim, np.int64))
+            if dim >= 0
+            else b.op("Squeeze", b.op("Shape", x.name, start=axis, end=axis + 1), b.ints([0]))
+        )
+        picked = [
+            b.const(np.asarray(v, np.int64)) if v is not None else _element(b, vec, i)
+            for v, vec in ((start, starts), (end, ends), (step, steps))
+        ]
+        indices.append(_python_index_range(b, size, *picked))
+    return indices
+
+
+def _grid(b: OnnxBuilder, indices: Sequence[np.ndarray | str]) -> str:
+    """ScatterND indices [n_1, ..., n_k, k]: every combination of the per-axis indices."""
+    if all(isinstance(i, np.ndarray) for i in indices):
+        mesh = np.meshgrid(*indices, indexing="ij")
+        return b.const(np.stack(mesh, axis=-1).astype(np.int64), hint="indices")
+    k = len(indices)
+    vectors = [b.ints(i.tolist()) if isinstance(i, np.ndarray) else i for i in indices]
+    shape = concat_ints(b, [b.op("Shape", v) for v in vectors])
+    columns = [
+        b.op(
+            "Unsqueeze",
+            b.op("Expand", b.op("Reshape", v, b.ints([1] * j + [-1] + [1] * (k - j - 1))), shape),
+            b.ints([k]),
+        )
+        for j, v in enumerate(vectors)
+    ]
+    return columns[0] if k == 1 else b.op("Concat", *columns, axis=-1)
+
+
+def _set_value_emit(
+    b: OnnxBuilder,
+    x: Value,
+    value: Value | None,
+    starts_list: tuple[Value, ...] | None,
+    ends_list: tuple[Value, ...] | None,
+    steps_list: tuple[Value, ...] | None,
+    a: SetValueAttrs,
+) -> str:
+    """ScatterND of the value, broadcast to the slice, at the slice's indices: the sliced axes
+    go first (Transpose), so the indices name only them and the other dims ride along."""
+    fill = value.name if value else b.const(set_value_constant(a, x.dtype), hint="value")
+    sources = (
+        ("StartsTensorList", starts_list),
+        ("EndsTensorList", ends_list),
+        ("StepsTensorList", steps_list),
+    )
+    indices = _slice_indices(b, x, a, sources)
+    sizes: list[Piece] = [dims(b, x, axis, axis + 1) for axis in range(x.rank)]
+    for axis, picked in zip(a.axes, indices, strict=True):
+        sizes[axis] = [len(picked)] if isinstance(picked, np.ndarray) else b.op("Shape", picked)
+    slice_shape = concat_ints(b, sizes)
+    target = concat_ints(b, _assign_pieces(a, sizes))
+    # Expand broadcasts both ways; validation checked that the value fits the slice.
+    updates = b.op("Reshape", b.op("Expand", fill, target), slice_shape)
+    if not a.axes:
+        return updates
+    rest = [axis for axis in range(x.rank) if axis not in a.axes]
+    perm = [*a.axes, *rest]
+    identity = perm == list(range(x.rank))
+    data = x.name if identity else b.op("Transpose", x.name, perm=perm)
+    if not identity:
+        updates = b.op("Transpose", updates, perm=perm)
+    written = b.op("ScatterND", data, _grid(b, indices), updates)
+    if identity:
+        return written
+    return b.op("Transpose", written, perm=[perm.index(axis) for axis in range(x.rank)])
+
+
+def _assign_pieces(a: SetValueAttrs, sizes: Sequence[Piece]) -> list[Piece]:
+    """set_value_assign_shape on pieces: decrease_axes dropped, a 1 per none_axes."""
+    return [[1] if axis is None else sizes[axis] for axis in set_value_assign_axes(a, len(sizes))]
+
+
 def _expand_v2_emit(
     b: OnnxBuilder,
     x: Value,
@@ -190,6 +310,7 @@ def _tile_emit(
 EMITTERS: Final = {
     "slice": _slice_emit,
     "strided_slice": _strided_slice_emit,
+    "set_value": _set_value_emit,
     "expand_v2": _expand_v2_emit,
     "tile": _tile_emit,
 }

@@ -10,7 +10,7 @@ from onnx import TensorProto
 from executor.lower._builder import OnnxBuilder, Value
 from graph_proto.types import DType
 from validator.ops.resize import known_values
-from validator.ops.spatial import FlipAttrs, Pad3dAttrs, PixelShuffleAttrs
+from validator.ops.spatial import FlipAttrs, Pad3dAttrs, PadAttrs, PixelShuffleAttrs, UnfoldAttrs
 
 _INT64_MIN: Final = np.iinfo(np.int64).min
 _ONNX_PAD_MODE: Final = {"constant": "constant", "reflect": "reflect", "replicate": "edge"}
@@ -154,7 +154,56 @@ def _flip_emit(b: OnnxBuilder, x: Value, a: FlipAttrs) -> str:
     )
 
 
+def _pad_emit(b: OnnxBuilder, x: Value, a: PadAttrs) -> str:
+    pads = list(a.paddings[::2]) + list(a.paddings[1::2])  # ONNX: every begin, then every end
+    value = b.scalar(float(np.float32(a.pad_value)), x.dtype)  # a C++ float, cast to T
+    return b.op("Pad", x.name, b.ints(pads), value, mode="constant")
+
+
+_TO_THE_END: Final = np.iinfo(np.int64).max
+
+
+def _unfold_emit(b: OnnxBuilder, x: Value, a: UnfoldAttrs) -> str:
+    """Every kernel tap is a strided Slice of the padded X (copies, exact even for inf and nan),
+    stacked in Paddle's column order: channel, then kernel row, then kernel column."""
+    top, left, bottom, right = a.paddings
+    padded = x.name
+    if any(a.paddings):
+        pads = [0, 0, top, left, 0, 0, bottom, right]
+        padded = b.op("Pad", x.name, b.ints(pads), b.scalar(0.0, x.dtype), mode="constant")
+    (kh, kw), (dh, dw) = a.kernel_sizes, a.dilations
+    span_h, span_w = dh * (kh - 1) + 1, dw * (kw - 1) + 1
+    taps = []
+    for i in range(kh):
+        for j in range(kw):
+            # ends counted from the end, so that unknown H and W need no Shape arithmetic
+            end_h = i * dh - span_h + 1 or _TO_THE_END
+            end_w = j * dw - span_w + 1 or _TO_THE_END
+            tap = b.op(
+                "Slice",
+                padded,
+                b.ints([i * dh, j * dw]),
+                b.ints([end_h, end_w]),
+                b.ints([2, 3]),
+                b.ints(list(a.strides)),
+            )
+            taps.append(b.op("Unsqueeze", tap, b.ints([2])))
+    stacked = taps[0] if len(taps) == 1 else b.op("Concat", *taps, axis=2)
+    return b.op("Reshape", stacked, _unfold_target(b, stacked))
+
+
+def _unfold_target(b: OnnxBuilder, stacked: str) -> str:
+    """[N, C*kh*kw, oh*ow] from the stacked taps' [N, C, kh*kw, oh, ow]."""
+    shape = b.op("Shape", stacked)
+    n = b.op("Slice", shape, b.ints([0]), b.ints([1]))
+    columns = b.op("ReduceProd", b.op("Slice", shape, b.ints([1]), b.ints([3])), keepdims=1)
+    blocks = b.op("ReduceProd", b.op("Slice", shape, b.ints([3]), b.ints([5])), keepdims=1)
+    return b.op("Concat", n, columns, blocks, axis=0)
+
+
 EMITTERS: Final = {
+    "pad": _pad_emit,
+    "unfold": _unfold_emit,
     "pad3d": _pad3d_emit,
     "pixel_shuffle": _pixel_shuffle_emit,
     "flip": _flip_emit,

@@ -69,6 +69,18 @@ def _logical_not_emit(b: OnnxBuilder, x: Value, _a: object) -> str:
     return b.op("Equal", v, b.scalar(0, t))  # nan is true, so not nan is false
 
 
+def _bitwise_not_emit(b: OnnxBuilder, x: Value, _a: object) -> str:
+    if x.dtype == DType.BOOL:
+        return b.op("Not", x.name)
+    # NOTE: opset 17 has no BitwiseNot; in two's complement ~x is -1 - x, which never overflows
+    # (uint8: 255 - x). onnxruntime's Sub has no 8/16-bit kernels: computed in int32.
+    wide = x.dtype if x.dtype in (DType.INT32, DType.INT64) else DType.INT32
+    all_ones = -1 if x.dtype != DType.UINT8 else 255
+    v = x.name if wide == x.dtype else b.cast(x.name, wide)
+    out = b.op("Sub", b.scalar(all_ones, wide), v)
+    return out if wide == x.dtype else b.cast(out, x.dtype)
+
+
 def _int_power(b: OnnxBuilder, x: str, n: int) -> str:
     """x ** n by squaring, wrapping on overflow as Paddle's (Eigen's) integer pow does."""
     base, result = x, None
@@ -136,6 +148,7 @@ def _assign_emit(b: OnnxBuilder, x: Value, _a: object) -> str:
 
 
 EMITTERS: Final = {
+    "bitwise_not": _bitwise_not_emit,
     "exp": unary_op("Exp"),
     "log": unary_op("Log"),
     "sqrt": unary_op("Sqrt"),

@@ -15,6 +15,7 @@ import numpy as np
 
 from graph_proto import framework_pb2 as pb
 from graph_proto.pdiparams import write_params
+from graph_proto.pir import looks_like_pir, parse_pir
 from tests.conformance.paddle_util import Saved, build_and_save, paddle, random_feeds
 from validator import DEFAULT_POLICY, Policy, ValidatedProgram, validate
 from validator.ops import REGISTRY, Registry
@@ -90,6 +91,13 @@ class Case:
         saved = build_and_save(self.build)
         return self.prepare(saved) if self.prepare is not None else saved
 
+    def saved_pir(self) -> Saved:
+        """The same build traced as a PIR program (model.json). `prepare` edits legacy bytes
+        only: the PIR twin is the program exactly as Paddle 3 saves it."""
+        from tests.conformance.pir_util import save_pir
+
+        return save_pir(self.build)
+
     def validate(self, saved: Saved) -> ValidatedProgram:
         return validate(saved.program, saved.params, self.policy, self.registry)
 
@@ -110,7 +118,12 @@ def randomized(saved: Saved, seed: int = 0) -> Saved:
     would hide a channel or an operand mixed up with another."""
     if saved.params is None:
         return saved
-    block = pb.ProgramDesc.FromString(saved.program).blocks[0]
+    program = (
+        parse_pir(saved.program, max_bytes=1 << 30).program
+        if looks_like_pir(saved.program)
+        else pb.ProgramDesc.FromString(saved.program)
+    )
+    block = program.blocks[0]
     variances = {
         name
         for op in block.ops

@@ -9,7 +9,7 @@ from typing import Any, Final
 
 import numpy as np
 
-from tests.conformance.op_cases import Case, Feeds, Size, binary
+from tests.conformance.op_cases import Case, Feeds, Size, binary, program
 from tests.conformance.paddle_util import paddle
 
 
@@ -30,6 +30,24 @@ def _shifted(feeds: Feeds) -> Feeds:
     return {name: value + np.float32(3.0) for name, value in feeds.items()}
 
 
+def _signed_divisions(feeds: Feeds) -> Feeds:
+    """Both signs on both sides, and divisors never 0 (Paddle fails on an integer 0 divisor)."""
+    x, y = feeds["x"], feeds["y"]
+    rng = np.random.default_rng(x.size)
+    x = (rng.integers(-9, 10, x.shape) * (1.5 if x.dtype.kind == "f" else 1)).astype(x.dtype)
+    y = (rng.choice([-4, -3, -2, -1, 1, 2, 3, 5], y.shape)).astype(y.dtype)
+    return {"x": x, "y": y}
+
+
+def floordiv_case(dtype: str, y_shape: list[int]) -> Case:
+    return Case(
+        "elementwise_floordiv",
+        binary(paddle.floor_divide, [-1, 3, 4], y_shape, dtype),
+        sizes=(Size(1, 1, 1), Size(3, 3, 3)),
+        adjust=_signed_divisions,
+    )
+
+
 def case(
     op_type: str,
     x_shape: list[int],
@@ -45,6 +63,20 @@ def case(
         int_high=3,
         adjust=_shifted if op_type == "elementwise_div" else None,
     )
+
+
+def _windows(x: Any) -> Any:
+    """Swin's window reshape: the batch dim computed from the dynamic batch (B * 4 // 2); the
+    run checks it was known before running, which needs the values carried at compile time."""
+    batch = paddle.shape(x)[0]
+    return paddle.reshape(x, [batch * 4 // 2, 2, -1])
+
+
+def _pairs(x: Any) -> Any:
+    """An integer elementwise_div (C++ truncation) in a reshape's shape: B * 6 / 3 rows."""
+    batch = paddle.shape(x)[0]
+    rows = legacy("elementwise_div", batch * 6, paddle.full([], 3, batch.dtype))
+    return paddle.reshape(x, [rows, 8])
 
 
 BOOL = paddle.base.core.VarDesc.VarType.BOOL
@@ -93,5 +125,12 @@ CASES: Final = {
         lambda x, y: legacy("logical_or", x, y, dtype=BOOL),
         dtype="bool",
     ),
+    "floordiv_float": floordiv_case("float32", [-1, 3, 4]),
+    "floordiv_int64": floordiv_case("int64", [4]),
+    "floordiv_int32": floordiv_case("int32", [-1, 3, 4]),
     "add_int32": case("elementwise_add", [-1, 2], [-1, 2], lambda x, y: x + y, dtype="int32"),
+    "floordiv_shape_arithmetic": Case(
+        "elementwise_floordiv", program(_windows, ([-1, 4, 6], "float32"))
+    ),
+    "div_shape_arithmetic": Case("elementwise_div", program(_pairs, ([-1, 4, 4], "float32"))),
 }

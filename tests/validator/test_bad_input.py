@@ -10,6 +10,7 @@ from __future__ import annotations
 import struct
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -180,6 +181,20 @@ add("program-garbage-ff", Code.PROGRAM_MALFORMED, lambda: (b"\xff" * 64, None, N
 add("program-garbage-text", Code.PROGRAM_MALFORMED, lambda: (b"not a model\n", None, None))
 add("program-garbage-random", Code.PROGRAM_MALFORMED, lambda: (np.random.default_rng(7).bytes(4096), None, None))  # fmt: skip
 add("program-pbtxt", Code.PROGRAM_MALFORMED, lambda: (str(affine().program).encode(), None, None))
+
+# PIR programs (Paddle 3's model.json); the reader's own suite is tests/graph_proto/test_pir.py.
+_PIR_DATA = Path(__file__).parents[1] / "graph_proto" / "data"
+
+
+def _pir(old: bytes, new: bytes) -> Upload:
+    program = (_PIR_DATA / "pir_cnn.json").read_bytes()
+    assert old in program
+    return program.replace(old, new, 1), (_PIR_DATA / "pir_cnn.pdiparams").read_bytes(), None
+
+
+add("pir-dialect-unknown", Code.PIR_DIALECT_UNKNOWN, lambda: _pir(b'"#":"1.relu"', b'"#":"7.relu"'))  # fmt: skip
+add("pir-value-undefined", Code.PIR_VALUE_UNDEFINED, lambda: _pir(b'"I":[{"%":14}]', b'"I":[{"%":999}]'))  # fmt: skip
+add("pir-constant-computed", Code.PIR_UNSUPPORTED, lambda: _pir(b'"#":"1.add","A":[],"I":[{"%":25},{"%":26}]', b'"#":"1.scale","A":[],"I":[{"%":26},{"%":25}]'))  # fmt: skip
 add("program-json", Code.PROGRAM_MALFORMED, lambda: (b'{"blocks": [{"idx": 0}]}', None, None))
 add("program-truncated-half", Code.PROGRAM_MALFORMED, program_bytes(lambda b: b[: len(b) // 2]))
 add("program-truncated-1", Code.PROGRAM_MALFORMED, program_bytes(lambda b: b[:-1]))
@@ -896,7 +911,12 @@ def test_row_ids_are_unique_and_messages_name_rows() -> None:
 # Warnings are tested in tests/validator/test_validate.py and tests/executor/; the gate and
 # lowering-bug codes come only from a graphgate bug in executor.compile(), tested in
 # tests/executor/ (LOWERING_UNSUPPORTED is the validator's, and has rows).
-WARNING_CODES = {Code.VAR_DIMS_MISMATCH, Code.BUDGET_UPPER_BOUND, Code.DATA_DEPENDENT_SHAPE}
+WARNING_CODES = {
+    Code.VAR_DIMS_MISMATCH,
+    Code.BUDGET_UPPER_BOUND,
+    Code.BUDGET_PINNED_DIMS,
+    Code.DATA_DEPENDENT_SHAPE,
+}
 EXECUTOR_CODES = {Code.ONNX_GATE, Code.LOWERING_FAILED}
 
 

@@ -273,10 +273,28 @@ def test_contradicting_intermediate_dims_are_a_warning_and_inference_wins(
     assert warnings == expected
 
 
-def test_a_program_pinning_a_dynamic_dim_is_costed_with_an_upper_bound() -> None:
-    # x[-1, -1]: binding the second dim to max_dynamic_dim contradicts the parameter's 4.
+def test_a_program_pinning_a_dynamic_dim_is_costed_at_the_pinned_size() -> None:
+    # x[-1, -1]: binding the second dim to max_dynamic_dim contradicts the parameter's 4; 5
+    # does too, 4 does not: the figures are those of x[-1, 4].
     g = affine()
     _stored_dims(g, "x", [-1, -1])
+    program = validated(g)
+    assert [w.code for w in program.report.warnings] == [Code.BUDGET_PINNED_DIMS]
+    assert "at 4, the size the program pins" in program.report.warnings[0].message
+    exact = validated(affine()).report
+    assert program.report.batch == exact.batch == DEFAULT_POLICY.max_batch
+    assert program.report.flops_per_sample == exact.flops_per_sample
+    assert program.report.peak_activation_bytes_per_sample == exact.peak_activation_bytes_per_sample
+
+
+def test_dynamic_dims_pinned_to_different_sizes_are_costed_with_an_upper_bound() -> None:
+    # x[-1, -1] * scale[4] and z[-1, -1] + shift[3]: no one size fits both dynamic dims.
+    g = affine()
+    _stored_dims(g, "x", [-1, -1])
+    z = g.feed("z", DType.FP32, [-1, -1])
+    shift = g.param("shift", np.ones(3, np.float32))
+    g.node("elementwise_add", {"X": [z], "Y": [shift]}, {"Out": [V("zs", [-1, 3])]})
+    g.fetch("zs")
     program = validated(g)
     assert [w.code for w in program.report.warnings] == [Code.BUDGET_UPPER_BOUND]
     assert program.report.batch == DEFAULT_POLICY.max_batch

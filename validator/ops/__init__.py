@@ -8,6 +8,7 @@ from validator.ops import (
     activation,
     control,
     creation,
+    detection,
     elementwise,
     index,
     io,
@@ -42,6 +43,7 @@ FAMILIES: Final = (
     linalg,
     creation,
     rnn,
+    detection,
     control,
 )
 REGISTRY: Final = Registry(*(family.OPS for family in FAMILIES))

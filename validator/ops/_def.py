@@ -69,6 +69,9 @@ class TensorType:
     dtype: DType
     shape: Shape
     value: tuple[Scalar, ...] | None = None
+    # Upper bounds of dims the data decides (-1 in shape: NMS keeps some boxes), from attrs and
+    # input dims; -1 where none is known. Budgets count the bound, runs check against it.
+    bound: Shape | None = None
 
     @property
     def rank(self) -> int:

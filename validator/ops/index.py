@@ -24,7 +24,7 @@ from validator.ops._def import (
     ShapeError,
     TensorType,
 )
-from validator.ops._shape import dtype_attr, merge_dim, norm_axis, require_rank
+from validator.ops._shape import broadcast, dtype_attr, merge_dim, norm_axis, require_rank
 
 
 def _scalar_value(t: TensorType, what: str) -> int | None:
@@ -524,4 +524,54 @@ WHERE = OpDef(
     ),
 )
 
-OPS = (GATHER, INDEX_SELECT, LOOKUP_TABLE_V2, ONE_HOT_V2, WHERE)
+
+def _masked_fill_infer(x: TensorType, mask: TensorType, value: TensorType, _a: NoAttrs) -> Shape:
+    if value.rank > 1 or value.shape not in ((), (1,), (UNKNOWN,)):
+        raise ShapeError(f"value: expected one element (dims [] or [1]), got {list(value.shape)}")
+    return broadcast(x.shape, mask.shape)
+
+
+def _masked_fill(x: np.ndarray, mask: np.ndarray, value: np.ndarray, _a: NoAttrs) -> np.ndarray:
+    return np.where(mask, value.reshape(()), x).astype(x.dtype)
+
+
+MASKED_FILL = OpDef(
+    op_type="masked_fill",
+    doc="x with `value` (one element) where mask is true; x and mask broadcast like numpy.",
+    inputs=(In("x"), In("mask", DType.BOOL), In("value")),
+    outputs=(Out("out"),),
+    types={"T": ALL},
+    infer=_masked_fill_infer,
+    cases=(
+        Case(
+            {"x": f32(2, 3), "mask": boolean(2, 3), "value": np.array(2.5, np.float32)},
+            expect=_masked_fill,
+        ),
+        Case(
+            {"x": f32(2, 3), "mask": boolean(3), "value": np.array([-1.0], np.float32)},
+            expect=_masked_fill,
+        ),
+        Case(
+            {"x": i64(3), "mask": boolean(2, 1, 3), "value": np.array(7, np.int64)},
+            expect=_masked_fill,
+        ),
+        Case({"x": boolean(), "mask": boolean(), "value": boolean()}, expect=_masked_fill),
+        Case(
+            {"x": f32(2, 3), "mask": boolean(2, 3), "value": f32(2)},
+            raises="value: expected one element",
+            code=Code.SHAPE_MISMATCH,
+        ),
+        Case(
+            {"x": f32(2, 3), "mask": boolean(4), "value": f32()},
+            raises="expected dims that are equal or 1, got 3 and 4",
+            code=Code.SHAPE_MISMATCH,
+        ),
+        Case(
+            {"x": f32(2, 3), "mask": boolean(2, 3), "value": i64()},
+            raises="expected float32",
+            code=Code.DTYPE_MISMATCH,
+        ),
+    ),
+)
+
+OPS = (GATHER, INDEX_SELECT, LOOKUP_TABLE_V2, ONE_HOT_V2, WHERE, MASKED_FILL)

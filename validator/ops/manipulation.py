@@ -22,6 +22,7 @@ from validator.ops._def import (
     Case,
     Couples,
     In,
+    NoAttrs,
     OpDef,
     Out,
     ShapeError,
@@ -794,7 +795,114 @@ STACK = OpDef(
     ),
 )
 
+# --- roll, meshgrid ---------------------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class RollAttrs:
+    shifts: tuple[int, ...] = ()
+    axis: tuple[int, ...] = ()
+
+
+def _roll_infer(x: TensorType, shifts_tensor: TensorType | None, a: RollAttrs) -> Shape:
+    count = len(a.shifts)
+    if shifts_tensor is not None:
+        if shifts_tensor.dtype.label != "int64" or shifts_tensor.rank != 1:
+            raise ShapeError(
+                f"ShiftsTensor: expected a 1-D int64 tensor, got {shifts_tensor.dtype.label} {list(shifts_tensor.shape)}"
+            )
+        count = shifts_tensor.shape[0]
+    wanted = len(a.axis) if a.axis else 1
+    if count not in (wanted, UNKNOWN):
+        raise AttrError(f"expected {wanted} shifts for axis {list(a.axis)}, got {count}")
+    if a.axis:
+        norm_axes(a.axis, x.rank)
+    return x.shape
+
+
+def _roll_ref(x: np.ndarray, shifts_tensor: Any, a: RollAttrs) -> np.ndarray:
+    shifts = list(a.shifts) if shifts_tensor is None else shifts_tensor.tolist()
+    if not a.axis:
+        return np.roll(x.reshape(-1), shifts[0]).reshape(x.shape)
+    return np.roll(x, shifts, a.axis)
+
+
+ROLL = OpDef(
+    op_type="roll",
+    doc="Rotates X by `shifts` along `axis` (the flattened X when axis is empty).",
+    inputs=(In("X"), In("ShiftsTensor", None, optional=True)),
+    outputs=(Out("Out"),),
+    types={"T": ALL},
+    attrs=RollAttrs,
+    ignored_attrs=BACKEND_ATTRS,
+    infer=_roll_infer,
+    cases=(
+        Case({"X": _floats(2, 3, 4)}, {"shifts": [1, -2], "axis": [1, 2]}, expect=_roll_ref),
+        Case({"X": _ints(2, 3, 4)}, {"shifts": [7], "axis": []}, expect=_roll_ref),
+        Case({"X": _floats(4, 5)}, {"shifts": [-9, 3], "axis": [-1, 0]}, expect=_roll_ref),
+        Case({"X": _bools(3, 2)}, {"shifts": [0], "axis": [0]}, expect=_roll_ref),
+        Case(
+            {"X": _floats(2, 5), "ShiftsTensor": np.array([-3], np.int64)},
+            {"axis": [1]},
+            expect=_roll_ref,
+        ),
+        Case(
+            {"X": f32(2, 3)},
+            {"shifts": [1], "axis": [0, 1]},
+            raises="expected 2 shifts",
+            code=Code.ATTR_VALUE,
+        ),
+        Case(
+            {"X": f32(2, 3)},
+            {"shifts": [1], "axis": [2]},
+            raises="axis must be in [-2, 2), got 2",
+            code=Code.AXIS_INVALID,
+        ),
+    ),
+)
+
+
+def _meshgrid_infer(xs: tuple[TensorType, ...], _a: NoAttrs) -> list[tuple[Shape, ...]]:
+    for i, t in enumerate(xs):
+        if t.rank > 1:
+            raise ShapeError(f"X[{i}]: expected a 0-D or 1-D tensor, got {list(t.shape)}")
+    check_rank(len(xs))
+    grid = tuple(t.shape[0] if t.rank else 1 for t in xs)
+    return [(grid,) * len(xs)]
+
+
+def _meshgrid_ref(xs: tuple[np.ndarray, ...], _a: NoAttrs) -> tuple[np.ndarray, ...]:
+    return tuple(np.meshgrid(*(x.reshape(-1) for x in xs), indexing="ij"))
+
+
+MESHGRID = OpDef(
+    op_type="meshgrid",
+    doc="Out[i] repeats the 1-D X[i] along every other axis of the grid (ij indexing).",
+    inputs=(In("X", variadic=True),),
+    outputs=(Out("Out", variadic=True),),
+    types={"T": ALL},
+    infer=_meshgrid_infer,
+    cases=(
+        Case({"X": (_floats(3), _floats(4))}, expect=_meshgrid_ref),
+        Case({"X": (_ints(2), _ints(1), _ints(3))}, expect=_meshgrid_ref),
+        Case({"X": (_floats(5),)}, expect=_meshgrid_ref),
+        Case({"X": (np.array(2.0, np.float32), _floats(3))}, expect=_meshgrid_ref),
+        Case(
+            {"X": (f32(2, 2), f32(3))},
+            raises="X[0]: expected a 0-D or 1-D tensor",
+            code=Code.SHAPE_MISMATCH,
+        ),
+        Case(
+            {"X": (f32(2), i64(3))},
+            raises="expected float32",
+            code=Code.DTYPE_MISMATCH,
+        ),
+    ),
+)
+
 OPS = (
+    ROLL,
+    MESHGRID,
     RESHAPE2,
     TRANSPOSE2,
     FLATTEN_CONTIGUOUS_RANGE,

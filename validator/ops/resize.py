@@ -482,4 +482,46 @@ BILINEAR_INTERP_V2 = OpDef(
     ),
 )
 
-OPS = (NEAREST_INTERP_V2, BILINEAR_INTERP_V2)
+_LINEAR = interp_reference("linear")
+_LINEAR_ATTRS: Final = {"interp_method": "linear", "align_corners": False, "align_mode": 0}
+
+LINEAR_INTERP_V2 = OpDef(
+    op_type="linear_interp_v2",
+    doc="Linear resize of the last dim of a 3-D X (NCW, written NCHW; or NWC, written NHWC).",
+    inputs=_INTERP_INPUTS,
+    outputs=(Out("Out"),),
+    types={"T": FLOATS - {DType.BF16}, "I": INDICES},
+    attrs=InterpAttrs,
+    ignored_attrs=frozenset({"use_mkldnn"}),
+    infer=interp("linear", (3,)),
+    cases=(
+        Case({"X": f32(2, 3, 5)}, {**_LINEAR_ATTRS, "out_w": 8}, expect=_LINEAR),
+        Case(
+            {"X": f32(2, 3, 5)}, {**_LINEAR_ATTRS, "scale": [1.5], "align_mode": 1}, expect=_LINEAR
+        ),
+        Case(
+            {"X": f32(2, 3, 5)},
+            {**_LINEAR_ATTRS, "out_w": 9, "align_corners": True},
+            expect=_LINEAR,
+        ),
+        Case(
+            {"X": f32(1, 7, 3)},
+            {**_LINEAR_ATTRS, "out_w": 4, "data_layout": "NHWC"},
+            expect=_LINEAR,
+        ),
+        Case(
+            {"X": f32(1, 2, 3, 4)},
+            {**_LINEAR_ATTRS, "out_w": 4},
+            raises="X: expected rank [3], got 4",
+            code=Code.AXIS_INVALID,
+        ),
+        Case(
+            {"X": f32(1, 2, 3)},
+            {**_LINEAR_ATTRS, "out_w": 4, "interp_method": "bilinear"},
+            raises="interp_method must be 'linear'",
+            code=Code.ATTR_VALUE,
+        ),
+    ),
+)
+
+OPS = (NEAREST_INTERP_V2, BILINEAR_INTERP_V2, LINEAR_INTERP_V2)

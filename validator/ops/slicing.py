@@ -1,4 +1,5 @@
-"""Ops that select or repeat parts of a tensor: slice, strided_slice, expand_v2, tile."""
+"""Ops that select, write or repeat parts of a tensor: slice, strided_slice, set_value,
+expand_v2, tile."""
 
 from __future__ import annotations
 
@@ -8,7 +9,9 @@ from typing import Any, Final
 
 import numpy as np
 
-from graph_proto.types import ALL, UNKNOWN, Shape
+from graph_proto import framework_pb2 as pb
+from graph_proto.builder import Attr
+from graph_proto.types import ALL, FLOATS, UNKNOWN, DType, Shape, numel
 from validator.diagnostics import Code
 from validator.ops._batch import only
 from validator.ops._cases import f32, i32, i64
@@ -21,10 +24,13 @@ from validator.ops._def import (
     In,
     OpDef,
     Out,
+    Scalar,
     ShapeError,
     TensorType,
+    UnsupportedError,
 )
 from validator.ops._operands import BACKEND_ATTRS, Operand, carry, check_rank, int_operand
+from validator.ops._shape import dtype_attr
 
 
 def _floats(*shape: int) -> np.ndarray:
@@ -386,6 +392,261 @@ STRIDED_SLICE = OpDef(
     ),
 )
 
+# --- set_value ---------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class SetValueAttrs:
+    axes: tuple[int, ...]
+    starts: tuple[int, ...] = ()
+    ends: tuple[int, ...] = ()
+    steps: tuple[int, ...] = ()
+    decrease_axes: tuple[int, ...] = ()
+    none_axes: tuple[int, ...] = ()
+    shape: tuple[int, ...] = ()
+    dtype: int = 5
+    # Paddle 3.x writes the value as `values` (SCALARS); 2.x programs one typed list instead.
+    values: tuple[int | float | bool, ...] = ()
+    bool_values: tuple[int, ...] = ()
+    fp16_values: tuple[float, ...] = ()
+    fp32_values: tuple[float, ...] = ()
+    fp64_values: tuple[float, ...] = ()
+    int32_values: tuple[int, ...] = ()
+    int64_values: tuple[int, ...] = ()
+
+
+_VALUE_LISTS = (
+    "values",
+    "bool_values",
+    "fp16_values",
+    "fp32_values",
+    "fp64_values",
+    "int32_values",
+    "int64_values",
+)
+
+
+def set_value_constant(a: SetValueAttrs, dtype: DType) -> np.ndarray:
+    """The value given by attributes, of shape `shape`, converted to X's dtype as the kernel does."""
+    given = [name for name in _VALUE_LISTS if getattr(a, name)]
+    if len(given) > 1:
+        raise AttrError(f"expected the value in one of {list(_VALUE_LISTS)}, got {given}")
+    values: tuple[Scalar, ...] = getattr(a, given[0]) if given else ()
+    if dtype == DType.BF16:
+        raise UnsupportedError("expected a ValueTensor for a bfloat16 Input, got constant values")
+    if any(d < 0 for d in a.shape):
+        raise AttrError(f"expected a value shape of sizes >= 0, got {list(a.shape)}")
+    if len(values) != numel(a.shape):
+        raise AttrError(
+            f"expected {numel(a.shape)} values for shape {list(a.shape)}, got {len(values)}"
+        )
+    raw = np.array(values, np.float64 if dtype in FLOATS else object)
+    if dtype not in FLOATS and dtype != DType.BOOL:
+        info = np.iinfo(dtype.label)
+        if any(not np.isfinite(float(v)) or not info.min <= int(v) <= info.max for v in values):
+            raise AttrError(f"expected values that fit {dtype.label}, got {list(values)}")
+        raw = np.array([int(v) for v in values], np.int64)  # NOTE: C++ casts truncate
+    return raw.astype(dtype.numpy).reshape(a.shape)
+
+
+def set_value_steps(a: SetValueAttrs) -> tuple[int, ...]:
+    """Paddle's default step is 1 on every axis."""
+    return a.steps or (1,) * len(a.axes)
+
+
+def set_value_assign_axes(a: SetValueAttrs, rank: int) -> list[int | None]:
+    """The dims the value is broadcast to, as axes of the slice (None: an inserted 1): the
+    slice's dims without decrease_axes and with a 1 for each of none_axes, placed as Paddle's
+    kernel places them (set_value_kernel_impl.h)."""
+    axes: list[int | None] = []
+    pending = sorted(a.none_axes)
+    for i in range(rank):
+        while pending and pending[0] <= i:
+            axes.append(None)
+            pending.pop(0)
+        if i not in a.decrease_axes:
+            axes.append(i)
+    return axes + [None] * len(pending)
+
+
+def set_value_assign_shape(a: SetValueAttrs, slice_dims: Sequence[int]) -> list[int]:
+    """The shape the value is broadcast to (see set_value_assign_axes)."""
+    axes = set_value_assign_axes(a, len(slice_dims))
+    return [1 if axis is None else slice_dims[axis] for axis in axes]
+
+
+def _check_broadcast(value: Shape, target: Sequence[int]) -> None:
+    """NumPy broadcasting of the value to the slice (extra leading 1s allowed)."""
+    lead = len(value) - len(target)
+    if any(d != 1 for d in value[: max(lead, 0)]):
+        raise ShapeError(f"expected a value broadcastable to {list(target)}, got {list(value)}")
+    for v, t in zip(reversed(value), reversed(target), strict=False):
+        if v not in (1, UNKNOWN) and t != UNKNOWN and v != t:
+            raise ShapeError(f"expected a value broadcastable to {list(target)}, got {list(value)}")
+
+
+def _set_value_infer(
+    x: TensorType,
+    value: TensorType | None,
+    starts_list: tuple[TensorType, ...] | None,
+    ends_list: tuple[TensorType, ...] | None,
+    steps_list: tuple[TensorType, ...] | None,
+    a: SetValueAttrs,
+) -> Shape:
+    _check_axes(a.axes, x.rank, "axes")
+    starts = int_operand(a.starts, ("StartsTensorList", starts_list))
+    ends = int_operand(a.ends, ("EndsTensorList", ends_list))
+    steps = int_operand(set_value_steps(a), ("StepsTensorList", steps_list))
+    for name, given in (("starts", starts), ("ends", ends), ("steps", steps)):
+        if len(given) != len(a.axes):
+            raise AttrError(f"expected {len(a.axes)} {name} like axes, got {list(given)}")
+    if 0 in steps:
+        raise AttrError(f"expected non-zero steps, got {steps}")
+    dims = list(x.shape)
+    for axis, start, end, step in zip(a.axes, starts, ends, steps, strict=True):
+        dims[axis] = _window(x.shape[axis], start, end, step)
+    _check_axes(a.decrease_axes, x.rank, "decrease_axes")
+    for axis in a.decrease_axes:
+        if dims[axis] not in (1, UNKNOWN):
+            raise ShapeError(f"decrease_axes {axis}: expected a size of 1, got {dims[axis]}")
+    if any(not 0 <= axis <= x.rank + len(a.none_axes) for axis in a.none_axes):
+        raise AxisError(f"none_axes must be in [0, {x.rank + len(a.none_axes)}]")
+    target = set_value_assign_shape(a, dims)
+    check_rank(len(target))
+    value_shape = value.shape if value is not None else set_value_constant(a, x.dtype).shape
+    _check_broadcast(value_shape, target)
+    dtype_attr(a.dtype)
+    return x.shape
+
+
+def _set_value_ref(x: np.ndarray, value: Any, sl: Any, el: Any, tl: Any, a: Any) -> np.ndarray:
+    starts = [t.item() for t in sl] if sl else a.starts
+    ends = [t.item() for t in el] if el else a.ends
+    steps = [t.item() for t in tl] if tl else set_value_steps(a)
+    index = [slice(None)] * x.ndim
+    for axis, start, end, step in zip(a.axes, starts, ends, steps, strict=True):
+        index[axis] = slice(start, end, step)
+    out = x.copy()
+    target = out[tuple(index)]
+    dtype = next(d for d in DType if d != DType.BF16 and d.numpy == x.dtype)
+    given = value if value is not None else set_value_constant(a, dtype)
+    fill = np.broadcast_to(given, set_value_assign_shape(a, target.shape))
+    out[tuple(index)] = fill.reshape(target.shape)
+    return out
+
+
+SET_VALUE = OpDef(
+    op_type="set_value",
+    doc="Out = Input with Input[starts:ends:steps] on `axes` set to ValueTensor (or the constant in "
+    "values / fp32_values / int64_values...), broadcast to the slice; Python's clamping.",
+    inputs=(
+        In("Input"),
+        In("ValueTensor", optional=True),
+        In("StartsTensorList", None, variadic=True, optional=True),
+        In("EndsTensorList", None, variadic=True, optional=True),
+        In("StepsTensorList", None, variadic=True, optional=True),
+    ),
+    # NOTE: Paddle 2.x writes Out over Input; 3.x writes a new var. Never over a parameter.
+    outputs=(Out("Out", inplace_of="Input"),),
+    types={"T": ALL},
+    attrs=SetValueAttrs,
+    ignored_attrs=BACKEND_ATTRS,
+    infer=_set_value_infer,
+    cases=(
+        Case(
+            {"Input": f32(3, 4, 5), "ValueTensor": f32(2, 5)},
+            {"axes": [1], "starts": [1], "ends": [3], "steps": [1]},
+            expect=_set_value_ref,
+        ),
+        Case(
+            {"Input": f32(3, 4, 5)},
+            {"axes": [1, 2], "starts": [-1, 0], "ends": [2**31 - 1] * 2, "steps": [1, 2]}
+            | {"decrease_axes": [1], "shape": [1], "values": Attr(pb.SCALARS, [3.5])},
+            expect=_set_value_ref,
+        ),
+        Case(
+            {"Input": i64(4, 6)},
+            {"axes": [0, 1], "starts": [3, -1], "ends": [-(2**31), 0], "steps": [-2, -2]}
+            | {"shape": [3], "dtype": 3, "int64_values": [7, 8, 9]},
+            expect=_set_value_ref,
+        ),
+        Case(
+            {"Input": f32(4, 6)},
+            {"axes": [1], "starts": [4], "ends": [2], "steps": [1]}
+            | {"shape": [1], "fp32_values": [1.0]},
+            expect=_set_value_ref,
+        ),
+        Case(
+            {
+                "Input": f32(5, 6),
+                "ValueTensor": f32(1),
+                "StartsTensorList": (np.array([1], np.int64),),
+                "EndsTensorList": (np.array([-1], np.int32),),
+            },
+            {"axes": [0], "starts": [], "ends": [], "steps": [1]},
+            expect=_set_value_ref,
+        ),
+        Case(
+            {"Input": _bools(3, 4)},
+            {"axes": [1], "starts": [0], "ends": [1], "decrease_axes": [1], "none_axes": [1]}
+            | {"shape": [1], "dtype": 0, "bool_values": [1]},
+            expect=_set_value_ref,
+        ),
+        Case(
+            {"Input": f32(3, 4), "ValueTensor": f32(3)},
+            {"axes": [1], "starts": [0], "ends": [2]},
+            raises="expected a value broadcastable to [3, 2], got [3]",
+            code=Code.SHAPE_MISMATCH,
+        ),
+        Case(
+            {"Input": f32(3, 4)},
+            {
+                "axes": [1],
+                "starts": [0],
+                "ends": [2],
+                "shape": [2],
+                "values": Attr(pb.SCALARS, [1.0]),
+            },
+            raises="expected 2 values for shape [2], got 1",
+            code=Code.ATTR_VALUE,
+        ),
+        Case(
+            {"Input": i32(3, 4)},
+            {"axes": [1], "starts": [0], "ends": [2], "shape": [1], "dtype": 2}
+            | {"values": Attr(pb.SCALARS, [2.0**40])},
+            raises="expected values that fit int32",
+            code=Code.ATTR_VALUE,
+        ),
+        Case(
+            {"Input": f32(3, 4)},
+            {"axes": [1], "starts": [0], "ends": [2], "steps": [0], "shape": [1]}
+            | {"fp32_values": [1.0]},
+            raises="expected non-zero steps",
+            code=Code.ATTR_VALUE,
+        ),
+        Case(
+            {"Input": f32(3, 4)},
+            {"axes": [2], "starts": [0], "ends": [2], "shape": [1], "fp32_values": [1.0]},
+            raises="axes must be in [0, 2), got 2",
+            code=Code.AXIS_INVALID,
+        ),
+        Case(
+            {"Input": f32(3, 4)},
+            {"axes": [1], "starts": [0], "ends": [2], "decrease_axes": [1], "shape": [1]}
+            | {"fp32_values": [1.0]},
+            raises="decrease_axes 1: expected a size of 1, got 2",
+            code=Code.SHAPE_MISMATCH,
+        ),
+        Case(
+            {"Input": f32(3, 4)},
+            {"axes": [1], "starts": [0], "ends": [2], "shape": [1], "fp32_values": [1.0]}
+            | {"values": Attr(pb.SCALARS, [1.0])},
+            raises="expected the value in one of",
+            code=Code.ATTR_VALUE,
+        ),
+    ),
+)
+
 # --- expand_v2, tile ---------------------------------------------------------------------------
 
 
@@ -601,4 +862,4 @@ TILE = OpDef(
     ),
 )
 
-OPS = (SLICE, STRIDED_SLICE, EXPAND_V2, TILE)
+OPS = (SLICE, STRIDED_SLICE, SET_VALUE, EXPAND_V2, TILE)

@@ -7,7 +7,7 @@ from typing import Any, Final
 
 import numpy as np
 
-from graph_proto.types import ALL, INDICES, NUMERIC, UNKNOWN, Shape
+from graph_proto.types import ALL, INDICES, NUMERIC, UNKNOWN, DType, Shape
 from validator.diagnostics import Code
 from validator.ops._batch import batch_at, only
 from validator.ops._cases import boolean, f32, i32
@@ -339,4 +339,168 @@ FLIP = OpDef(
     ),
 )
 
-OPS = (PAD3D, PIXEL_SHUFFLE, FLIP)
+# --- pad (the old one), unfold ----------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class PadAttrs:
+    paddings: tuple[int, ...] = ()
+    pad_value: float = 0.0
+
+
+def _pad_infer(x: TensorType, a: PadAttrs) -> Shape:
+    if len(a.paddings) != 2 * x.rank:
+        raise AttrError(
+            f"expected {2 * x.rank} paddings for a rank-{x.rank} X, got {list(a.paddings)}"
+        )
+    if any(p < 0 for p in a.paddings):
+        raise AttrError(f"expected paddings >= 0, got {list(a.paddings)}")
+    return tuple(
+        UNKNOWN if d < 0 else d + a.paddings[2 * i] + a.paddings[2 * i + 1]
+        for i, d in enumerate(x.shape)
+    )
+
+
+def _pad_ref(x: np.ndarray, a: PadAttrs) -> np.ndarray:
+    widths = list(zip(a.paddings[::2], a.paddings[1::2], strict=True))
+    return np.pad(x, widths, constant_values=np.float32(a.pad_value)).astype(x.dtype)
+
+
+PAD = OpDef(
+    op_type="pad",
+    doc="Pads every dim i of X with paddings[2i] before and paddings[2i+1] after, of pad_value.",
+    inputs=(In("X"),),
+    outputs=(Out("Out"),),
+    types={"T": frozenset({DType.FP32, DType.FP64, DType.INT32, DType.INT64})},
+    attrs=PadAttrs,
+    infer=_pad_infer,
+    cases=(
+        Case({"X": f32(2, 3)}, {"paddings": [0, 1, 2, 0], "pad_value": 1.5}, expect=_pad_ref),
+        Case({"X": f32(1, 2, 3)}, {"paddings": [1, 1, 0, 0, 3, 2]}, expect=_pad_ref),
+        Case(
+            {"X": i32(4).astype(np.int64)}, {"paddings": [2, 1], "pad_value": -3.0}, expect=_pad_ref
+        ),
+        Case(
+            {"X": f32(2, 3)},
+            {"paddings": [0, 1]},
+            raises="expected 4 paddings",
+            code=Code.ATTR_VALUE,
+        ),
+        Case(
+            {"X": f32(2, 3)},
+            {"paddings": [0, 1, -1, 0]},
+            raises="expected paddings >= 0",
+            code=Code.ATTR_VALUE,
+        ),
+    ),
+)
+
+
+@dataclass(frozen=True, slots=True)
+class UnfoldAttrs:
+    kernel_sizes: tuple[int, ...]
+    strides: tuple[int, ...] = (1, 1)
+    paddings: tuple[int, ...] = (0, 0, 0, 0)
+    dilations: tuple[int, ...] = (1, 1)
+
+
+def _unfold_check(a: UnfoldAttrs) -> None:
+    for name, values, n in (
+        ("kernel_sizes", a.kernel_sizes, 2),
+        ("strides", a.strides, 2),
+        ("dilations", a.dilations, 2),
+        ("paddings", a.paddings, 4),
+    ):
+        if len(values) != n:
+            raise AttrError(f"expected {n} {name}, got {list(values)}")
+        if any(v < 0 for v in values) or (name != "paddings" and 0 in values):
+            bound = ">= 0" if name == "paddings" else "> 0"
+            raise AttrError(f"expected {name} {bound}, got {list(values)}")
+
+
+def unfold_sizes(x: Shape, a: UnfoldAttrs) -> tuple[int, int]:
+    """Output blocks along H and W; paddings are [top, left, bottom, right]."""
+    sizes = []
+    for i, axis in enumerate((2, 3)):
+        span = a.dilations[i] * (a.kernel_sizes[i] - 1) + 1
+        padded = x[axis] + a.paddings[i] + a.paddings[i + 2]
+        if x[axis] < 0:
+            sizes.append(UNKNOWN)
+            continue
+        if padded < span:
+            raise ShapeError(
+                f"expected a padded input of at least {span} along dim {axis} for the kernel, got {padded}"
+            )
+        sizes.append((padded - span) // a.strides[i] + 1)
+    return sizes[0], sizes[1]
+
+
+def _unfold_infer(x: TensorType, a: UnfoldAttrs) -> Shape:
+    require_rank(x, (4,), "X")
+    _unfold_check(a)
+    oh, ow = unfold_sizes(x.shape, a)
+    channels = x.shape[1] * a.kernel_sizes[0] * a.kernel_sizes[1] if x.shape[1] >= 0 else UNKNOWN
+    blocks = oh * ow if oh >= 0 and ow >= 0 else UNKNOWN
+    return (x.shape[0], channels, blocks)
+
+
+def _unfold_ref(x: np.ndarray, a: UnfoldAttrs) -> np.ndarray:
+    (kh, kw), (sh, sw), (dh, dw) = a.kernel_sizes, a.strides, a.dilations
+    top, left, bottom, right = a.paddings
+    xp = np.pad(x, [(0, 0), (0, 0), (top, bottom), (left, right)])
+    oh, ow = unfold_sizes(x.shape, a)
+    cols = [
+        xp[:, :, i * dh : i * dh + (oh - 1) * sh + 1 : sh, j * dw : j * dw + (ow - 1) * sw + 1 : sw]
+        for i in range(kh)
+        for j in range(kw)
+    ]
+    stacked = np.stack(cols, axis=2)  # [N, C, kh*kw, oh, ow]
+    return stacked.reshape(x.shape[0], -1, oh * ow)
+
+
+UNFOLD = OpDef(
+    op_type="unfold",
+    doc="im2col: every kernel_sizes window of the padded X as a column, [N, C*kh*kw, blocks].",
+    inputs=(In("X"),),
+    outputs=(Out("Y"),),
+    types={"T": frozenset({DType.FP32, DType.FP64})},
+    attrs=UnfoldAttrs,
+    infer=_unfold_infer,
+    cost=lambda _x, outputs, _a: 0,
+    cases=(
+        Case({"X": f32(2, 3, 5, 5)}, {"kernel_sizes": [3, 3]}, expect=_unfold_ref),
+        Case(
+            {"X": f32(1, 2, 6, 7)},
+            {
+                "kernel_sizes": [2, 3],
+                "strides": [2, 1],
+                "paddings": [1, 0, 0, 2],
+                "dilations": [1, 2],
+            },
+            expect=_unfold_ref,
+        ),
+        Case(
+            {"X": f32(1, 2, 4, 4)}, {"kernel_sizes": [4, 4], "strides": [4, 4]}, expect=_unfold_ref
+        ),
+        Case(
+            {"X": f32(1, 2, 2, 2)},
+            {"kernel_sizes": [3, 3]},
+            raises="expected a padded input of at least 3",
+            code=Code.SHAPE_MISMATCH,
+        ),
+        Case(
+            {"X": f32(1, 2, 4, 4)},
+            {"kernel_sizes": [0, 3]},
+            raises="expected kernel_sizes > 0",
+            code=Code.ATTR_VALUE,
+        ),
+        Case(
+            {"X": f32(2, 4, 4)},
+            {"kernel_sizes": [2, 2]},
+            raises="X: expected rank [4]",
+            code=Code.AXIS_INVALID,
+        ),
+    ),
+)
+
+OPS = (PAD3D, PIXEL_SHUFFLE, FLIP, PAD, UNFOLD)

@@ -162,6 +162,25 @@ LOGICAL_NOT = unary(
         Case({"X": _INTS.astype(np.int8)}, expect=lambda x, _a: x == 0),
     ),
 )
+BITWISE_NOT = unary(
+    "bitwise_not",
+    "~x: logical not for bool, two's complement bitwise not for integers.",
+    np.invert,
+    types=INTEGERS | {DType.BOOL},
+    ignored=frozenset(),
+    x=i64,
+    bad=f32,
+    cases=(
+        Case({"X": boolean(2, 3)}, expect=lambda x, _a: np.invert(x)),
+        Case({"X": _INTS.astype(np.int32)}, expect=lambda x, _a: np.invert(x)),
+        Case({"X": _INTS.astype(np.int8)}, expect=lambda x, _a: np.invert(x)),
+        Case({"X": np.array([0, 1, 127, 128, 255], np.uint8)}, expect=lambda x, _a: np.invert(x)),
+        Case(
+            {"X": np.array([np.iinfo(np.int64).min, -1, 0, np.iinfo(np.int64).max])},
+            expect=lambda x, _a: np.invert(x),
+        ),
+    ),
+)
 
 
 @dataclass(frozen=True, slots=True)
@@ -605,6 +624,7 @@ OPS = (
     SIN,
     COS,
     LOGICAL_NOT,
+    BITWISE_NOT,
     POW,
     SCALE,
     CLIP,
