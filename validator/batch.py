@@ -67,9 +67,19 @@ def output_axes(op_def: OpDef, view: BatchView) -> dict[str, int | None]:
     if op_def.batch is None:
         raise Couples("declares no batch rule, so rows cannot be proven independent")
     result = op_def.batch(view)
-    if isinstance(result, int):
-        return dict.fromkeys(view.types_out, result)
-    return dict(result)
+    axes = dict.fromkeys(view.types_out, result) if isinstance(result, int) else dict(result)
+    for slot, axis in axes.items():
+        if axis is not None and any(_data_sized(t, axis) for t in view.types_out.get(slot, ())):
+            raise Couples(
+                f"expected output {slot!r} to carry the batch dimension at axis {axis}, got a "
+                "dim there that the data decides (bounded, not the batch)"
+            )
+    return axes
+
+
+def _data_sized(t: TensorType, axis: int) -> bool:
+    """A dim the data decides (NMS's kept boxes: TensorType.bound) is never the batch dim."""
+    return t.bound is not None and axis < t.rank and t.shape[axis] < 0 and t.bound[axis] >= 0
 
 
 def _feed(op: BoundOp, feeds: Mapping[str, TensorType], batched: dict[str, int]) -> None:

@@ -15,7 +15,9 @@ from graph_proto.types import UNKNOWN, DType, Shape
 from validator.diagnostics import Code
 from validator.ops._def import (
     AttrError,
+    BatchView,
     Case,
+    Couples,
     In,
     OpDef,
     Out,
@@ -147,6 +149,16 @@ def _img(*sizes: tuple[int, int]) -> np.ndarray:
 
 _YOLO_ATTRS: Final = {"anchors": [10, 13, 16, 30], "class_num": 3, "downsample_ratio": 8}
 
+
+def _yolo_box_batch(view: BatchView) -> int:
+    """Each image decodes with its own ImgSize row: X and ImgSize carry the batch together."""
+    axes = {slot: view.axis(slot) for slot in ("X", "ImgSize")}
+    if any(axis != 0 for axis in axes.values()):
+        got = ", ".join(f"{slot} at {axis}" for slot, axis in axes.items())
+        raise Couples(f"expected the batch dimension at axis 0 of both X and ImgSize, got {got}")
+    return 0
+
+
 YOLO_BOX = OpDef(
     op_type="yolo_box",
     doc="Decodes a YOLOv3 head X into boxes in image pixels and per-class scores.",
@@ -155,6 +167,7 @@ YOLO_BOX = OpDef(
     types={"T": _REAL},
     attrs=YoloBoxAttrs,
     infer=_yolo_box_infer,
+    batch=_yolo_box_batch,
     cost=_yolo_box_cost,
     cases=(
         Case(
@@ -407,6 +420,14 @@ def _tied_scores() -> np.ndarray:
 _NMS_ATTRS: Final = {"score_threshold": 0.2, "nms_top_k": 6, "keep_top_k": 5}
 _BOXES: Final = random_boxes(2, 8)
 
+
+def _nms_batch(_view: BatchView) -> int:
+    raise Couples(
+        "lists the kept boxes of every image in one Out (its dim 0 counts boxes, not images) "
+        "and numbers Index across images"
+    )
+
+
 MULTICLASS_NMS3 = OpDef(
     op_type="multiclass_nms3",
     doc="Per-class greedy NMS over [N, M, 4] boxes and [N, C, M] scores; rows [label, score, box].",
@@ -419,6 +440,7 @@ MULTICLASS_NMS3 = OpDef(
     types={"T": _REAL},
     attrs=MulticlassNmsAttrs,
     infer=_nms_infer,
+    batch=_nms_batch,
     cost=_nms_cost,
     cases=(
         Case(

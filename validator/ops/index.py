@@ -535,6 +535,13 @@ def _masked_fill(x: np.ndarray, mask: np.ndarray, value: np.ndarray, _a: NoAttrs
     return np.where(mask, value.reshape(()), x).astype(x.dtype)
 
 
+def _masked_fill_batch(view: BatchView) -> int:
+    """x and mask broadcast like an elementwise op; the one fill value is shared by every row."""
+    if view.axis("value") is not None:
+        raise Couples("expected one fill value for the whole batch, got a batched 'value'")
+    return ROWWISE(view)
+
+
 MASKED_FILL = OpDef(
     op_type="masked_fill",
     doc="x with `value` (one element) where mask is true; x and mask broadcast like numpy.",
@@ -542,6 +549,7 @@ MASKED_FILL = OpDef(
     outputs=(Out("out"),),
     types={"T": ALL},
     infer=_masked_fill_infer,
+    batch=_masked_fill_batch,
     cases=(
         Case(
             {"x": f32(2, 3), "mask": boolean(2, 3), "value": np.array(2.5, np.float32)},

@@ -827,6 +827,18 @@ def _roll_ref(x: np.ndarray, shifts_tensor: Any, a: RollAttrs) -> np.ndarray:
     return np.roll(x, shifts, a.axis)
 
 
+def _roll_batch(view: BatchView) -> int:
+    """Rolling other axes keeps rows apart; rolling the batch axis, or the flattened X (an
+    empty axis), moves elements from one row into another."""
+    axis = only(view, "X")
+    rolled = view.attrs.axis
+    if not rolled:
+        raise Couples("rolls the flattened X, moving elements between rows")
+    if axis in norm_axes(rolled, view.type("X").rank):
+        raise Couples("rolls along the batch dimension")
+    return axis
+
+
 ROLL = OpDef(
     op_type="roll",
     doc="Rotates X by `shifts` along `axis` (the flattened X when axis is empty).",
@@ -836,6 +848,7 @@ ROLL = OpDef(
     attrs=RollAttrs,
     ignored_attrs=BACKEND_ATTRS,
     infer=_roll_infer,
+    batch=_roll_batch,
     cases=(
         Case({"X": _floats(2, 3, 4)}, {"shifts": [1, -2], "axis": [1, 2]}, expect=_roll_ref),
         Case({"X": _ints(2, 3, 4)}, {"shifts": [7], "axis": []}, expect=_roll_ref),
@@ -875,6 +888,17 @@ def _meshgrid_ref(xs: tuple[np.ndarray, ...], _a: NoAttrs) -> tuple[np.ndarray, 
     return tuple(np.meshgrid(*(x.reshape(-1) for x in xs), indexing="ij"))
 
 
+def _meshgrid_batch(view: BatchView) -> int:
+    """Out[j] spreads X[j] along grid axis j: one batched X[i] puts the batch on axis i of
+    every output; two batched inputs pair every row with every other row."""
+    batched = [i for i, axis in enumerate(view.axes["X"]) if axis is not None]
+    if len(batched) > 1:
+        raise Couples(
+            f"crosses batched X[{batched[0]}] and X[{batched[1]}]: every row meets every other row"
+        )
+    return batched[0]
+
+
 MESHGRID = OpDef(
     op_type="meshgrid",
     doc="Out[i] repeats the 1-D X[i] along every other axis of the grid (ij indexing).",
@@ -882,6 +906,7 @@ MESHGRID = OpDef(
     outputs=(Out("Out", variadic=True),),
     types={"T": ALL},
     infer=_meshgrid_infer,
+    batch=_meshgrid_batch,
     cases=(
         Case({"X": (_floats(3), _floats(4))}, expect=_meshgrid_ref),
         Case({"X": (_ints(2), _ints(1), _ints(3))}, expect=_meshgrid_ref),

@@ -494,6 +494,7 @@ LINEAR_INTERP_V2 = OpDef(
     attrs=InterpAttrs,
     ignored_attrs=frozenset({"use_mkldnn"}),
     infer=interp("linear", (3,)),
+    batch=batch_at("X"),
     cases=(
         Case({"X": f32(2, 3, 5)}, {**_LINEAR_ATTRS, "out_w": 8}, expect=_LINEAR),
         Case(

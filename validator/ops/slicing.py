@@ -535,6 +535,49 @@ def _set_value_ref(x: np.ndarray, value: Any, sl: Any, el: Any, tl: Any, a: Any)
     return out
 
 
+_BOUND_LISTS: Final = ("StartsTensorList", "EndsTensorList", "StepsTensorList")
+
+
+def _set_value_batch(view: BatchView) -> int:
+    """Rows stay apart when the slice keeps the batch dim whole and the value is either per row
+    (batched, landing on the slice's batch axis) or shared (size 1 there)."""
+    if lists := [s for s in _BOUND_LISTS if s in view.batched()]:
+        raise Couples(f"takes slice bounds from batched {lists[0]!r}")
+    axis = view.axis("Input")
+    if axis is None:
+        raise Couples("writes a batched 'ValueTensor' into an unbatched Input")
+    a = view.attrs
+    by_tensor = any(view.types_in.get(s) for s in _BOUND_LISTS)
+    for i in (i for i, ax in enumerate(a.axes) if ax == axis):
+        step = set_value_steps(a)[i]
+        whole = not by_tensor and a.starts[i] == 0 and a.ends[i] >= _WHOLE and step == 1
+        if not whole:
+            raise Couples("writes into a slice of the batch dimension")
+    if axis in a.decrease_axes:
+        raise Couples("drops the batch dimension of the slice")
+    target = set_value_assign_axes(a, view.type("Input").rank)
+    _value_per_row(view, target.index(axis), len(target))
+    return axis
+
+
+def _value_per_row(view: BatchView, at: int, rank: int) -> None:
+    """The value, right-aligned to the slice's `rank` dims, meets the batch at axis `at`."""
+    given = view.types_in.get("ValueTensor", ())
+    dims = given[0].shape if given else view.attrs.shape
+    value_axis = view.axis("ValueTensor")
+    offset = rank - len(dims)
+    if value_axis is not None and value_axis + offset != at:
+        raise Couples(
+            f"expected the batch dimension of 'ValueTensor' on axis {at} of the slice, "
+            f"got axis {value_axis + offset}"
+        )
+    j = at - offset
+    if value_axis is None and 0 <= j < len(dims) and dims[j] != 1:
+        raise Couples(
+            f"broadcasts its unbatched value (dims {list(dims)}) across the batch dimension"
+        )
+
+
 SET_VALUE = OpDef(
     op_type="set_value",
     doc="Out = Input with Input[starts:ends:steps] on `axes` set to ValueTensor (or the constant in "
@@ -552,6 +595,7 @@ SET_VALUE = OpDef(
     attrs=SetValueAttrs,
     ignored_attrs=BACKEND_ATTRS,
     infer=_set_value_infer,
+    batch=_set_value_batch,
     cases=(
         Case(
             {"Input": f32(3, 4, 5), "ValueTensor": f32(2, 5)},

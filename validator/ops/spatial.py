@@ -366,6 +366,17 @@ def _pad_ref(x: np.ndarray, a: PadAttrs) -> np.ndarray:
     return np.pad(x, widths, constant_values=np.float32(a.pad_value)).astype(x.dtype)
 
 
+def _pad_batch(view: BatchView) -> int:
+    """Rows stay apart unless the batch dim itself is padded (that adds rows of pad_value)."""
+    axis = only(view, "X")
+    widths = view.attrs.paddings[2 * axis : 2 * axis + 2]
+    if any(widths):
+        raise Couples(
+            f"expected no padding of the batch dimension (axis {axis}), got {list(widths)}"
+        )
+    return axis
+
+
 PAD = OpDef(
     op_type="pad",
     doc="Pads every dim i of X with paddings[2i] before and paddings[2i+1] after, of pad_value.",
@@ -374,8 +385,10 @@ PAD = OpDef(
     types={"T": frozenset({DType.FP32, DType.FP64, DType.INT32, DType.INT64})},
     attrs=PadAttrs,
     infer=_pad_infer,
+    batch=_pad_batch,
     cases=(
         Case({"X": f32(2, 3)}, {"paddings": [0, 1, 2, 0], "pad_value": 1.5}, expect=_pad_ref),
+        Case({"X": f32(2, 3, 2)}, {"paddings": [0, 0, 1, 2, 0, 1]}, expect=_pad_ref),
         Case({"X": f32(1, 2, 3)}, {"paddings": [1, 1, 0, 0, 3, 2]}, expect=_pad_ref),
         Case(
             {"X": i32(4).astype(np.int64)}, {"paddings": [2, 1], "pad_value": -3.0}, expect=_pad_ref
@@ -466,6 +479,7 @@ UNFOLD = OpDef(
     types={"T": frozenset({DType.FP32, DType.FP64})},
     attrs=UnfoldAttrs,
     infer=_unfold_infer,
+    batch=batch_at("X"),
     cost=lambda _x, outputs, _a: 0,
     cases=(
         Case({"X": f32(2, 3, 5, 5)}, {"kernel_sizes": [3, 3]}, expect=_unfold_ref),
