@@ -188,7 +188,11 @@ def _slice_indices(
     for i, axis in enumerate(a.axes):
         start, end, step, dim = s[i], e[i], t[i], x.shape[axis]
         if None not in (start, end, step) and dim >= 0:
-            indices.append(np.arange(*slice(start, end, step).indices(dim), dtype=np.int64))
+            first, stop, stride = slice(start, end, step).indices(dim)
+            known = np.arange(first, stop, stride, dtype=np.int64)
+            small = known.size <= _CONSTANT_GRID
+            bounds = [b.const(np.asarray(v, np.int64)) for v in (first, stop, stride)]
+            indices.append(known if small else b.op("Range", *bounds))
             continue
         size = (
             b.const(np.asarray(dim, np.int64))
@@ -203,10 +207,16 @@ def _slice_indices(
     return indices
 
 
+# Index grids up to this many cells are constants; larger ones are built at run time, so a
+# small program cannot make a huge initializer.
+_CONSTANT_GRID: Final = 4096
+
+
 def _grid(b: OnnxBuilder, indices: Sequence[np.ndarray | str]) -> str:
     """ScatterND indices [n_1, ..., n_k, k]: every combination of the per-axis indices."""
-    if all(isinstance(i, np.ndarray) for i in indices):
-        mesh = np.meshgrid(*indices, indexing="ij")
+    known = [i for i in indices if isinstance(i, np.ndarray)]
+    if len(known) == len(indices) and np.prod([i.size for i in known]) <= _CONSTANT_GRID:
+        mesh = np.meshgrid(*known, indexing="ij")
         return b.const(np.stack(mesh, axis=-1).astype(np.int64), hint="indices")
     k = len(indices)
     vectors = [b.ints(i.tolist()) if isinstance(i, np.ndarray) else i for i in indices]

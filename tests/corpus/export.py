@@ -123,13 +123,16 @@ def export(paddle: Any, fmt: str, name: str, out: Path) -> dict[str, Any]:
 
     entry = zoo.ENTRIES[name]
     paddle.seed(entry.seed)
-    layer = entry.build()
-    randomise(paddle, layer, entry.seed)
-    layer.eval()
-    specs = [paddle.static.InputSpec(s.shape, s.dtype, s.name) for s in entry.inputs]
-    static = paddle.jit.to_static(layer, input_spec=specs, full_graph=True)
     prefix = out / name / fmt / "model"
-    paddle.jit.save(static, str(prefix), input_spec=specs)
+    # A fresh name scope per model: models that name their parameters (`conv1_weights`) would
+    # otherwise clash with the previous model's in this process.
+    with paddle.utils.unique_name.guard():
+        layer = entry.build()
+        randomise(paddle, layer, entry.seed)
+        layer.eval()
+        specs = [paddle.static.InputSpec(s.shape, s.dtype, s.name) for s in entry.inputs]
+        static = paddle.jit.to_static(layer, input_spec=specs, full_graph=True)
+        paddle.jit.save(static, str(prefix), input_spec=specs)
     return {"files": sorted(p.name for p in prefix.parent.iterdir())}
 
 

@@ -636,6 +636,17 @@ SET_VALUE = OpDef(
             | {"shape": [1], "dtype": 0, "bool_values": [1]},
             expect=_set_value_ref,
         ),
+        Case(  # index grids this large are built at run time, not stored
+            {"Input": _floats(2, 70, 70), "ValueTensor": _floats(70, 1)},
+            {"axes": [1, 2], "starts": [0, -70], "ends": [70, 2**31 - 1], "steps": [1, 1]},
+            expect=_set_value_ref,
+        ),
+        Case(
+            {"Input": _floats(2, 5000)},
+            {"axes": [1], "starts": [-1], "ends": [-5000], "steps": [-1], "shape": [1]}
+            | {"fp32_values": [2.0]},
+            expect=_set_value_ref,
+        ),
         Case(
             {"Input": f32(3, 4), "ValueTensor": f32(3)},
             {"axes": [1], "starts": [0], "ends": [2]},
