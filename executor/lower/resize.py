@@ -34,7 +34,8 @@ _INT64: Final = TensorProto.INT64
 @dataclass(frozen=True, slots=True)
 class _Axis:
     """One resampled axis: its position in X, input and output sizes (0-D int64 names, with the
-    static value when known) and the scale Paddle derives the ratio from (0-D float32 or None)."""
+    static value when known) and the scale Paddle derives the ratio from (0-D float32 or float64,
+    or None)."""
 
     axis: int
     size_in: str
@@ -104,8 +105,9 @@ def _axes(
             if scale_tensor is not None:
                 scale = _scale_element(b, scale_tensor, i)
             elif a.scale:
-                static_scale = float(np.float32(a.scale[i]))
-                scale = _f32(b, static_scale)
+                # As the program carries it: float32 values (FLOATS) or PIR's doubles (FLOAT64S).
+                static_scale = float(a.scale[i])
+                scale = _f64(b, static_scale)
             if out_size is not None:
                 size_out, static_out = _element(b, out_size, i, _INT64)
             elif scale is not None:

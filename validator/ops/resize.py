@@ -8,6 +8,8 @@ from typing import Any, Final
 
 import numpy as np
 
+from graph_proto import framework_pb2 as pb
+from graph_proto.builder import Attr
 from graph_proto.types import FLOATS, INDICES, UNKNOWN, DType, Shape
 from validator.diagnostics import Code
 from validator.ops._batch import batch_at
@@ -72,14 +74,18 @@ def _check_scales(scales: Sequence[float], what: str) -> None:
 
 
 def _scaled(size: int, scale: float) -> int:
-    """int(size * scale) as Paddle's kernel computes it: float32 operands multiplied in double.
+    """int(size * scale) as Paddle's kernel computes it: the product in double, of the scale the
+    program carries. A legacy FLOATS `scale` decodes to its float32 value (1.3 is 1.2999999523,
+    and 10 times that is 12); a PIR program keeps scale_factor as float64 (FLOAT64S: 1.3, and
+    10 times that is 13), and Paddle's PIR kernel multiplies that double.
 
-    NOTE: Paddle's compile-time rule rounds the product to float32 first (10 * 1.3f records 13),
-    but its kernel produces 12: graphgate follows the kernel, and a stored 13 is only a warning.
+    NOTE: Paddle's legacy compile-time rule rounds the product to float32 first (10 * 1.3f
+    records 13), but its kernel produces 12: graphgate follows the kernel, and a stored 13 is
+    only a warning.
     """
     if size < 0:
         return UNKNOWN
-    exact = float(np.float32(size)) * float(np.float32(scale))  # exact in float64
+    exact = float(size) * float(scale)
     if not exact < INT32_LIMIT:
         raise ShapeError(f"expected an output size below 2**31, got {size} * {_shown([scale])[0]}")
     out = int(exact)
@@ -277,6 +283,12 @@ NEAREST_INTERP_V2 = OpDef(
     cases=(
         Case({"X": f32(2, 3, 4, 5)}, {**_NEAREST_ATTRS, "out_h": 8, "out_w": 7}, expect=_NEAREST),
         Case({"X": f32(2, 3, 4, 5)}, {**_NEAREST_ATTRS, "scale": [1.5, 0.5]}, expect=_NEAREST),
+        # PIR keeps scale_factor as float64: 10 x 1.3 is 13 there (12 in float32).
+        Case(
+            {"X": f32(1, 2, 10, 10)},
+            {**_NEAREST_ATTRS, "scale": Attr(pb.FLOAT64S, [1.3, 0.7])},
+            expect=_NEAREST,
+        ),
         Case(
             {"X": f32(1, 4, 5, 3)},
             {**_NEAREST_ATTRS, "out_h": 2, "out_w": 9, "data_layout": "NHWC"},
