@@ -67,7 +67,9 @@ def output_axes(op_def: OpDef, view: BatchView) -> dict[str, int | None]:
     if op_def.batch is None:
         raise Couples("declares no batch rule, so rows cannot be proven independent")
     result = op_def.batch(view)
-    axes = dict.fromkeys(view.types_out, result) if isinstance(result, int) else dict(result)
+    axes: dict[str, int | None] = (
+        dict.fromkeys(view.types_out, result) if isinstance(result, int) else dict(result)
+    )
     for slot, axis in axes.items():
         if axis is not None and any(_data_sized(t, axis) for t in view.types_out.get(slot, ())):
             raise Couples(
