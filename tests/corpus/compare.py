@@ -80,6 +80,15 @@ def exported(names: Iterable[str], fmt: str = "legacy") -> dict[str, Path | str]
     return found
 
 
+def cached(name: str, fmt: str) -> Path | str | None:
+    """What exported() would give for one model, without exporting (None: not exported yet)."""
+    marker = folder() / name / f"{fmt}.json"
+    if not marker.exists():
+        return None
+    result = json.loads(marker.read_text())
+    return str(result["error"]) if "error" in result else folder() / name / fmt
+
+
 @dataclass(frozen=True)
 class Files:
     program: bytes
