@@ -59,6 +59,14 @@ KNOWN_PIR_REJECTIONS: Final[dict[str, frozenset[str]]] = {
 }
 
 
+# Models Paddle 3.3.1 cannot save as PIR programs from the ecosystem code as it is, and why:
+# they xfail while Paddle's export fails, and fail once it works (remove them then).
+PIR_NOT_EXPORTABLE: Final[dict[str, str]] = dict.fromkeys(
+    ("ppyoloe_plus_s_nms", "picodet_lcnet_nms", "yolov3_mobilenet_v1_nms"),
+    "ppdet 2.6's multiclass_nms appends a legacy op outside dygraph (no PIR path)",
+)
+
+
 def _selected() -> list[str]:
     if os.environ.get("GRAPHGATE_CORPUS") == "full":
         return list(zoo.ENTRIES)
@@ -69,6 +77,11 @@ def _check(name: str, fmt: str) -> None:
     legacy = compare.files_of(name, "legacy")
     assert not isinstance(legacy, str), f"{name}: Paddle could not export it: {legacy}"
     files = legacy if fmt == "legacy" else compare.files_of(name, fmt)
+    if fmt == "pir" and name in PIR_NOT_EXPORTABLE:
+        assert isinstance(files, str), (
+            f"{name} exports as PIR now: remove it from PIR_NOT_EXPORTABLE"
+        )
+        pytest.xfail(f"{PIR_NOT_EXPORTABLE[name]}: {files.splitlines()[-1][:200]}")
     assert not isinstance(files, str), f"{name}: Paddle could not export it as {fmt}: {files}"
     result = compare.verdict(name, files, name in FLOAT64_JUDGED, reference=legacy)
     known = (KNOWN_REJECTIONS if fmt == "legacy" else KNOWN_PIR_REJECTIONS).get(name)
