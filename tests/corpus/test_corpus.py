@@ -64,7 +64,10 @@ KNOWN_PIR_REJECTIONS: Final[dict[str, frozenset[str]]] = {
 PIR_NOT_EXPORTABLE: Final[dict[str, str]] = dict.fromkeys(
     ("ppyoloe_plus_s_nms", "picodet_lcnet_nms", "yolov3_mobilenet_v1_nms"),
     "ppdet 2.6's multiclass_nms appends a legacy op outside dygraph (no PIR path)",
-)
+) | {
+    "conformer_encoder": "paddlespeech's `if mask.shape[2] > 0` becomes a PIR cond whose branch "
+    "outputs differ (Paddle 3.3.1's cond update_output fails)",
+}
 
 
 def _selected() -> list[str]:
