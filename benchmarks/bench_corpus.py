@@ -69,51 +69,23 @@ def paddle2onnx(python: Path, name: str, where: Path) -> tuple[compare.Verdict, 
 def cell(v: compare.Verdict) -> str:
     if v.status == "REJECTED":
         return f"REJECTED {', '.join(dict.fromkeys(v.codes))}"
+    if v.status.startswith("NOT "):
+        return v.status
     if v.float64 is not None:
         return f"{v.status} (vs float64 {v.float64[0]:.2g}, paddle {v.float64[1]:.2g})"
     return f"{v.status} ({v.worst:.2g})"
 
 
-def main() -> int:
-    parser = argparse.ArgumentParser()
-    parser.add_argument("names", nargs="*")
-    parser.add_argument("--out", default=str(ROOT / "benchmarks" / "results" / "corpus.md"))
-    args = parser.parse_args()
-    names = args.names or list(zoo.ENTRIES)
-    legacy = compare.exported(names, "legacy")
-    pir = compare.exported(names, "pir")
-    python = paddle2onnx_python()
-    rows, timings, reasons = [], [], []
-    for name in names:
-        entry = zoo.ENTRIES[name]
-        where = legacy[name]
-        if isinstance(where, str):
-            rows.append(f"| {name} | {entry.package} | - | NOT EXPORTED | | |")
-            reasons.append(f"- {name}: Paddle export failed: {where.splitlines()[-1][:200]}")
-            continue
-        files = compare.Files.read(where)
-        ours = compare.verdict(name, files, name in FLOAT64_JUDGED)
-        pir_where = pir[name]
-        ours_pir = (
-            compare.verdict(name, compare.Files.read(pir_where), name in FLOAT64_JUDGED, files)
-            if not isinstance(pir_where, str)
-            else compare.Verdict("NOT EXPORTED")
-        )
-        theirs, their_s = paddle2onnx(python, name, where)
-        print(f"{name}: {ours.line()} | pir {ours_pir.line()} | p2o {theirs.line()}", flush=True)
-        rows.append(
-            f"| {name} | {entry.package} | {ours.ops} | {cell(ours)} | {cell(ours_pir)} | {cell(theirs)} |"
-        )
-        for label, v in (("graphgate", ours), ("graphgate PIR", ours_pir), ("Paddle2ONNX", theirs)):
-            if v.status in ("REJECTED", "FAILED"):
-                reasons.append(f"- {name} ({label}): {v.line()[:300]}")
-        if ours.status == "PASS" and their_s is not None:
-            timings.append((ours.ops, name, graphgate_seconds(files), their_s))
-    timings.sort(reverse=True)
+def write(
+    out: Path, count: int, rows: list[str], reasons: list[str],
+    timings: list[tuple[int, str, float, float]],
+) -> None:  # fmt: skip
+    """The table so far (rewritten after every model: a long run leaves what it measured)."""
+    timings = sorted(timings, reverse=True)
     lines = [
         "# Real-world corpus: graphgate vs Paddle2ONNX 2.1.0",
         "",
-        f"Command: `PYTHONPATH=. python benchmarks/bench_corpus.py` ({len(names)} models). "
+        f"Command: `PYTHONPATH=. python benchmarks/bench_corpus.py` ({len(rows)} of {count} models). "
         "Verdict against Paddle 3.3.1's Executor at batch 1 and 2: worst |diff| / (1e-5 + 1e-4 |paddle|) "
         "in brackets, or for the models tests/corpus/test_corpus.py judges against a float64 run, "
         "the worst |diff| of each side from it (graphgate's must be at most 2x Paddle's float32).",
@@ -135,7 +107,55 @@ def main() -> int:
             for ops, name, g, p in timings[:10]
         ],
     ]
-    Path(args.out).write_text("\n".join(lines) + "\n")
+    out.write_text("\n".join(lines) + "\n")
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("names", nargs="*")
+    parser.add_argument(
+        "--pir-if-cached",
+        action="store_true",
+        help="check only the PIR programs already exported (NOT RUN for the others)",
+    )
+    parser.add_argument("--out", default=str(ROOT / "benchmarks" / "results" / "corpus.md"))
+    args = parser.parse_args()
+    names = args.names or list(zoo.ENTRIES)
+    legacy = compare.exported(names, "legacy")
+    pir: dict[str, Path | str | None]
+    if args.pir_if_cached:
+        pir = {name: compare.cached(name, "pir") for name in names}
+    else:
+        pir = {**compare.exported(names, "pir")}
+    python = paddle2onnx_python()
+    rows, timings, reasons = [], [], []
+    for name in names:
+        entry = zoo.ENTRIES[name]
+        where = legacy[name]
+        if isinstance(where, str):
+            rows.append(f"| {name} | {entry.package} | - | NOT EXPORTED | | |")
+            reasons.append(f"- {name}: Paddle export failed: {where.splitlines()[-1][:200]}")
+            continue
+        files = compare.Files.read(where)
+        ours = compare.verdict(name, files, name in FLOAT64_JUDGED)
+        pir_where = pir[name]
+        ours_pir = (
+            compare.verdict(name, compare.Files.read(pir_where), name in FLOAT64_JUDGED, files)
+            if isinstance(pir_where, Path)
+            else compare.Verdict("NOT EXPORTED" if pir_where else "NOT RUN")
+        )
+        theirs, their_s = paddle2onnx(python, name, where)
+        print(f"{name}: {ours.line()} | pir {ours_pir.line()} | p2o {theirs.line()}", flush=True)
+        rows.append(
+            f"| {name} | {entry.package} | {ours.ops} | {cell(ours)} | {cell(ours_pir)} | {cell(theirs)} |"
+        )
+        for label, v in (("graphgate", ours), ("graphgate PIR", ours_pir), ("Paddle2ONNX", theirs)):
+            if v.status in ("REJECTED", "FAILED"):
+                reasons.append(f"- {name} ({label}): {v.line()[:300]}")
+        if ours.status == "PASS" and their_s is not None:
+            timings.append((ours.ops, name, graphgate_seconds(files), their_s))
+        write(Path(args.out), len(names), rows, reasons, timings)
+    write(Path(args.out), len(names), rows, reasons, timings)
     return 0
 
 

@@ -45,6 +45,13 @@ REPRESENTATIVE: Final = (
 # the summation order changes), so a float32 comparison with Paddle says nothing.
 FLOAT64_JUDGED: Final[dict[str, str]] = {
     "repvgg_a0": "22 un-normalised 3-branch blocks: activations grow to ~1e3 (Paddle vs float64 0.6 at batch 2)",
+    "resnet50": "16 bottlenecks at random weights: Paddle float32 1.6e-3 from float64, graphgate 5.8e-4",
+    "cspdarknet53": "float32 noise: Paddle float32 0.057 from float64, graphgate 0.023",
+    "bisenetv2": "float32 noise above atol: Paddle float32 1.1e-5 from float64, graphgate 7.5e-6",
+    "shufflenet_v2_x0_25": "float32 noise above atol: Paddle float32 2.9e-5 from float64, graphgate 2.8e-5",
+    "dla34": "float32 noise above atol: Paddle's float32 output is 5.3e-5 from float64, graphgate's 3.1e-5",
+    "ghostnet_x0_5": "random SE gates and ghost branches: Paddle float32 0.20 from float64, graphgate 0.07",
+    "hrnet_w18_c": "4 un-normalised branches summed per stage: Paddle float32 2.1e3 from float64, graphgate 646",
 }
 
 # Models graphgate refuses today: name -> the codes expected (ops still missing, see
@@ -52,7 +59,20 @@ FLOAT64_JUDGED: Final[dict[str, str]] = {
 KNOWN_REJECTIONS: Final[dict[str, frozenset[str]]] = {}
 # The same for the PIR programs (PIR reader gaps, see NOTES-11c.md).
 KNOWN_PIR_REJECTIONS: Final[dict[str, frozenset[str]]] = {
-    "ocr_rec_crnn_mobilenetv3": frozenset({"PIR_UNSUPPORTED"}),  # pd_op.rnn's vector result
+    # pd_op.rnn (nn.LSTM): first its vector result, now the PIR reader counts 230 persistable
+    # values where Paddle's .pdiparams holds 229 (see NOTES-11c.md, for 11f)
+    "ocr_rec_crnn_mobilenetv3": frozenset({"PIR_UNSUPPORTED", "PARAMS_COUNT"}),
+}
+
+
+# Models Paddle 3.3.1 cannot save as PIR programs from the ecosystem code as it is, and why:
+# they xfail while Paddle's export fails, and fail once it works (remove them then).
+PIR_NOT_EXPORTABLE: Final[dict[str, str]] = dict.fromkeys(
+    ("ppyoloe_plus_s_nms", "picodet_lcnet_nms", "yolov3_mobilenet_v1_nms"),
+    "ppdet 2.6's multiclass_nms appends a legacy op outside dygraph (no PIR path)",
+) | {
+    "conformer_encoder": "paddlespeech's `if mask.shape[2] > 0` becomes a PIR cond whose branch "
+    "outputs differ (Paddle 3.3.1's cond update_output fails)",
 }
 
 
@@ -66,6 +86,11 @@ def _check(name: str, fmt: str) -> None:
     legacy = compare.files_of(name, "legacy")
     assert not isinstance(legacy, str), f"{name}: Paddle could not export it: {legacy}"
     files = legacy if fmt == "legacy" else compare.files_of(name, fmt)
+    if fmt == "pir" and name in PIR_NOT_EXPORTABLE:
+        assert isinstance(files, str), (
+            f"{name} exports as PIR now: remove it from PIR_NOT_EXPORTABLE"
+        )
+        pytest.xfail(f"{PIR_NOT_EXPORTABLE[name]}: {files.splitlines()[-1][:200]}")
     assert not isinstance(files, str), f"{name}: Paddle could not export it as {fmt}: {files}"
     result = compare.verdict(name, files, name in FLOAT64_JUDGED, reference=legacy)
     known = (KNOWN_REJECTIONS if fmt == "legacy" else KNOWN_PIR_REJECTIONS).get(name)

@@ -112,7 +112,7 @@ for _name, _module, _factory, _size, _kwargs in [
     ("repvgg_a0", f"{_ZOO}.repvgg", "RepVGG_A0", 64, {}),
     ("rexnet_1_0", f"{_ZOO}.rexnet", "ReXNet_1_0", 64, {}),
     ("ghostnet_x0_5", f"{_ZOO}.ghostnet", "GhostNet_x0_5", 64, {}),
-    ("mixnet_s", f"{_ZOO}.mixnet", "MixNet_S", 64, {}),
+    ("mixnet_s", f"{_ZOO}.mixnet", "MixNet_S", 224, {}),  # a fixed 7x7 final pool
     ("regnetx_200mf", f"{_ZOO}.regnet", "RegNetX_200MF", 64, {}),
     ("res2net50_26w_4s", f"{_ZOO}.res2net", "Res2Net50_26w_4s", 64, {}),
     ("densenet121", f"{_ZOO}.densenet", "DenseNet121", 64, {}),
