@@ -4,8 +4,9 @@ from __future__ import annotations
 
 import logging
 import threading
+import time
 from collections import OrderedDict
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Final
 
@@ -14,11 +15,20 @@ import onnxruntime as ort
 
 from executor import gate
 from executor.convert import lower
-from executor.errors import IncompatibleInputs, SizeUnbounded, TensorTooLarge
+from executor.errors import (
+    DeadlineExceeded,
+    IncompatibleInputs,
+    OutOfMemory,
+    RequestOverBudget,
+    RunCancelled,
+    SizeUnbounded,
+    TensorTooLarge,
+)
 from executor.lower import LoweringError
 from executor.runtime_checks import RuntimeChecks
 from executor.scope import DEFAULT_MAX_REQUEST_BYTES, Scope, check_outputs
 from validator import Code, Scalar, TensorType, ValidatedProgram
+from validator.budget import over_request_budget, request_cost
 from validator.infer import tensor_bytes
 from validator.runtime import RuntimeShapeError, reinfer
 
@@ -39,6 +49,8 @@ _RUN_ERRORS: Final = (
     ort.capi.onnxruntime_pybind11_state.InvalidArgument,
     ort.capi.onnxruntime_pybind11_state.RuntimeException,
 )
+# How onnxruntime words a failed allocation (std::bad_alloc, its arena's own message).
+_ALLOCATION_FAILED: Final = ("bad_alloc", "bad allocation", "Failed to allocate")
 
 
 @dataclass(frozen=True, slots=True)
@@ -79,8 +91,16 @@ class CompiledModel:
     )
     _lock: threading.Lock = field(default_factory=threading.Lock)
 
-    def run(self, feeds: Mapping[str, np.ndarray]) -> dict[str, np.ndarray]:
-        """Checks the feeds, runs, checks the fetches; returns them by Paddle var name."""
+    def run(
+        self,
+        feeds: Mapping[str, np.ndarray],
+        *,
+        deadline: float | None = None,
+        cancelled: Callable[[], bool] | None = None,
+    ) -> dict[str, np.ndarray]:
+        """Checks the feeds and the request's cost, runs, checks the fetches; returns them by
+        Paddle var name. `deadline` (time.monotonic()) and `cancelled` stop onnxruntime
+        mid-run (DeadlineExceeded, RunCancelled)."""
         scope = Scope(self.program.inputs, self.max_request_bytes)
         checked = scope.feed_all(feeds)
         sizes = self._size_values(checked)
@@ -88,9 +108,14 @@ class CompiledModel:
         expected = self._expected_types(fed_shapes, sizes)
         checks = self.checks
         checks.before_run(checked, fed_shapes)
+        stop = _Stop(deadline, cancelled)
         try:
-            values = self.session.run(list(self.output_names), checked, _QUIET_RUN)
+            with stop.watched():
+                values = self.session.run(list(self.output_names), checked, stop.options)
         except _RUN_ERRORS as e:
+            stop.raise_if_fired()
+            if any(words in str(e) for words in _ALLOCATION_FAILED):
+                raise OutOfMemory("onnxruntime could not allocate memory for this run") from None
             shapes = {name: t.shape for name, t in expected.items()}
             raise checks.explain(str(e), checked, shapes) from None
         fetched = len(self.program.outputs)
@@ -136,11 +161,37 @@ class CompiledModel:
         except RuntimeShapeError as e:
             raise IncompatibleInputs(f"the inputs do not fit the program: {e}") from None
         self._check_data_dependent(types)
+        if taken is None:
+            self._check_budget(shapes, values, types)
         with self._lock:
             self._shapes[key] = types
             if len(self._shapes) > _SHAPE_CACHE_SIZE:
                 self._shapes.popitem(last=False)
         return types
+
+    def _check_budget(
+        self,
+        shapes: Mapping[str, tuple[int, ...]],
+        values: Mapping[str, tuple[Scalar, ...]],
+        types: Mapping[str, TensorType],
+    ) -> None:
+        """The run-time budget (threats.md: dynamic dims): the validator's cost model at these
+        concrete shapes, against the tenant's policy, before anything runs."""
+        program = self.program
+        feeds = {
+            spec.name: TensorType(spec.dtype, tuple(shapes[spec.name]), values.get(spec.name))
+            for spec in program.inputs
+        }
+        params = {name: program.types[name] for name in program.params}
+        fetches = [spec.name for spec in program.outputs]
+        batch = max(
+            [1, *(shapes[s.name][0] for s in program.inputs if s.dims and s.dims[0] < 0)]
+        )
+        out_bytes = sum(tensor_bytes(types[name]) for name in fetches if types[name].known)
+        cost = request_cost(program.ops, feeds, params, fetches, batch, program.policy, out_bytes)
+        problem = cost if isinstance(cost, str) else over_request_budget(cost, program.policy)
+        if problem is not None:
+            raise RequestOverBudget(problem)
 
     def _check_data_dependent(self, types: Mapping[str, TensorType]) -> None:
         """Tensors sized by input data are bounded before anything runs (threats.md 3.3)."""
@@ -170,6 +221,96 @@ def _quiet_run() -> ort.RunOptions:
 
 # Made once: Run only reads its options, so every request and thread shares these.
 _QUIET_RUN: Final = _quiet_run()
+
+
+class _Stop:
+    """A run's deadline and cancellation: the watchdog sets `terminate` on its own RunOptions
+    (onnxruntime checks it between nodes, loop bodies included); none: the shared options."""
+
+    __slots__ = ("deadline", "cancelled", "options", "fired")
+
+    def __init__(self, deadline: float | None, cancelled: Callable[[], bool] | None) -> None:
+        self.deadline = deadline
+        self.cancelled = cancelled
+        self.fired: type[Exception] | None = None
+        self.options = _QUIET_RUN if deadline is None and cancelled is None else _quiet_run()
+        if deadline is not None and time.monotonic() >= deadline:
+            self.fired = DeadlineExceeded
+            self.raise_if_fired()
+
+    def watched(self) -> _Watched:
+        return _Watched(self)
+
+    def check(self, now: float) -> bool:
+        """Fires when due; True once fired."""
+        if self.fired is None:
+            if self.deadline is not None and now >= self.deadline:
+                self.fired = DeadlineExceeded
+            elif self.cancelled is not None and self.cancelled():
+                self.fired = RunCancelled
+            if self.fired is not None:
+                self.options.terminate = True
+        return self.fired is not None
+
+    def raise_if_fired(self) -> None:
+        if self.fired is DeadlineExceeded:
+            raise DeadlineExceeded("the request ran past its deadline and was stopped")
+        if self.fired is RunCancelled:
+            raise RunCancelled("the client went away; the run was stopped")
+
+
+class _Watched:
+    def __init__(self, stop: _Stop) -> None:
+        self.stop = stop
+
+    def __enter__(self) -> None:
+        if self.stop.options is not _QUIET_RUN:
+            _WATCHDOG.add(self.stop)
+
+    def __exit__(self, *exc: object) -> None:
+        if self.stop.options is not _QUIET_RUN:
+            _WATCHDOG.remove(self.stop)
+
+
+class _Watchdog:
+    """One daemon thread for every watched run: wakes at the nearest deadline, or every
+    POLL_S while a run can be cancelled (its flag is polled, not signalled)."""
+
+    POLL_S: Final = 0.005
+
+    def __init__(self) -> None:
+        self._runs: set[_Stop] = set()
+        self._wake = threading.Condition()
+        self._thread: threading.Thread | None = None
+
+    def add(self, stop: _Stop) -> None:
+        with self._wake:
+            self._runs.add(stop)
+            if self._thread is None:
+                self._thread = threading.Thread(target=self._loop, name="ort-watchdog", daemon=True)
+                self._thread.start()
+            self._wake.notify()
+
+    def remove(self, stop: _Stop) -> None:
+        with self._wake:
+            self._runs.discard(stop)
+
+    def _loop(self) -> None:
+        with self._wake:
+            while True:
+                now = time.monotonic()
+                for stop in [s for s in self._runs if s.check(now)]:
+                    self._runs.discard(stop)
+                self._wake.wait(self._timeout(now))
+
+    def _timeout(self, now: float) -> float | None:
+        if any(s.cancelled is not None for s in self._runs):
+            return self.POLL_S
+        deadlines = [s.deadline for s in self._runs if s.deadline is not None]
+        return max(0.0, min(deadlines) - now) if deadlines else None
+
+
+_WATCHDOG: Final = _Watchdog()
 
 
 def _session(
