@@ -184,9 +184,7 @@ class CompiledModel:
         }
         params = {name: program.types[name] for name in program.params}
         fetches = [spec.name for spec in program.outputs]
-        batch = max(
-            [1, *(shapes[s.name][0] for s in program.inputs if s.dims and s.dims[0] < 0)]
-        )
+        batch = max([1, *(shapes[s.name][0] for s in program.inputs if s.dims and s.dims[0] < 0)])
         out_bytes = sum(tensor_bytes(types[name]) for name in fetches if types[name].known)
         cost = request_cost(program.ops, feeds, params, fetches, batch, program.policy, out_bytes)
         problem = cost if isinstance(cost, str) else over_request_budget(cost, program.policy)
