@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import asyncio
+from collections.abc import Awaitable
 from typing import Any
 
 from fastapi import APIRouter, Request, Response
@@ -14,6 +16,7 @@ from server.services import inference
 from server.services.types import LoadedModel
 from server.settings import Settings
 from server.v2 import codec
+from server.workers import Cancel
 
 router = APIRouter(prefix=V2_MODELS, tags=["inference"])
 
@@ -44,9 +47,9 @@ async def model_ready(model: LoadedModelDep) -> dict[str, Any]:
 # ~0.3 ms a request here (benchmarks/results/serving.md), more than everything else a tiny
 # model's request does. The same steps, in the same order, with the same functions: the caller
 # (key check, rate limit), the tenant's concurrency slot (held while the body is read, decoded
-# and run), the model, then the body. Decoding and running are CPU-bound, so they go to the
-# threadpool in one hop, except a small uncompressed body (decoded here) for a tiny model (run
-# here too): a thread hop costs more than either.
+# and run), the model, then the body. Decoding is CPU-bound: a small uncompressed body is
+# decoded here, bigger ones in the threadpool. Every run is in a worker process
+# (server/workers), waited for in the threadpool while this watches for the client leaving.
 async def infer(request: Request) -> Response:
     state = request.app.state
     settings: Settings = state.settings
@@ -63,14 +66,41 @@ async def _answer(
     model: LoadedModel, body: bytes, request: Request, settings: Settings
 ) -> tuple[bytes, dict[str, str]]:
     cap = settings.max_infer_bytes
+    timeout_s = settings.infer_timeout_s
+    cancel = Cancel()
     if not inference.decodes_cheaply(body, request.headers):
-        return await run_in_threadpool(
-            inference.infer, model, body, request.headers, max_body_bytes=cap
+        work = run_in_threadpool(
+            inference.infer,
+            model,
+            body,
+            request.headers,
+            max_body_bytes=cap,
+            timeout_s=timeout_s,
+            cancel=cancel,
         )
-    decoded = inference.decode(model, body, request.headers, max_body_bytes=cap)
-    if inference.runs_cheaply(model, decoded, settings.inline_max_flops):
-        return inference.run(model, decoded)
-    return await run_in_threadpool(inference.run, model, decoded)
+    else:
+        decoded = inference.decode(model, body, request.headers, max_body_bytes=cap)
+        deadline = inference.deadline(decoded, request.headers, timeout_s)
+        work = run_in_threadpool(inference.run, model, decoded, deadline, cancel)
+    return await _unless_disconnected(request, work, cancel)
+
+
+async def _unless_disconnected(
+    request: Request, work: Awaitable[tuple[bytes, dict[str, str]]], cancel: Cancel
+) -> tuple[bytes, dict[str, str]]:
+    """Awaits the run; a client that disconnects meanwhile cancels it (queued or running)."""
+    watch = asyncio.ensure_future(_disconnect(request, cancel))
+    try:
+        return await work
+    finally:
+        watch.cancel()
+
+
+async def _disconnect(request: Request, cancel: Cancel) -> None:
+    # The body is read: the next message is the disconnect, whenever it comes.
+    while (await request.receive())["type"] != "http.disconnect":
+        pass
+    cancel.set()
 
 
 router.routes.extend(Route(path, infer, methods=["POST"]) for path in V2_INFER_PATHS)

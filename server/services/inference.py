@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+import time
 from collections.abc import Mapping
 from typing import Final
 
-from server.services.types import LoadedModel, ModelMetadata
+from server.services.types import BadRequest, LoadedModel, ModelMetadata
 from server.v2 import codec
 from server.v2.codec import InferRequest
+from server.workers import Cancel
 
 PLATFORM: Final = "onnxruntime_onnx"
 DEFAULT_MAX_BODY_BYTES: Final = 64 * 1024 * 1024  # Triton's --http-max-input-size default
@@ -18,6 +20,7 @@ INLINE_MAX_BODY_BYTES: Final = 16 * 1024
 # With few FLOPs the outputs are small too (an op without a cost rule counts its output
 # elements); this bounds what a tiny run allocates and encodes on the event loop.
 INLINE_MAX_ACTIVATION_BYTES: Final = 256 * 1024
+TIMEOUT_HEADER: Final = "graphgate-timeout-ms"
 
 
 def metadata(model: LoadedModel) -> ModelMetadata:
@@ -32,13 +35,17 @@ def infer(
     headers: Mapping[str, str],
     *,
     max_body_bytes: int = DEFAULT_MAX_BODY_BYTES,
+    timeout_s: float = 30.0,
+    cancel: Cancel | None = None,
 ) -> tuple[bytes, dict[str, str]]:
     """Decodes a V2 request (JSON or binary), runs it, encodes the response.
 
     `headers` are the request's; names are matched case-insensitively. Returns the response
     body and its headers (Content-Type, and Inference-Header-Content-Length when binary).
+    `timeout_s` is the deadline's default (and longest); see `deadline`.
     """
-    return run(model, decode(model, body, headers, max_body_bytes=max_body_bytes))
+    decoded = decode(model, body, headers, max_body_bytes=max_body_bytes)
+    return run(model, decoded, deadline(decoded, headers, timeout_s), cancel)
 
 
 def decode(
@@ -57,9 +64,33 @@ def decode(
     )
 
 
-def run(model: LoadedModel, request: InferRequest) -> tuple[bytes, dict[str, str]]:
-    """Runs a decoded request and encodes the response (body and headers)."""
-    values = model.compiled.run(request.feeds)
+def deadline(request: InferRequest, headers: Mapping[str, str], timeout_s: float) -> float:
+    """When the request must be answered (time.monotonic()): `timeout_s` from now, or sooner
+    when the client asks (V2 parameter `timeout` in microseconds, or Graphgate-Timeout-Ms)."""
+    seconds = timeout_s
+    if request.timeout_us is not None:
+        seconds = min(seconds, request.timeout_us / 1e6)
+    raw = next((v for k, v in headers.items() if k.lower() == TIMEOUT_HEADER), None)
+    if raw is not None:
+        if not raw.isascii() or not raw.isdigit() or len(raw) > 12 or int(raw) == 0:
+            raise BadRequest(
+                f"Graphgate-Timeout-Ms: expected a positive integer (milliseconds), got "
+                f"{raw[:40]!r}"
+            )
+        seconds = min(seconds, int(raw) / 1e3)
+    return time.monotonic() + seconds
+
+
+def run(
+    model: LoadedModel,
+    request: InferRequest,
+    deadline: float | None = None,
+    cancel: Cancel | None = None,
+) -> tuple[bytes, dict[str, str]]:
+    """Runs a decoded request in a worker and encodes the response (body and headers)."""
+    values = model.compiled.run(
+        request.feeds, deadline=deadline, cancelled=cancel, label=model.label
+    )
     results = [(out, values[out.spec.name]) for out in request.outputs]
     return codec.encode_response(model.name, str(model.version), request.id, results)
 
