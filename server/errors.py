@@ -17,7 +17,13 @@ from fastapi.responses import JSONResponse
 from starlette.exceptions import HTTPException
 
 from executor import ExecutionError
-from executor.errors import InputTooLarge, TensorTooLarge
+from executor.errors import (
+    DeadlineExceeded,
+    InputTooLarge,
+    RequestOverBudget,
+    RunCancelled,
+    TensorTooLarge,
+)
 from server import request_state
 from server.services.types import (
     BadRequest,
@@ -30,6 +36,8 @@ from server.services.types import (
     TooManyRequests,
     Unauthorized,
 )
+
+from server.workers import CompileTimeout, WorkerUnavailable
 
 log = logging.getLogger("graphgate.server")
 
@@ -44,9 +52,14 @@ STATUS: Final[tuple[tuple[type[Exception], int], ...]] = (
     (PayloadTooLarge, 413),
     (ModelRejected, 422),
     (TooManyRequests, 429),
+    (WorkerUnavailable, 503),
+    (CompileTimeout, 422),
     (ServiceError, 400),
     (InputTooLarge, 413),
     (TensorTooLarge, 413),
+    (RequestOverBudget, 413),
+    (DeadlineExceeded, 504),
+    (RunCancelled, 499),
     (ExecutionError, 400),
 )
 # Errors Starlette and FastAPI raise themselves (no route, no such method, an unreadable body).

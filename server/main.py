@@ -3,8 +3,8 @@
 from __future__ import annotations
 
 import logging
-from collections.abc import AsyncIterator
-from contextlib import asynccontextmanager
+from collections.abc import AsyncIterator, Callable
+from contextlib import AbstractAsyncContextManager, asynccontextmanager
 
 from fastapi import FastAPI
 
@@ -18,9 +18,11 @@ from server.services.metrics import Metrics, TenantNames
 from server.services.models import ModelService
 from server.services.tenants import TenantService, announce_admin_token
 from server.settings import Settings
+from server.workers import WorkerPool
 from server.storage.artifacts import Artifacts
 
 log = logging.getLogger("graphgate.server")
+Lifespan = Callable[[FastAPI], AbstractAsyncContextManager[None]]
 
 
 def start_services(app: FastAPI, settings: Settings) -> None:
@@ -39,11 +41,29 @@ def start_services(app: FastAPI, settings: Settings) -> None:
     app.state.models = ModelService(
         sessions,
         artifacts,
+        pool=app.state.workers,
         policy=settings.policy(),
         options=settings.session_options(),
         cache_size=settings.model_cache_size,
         lookup_ttl_s=settings.model_lookup_ttl_s,
     )
+
+
+def with_workers(lifespan: Lifespan, settings: Settings) -> Lifespan:
+    """`lifespan` inside the worker pool's: the workers start before the services (which
+    compile in them) and stop after."""
+
+    @asynccontextmanager
+    async def run(app: FastAPI) -> AsyncIterator[None]:
+        app.state.workers = WorkerPool(settings.worker_settings())
+        app.state.workers.start()
+        try:
+            async with lifespan(app):
+                yield
+        finally:
+            app.state.workers.stop()
+
+    return run
 
 
 def create_app(settings: Settings) -> FastAPI:
@@ -53,7 +73,8 @@ def create_app(settings: Settings) -> FastAPI:
         yield
 
     app = FastAPI(
-        title="graphgate", lifespan=lifespan, docs_url=None, redoc_url=None, openapi_url=None
+        title="graphgate",
+        lifespan=with_workers(lifespan, settings), docs_url=None, redoc_url=None, openapi_url=None
     )
     app.state.settings = settings
     app.state.limits = Limits.build(

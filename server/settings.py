@@ -15,6 +15,7 @@ from pydantic import Field, SecretStr, field_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 from executor import SessionOptions
+from server.workers.pool import PoolSettings
 from validator import DEFAULT_POLICY, Policy
 from validator.policy import LOOP_TRIPS_CEILING
 
@@ -195,6 +196,60 @@ class Settings(BaseSettings):
         if value is not None and len(value.get_secret_value()) < 32:
             raise ValueError("admin_token must be at least 32 characters")
         return value
+
+    # -- worker processes, deadlines (README "Isolation") -----------------------------------
+    workers: int = Field(
+        default=2,
+        ge=1,
+        le=256,
+        description="worker processes compiling and running models (the server process "
+        "runs none); a worker that dies is replaced",
+    )
+    worker_memory_mb: int = Field(
+        default=8192,
+        ge=0,
+        description="address-space cap of each worker (RLIMIT_AS); a request that takes a "
+        "worker over it fails with 503 `WORKER_OUT_OF_MEMORY` and the worker is replaced; "
+        "`0`: no cap",
+    )
+    worker_session_cache_mb: int = Field(
+        default=2048,
+        ge=1,
+        description="compiled sessions each worker keeps, in MiB (weights or measured RSS "
+        "growth of compile and first run; least recently used dropped first)",
+    )
+    compile_timeout_s: float = Field(
+        default=120.0,
+        gt=0,
+        description="seconds a compile (validate, lower, gate, session) may take in its "
+        "worker; past it the worker is replaced and the upload fails `COMPILE_TIMEOUT`",
+    )
+    infer_timeout_s: float = Field(
+        default=30.0,
+        gt=0,
+        description="the deadline of every inference; a client may ask for less (V2 "
+        "`parameters.timeout` in microseconds, or `Graphgate-Timeout-Ms`); past it 504 "
+        "`DEADLINE_EXCEEDED`",
+    )
+    quarantine_crashes: int = Field(
+        default=3,
+        ge=1,
+        description="worker crashes by one model version, within `quarantine_window_s`, that "
+        "quarantine it (503 `MODEL_QUARANTINED` until an admin releases it)",
+    )
+    quarantine_window_s: float = Field(
+        default=600.0, gt=0, description="the window those crashes are counted in"
+    )
+
+    def worker_settings(self) -> PoolSettings:
+        return PoolSettings(
+            workers=self.workers,
+            memory_cap_bytes=self.worker_memory_mb * 1024**2,
+            session_cache_bytes=self.worker_session_cache_mb * 1024**2,
+            compile_timeout_s=self.compile_timeout_s,
+            quarantine_crashes=self.quarantine_crashes,
+            quarantine_window_s=self.quarantine_window_s,
+        )
 
     def policy(self) -> Policy:
         """The validator's Policy: POLICY_FIELDS from here, the rest its defaults."""

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import hashlib
 import json
 import re
 import threading
@@ -14,7 +15,7 @@ from typing import Final
 from sqlalchemy import select
 from sqlalchemy.orm import Session, sessionmaker
 
-from executor import CompiledModel, SessionOptions, check_servable
+from executor import SessionOptions
 from server.db.models import Model, ModelVersion
 from server.services.types import (
     Forbidden,
@@ -28,6 +29,10 @@ from server.services.types import (
     UploadedModel,
 )
 from server.storage.artifacts import Artifacts
+from server.workers import PoolSettings, WorkerPool
+
+# NOTE: compiled in a worker process (server/workers): the server holds its signature only.
+from server.workers import RemoteModel as CompiledModel
 from validator import DEFAULT_POLICY, Policy, Report, ValidationFailed
 
 MODEL_NAME: Final = re.compile(r"^[a-z0-9][a-z0-9_.-]{0,63}$")
@@ -59,6 +64,7 @@ class ModelService:
         *,
         policy: Policy = DEFAULT_POLICY,
         options: SessionOptions | None = None,
+        pool: WorkerPool | None = None,
         cache_size: int = 64,
         lookup_ttl_s: float = 5.0,
         clock: Callable[[], float] = time.monotonic,
@@ -67,6 +73,7 @@ class ModelService:
         self._artifacts = artifacts
         self._policy = policy
         self._options = options or SessionOptions()
+        self._pool = pool or WorkerPool(PoolSettings(workers=1))
         self._cache_size = cache_size
         self._cache: OrderedDict[_CacheKey, LoadedModel] = OrderedDict()
         self._cache_lock = threading.Lock()
@@ -170,10 +177,21 @@ class ModelService:
     def _compile(self, program: bytes, params: bytes | None) -> CompiledModel:
         # The one servability check, shared with `graphgate check`: what it passes, upload keeps.
         try:
-            return check_servable(program, params, self._policy, self._options)
+            return self._pool.compile(
+                program, params, self._policy, self._options, self._source(program, params)
+            )
         except ValidationFailed as failed:
             diagnostics = list(failed.diagnostics)
             raise ModelRejected(_rejected(len(diagnostics)), diagnostics) from None
+
+    def _source(
+        self, program: bytes, params: bytes | None
+    ) -> Callable[[], tuple[bytes, bytes | None]]:
+        """Where a worker that lacks the model reads it again: storage, by content hash."""
+        program_sha = hashlib.sha256(program).hexdigest()
+        params_sha = None if params is None else hashlib.sha256(params).hexdigest()
+        get = self._artifacts.get
+        return lambda: (get(program_sha), None if params_sha is None else get(params_sha))
 
     def _rebuild(self, program_sha: str, params_sha: str | None) -> CompiledModel:
         # NOTE: re-validated on load, so a stricter validator also applies to stored models.

@@ -5,10 +5,12 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from executor import CompiledModel
 from validator import Diagnostic, Report, TensorSpec
+
+if TYPE_CHECKING:  # server.workers imports this module (its errors are ServiceErrors)
+    from server.workers import RemoteModel
 
 
 @dataclass(frozen=True, slots=True)
@@ -22,12 +24,17 @@ class Principal:
 
 @dataclass(frozen=True, slots=True)
 class LoadedModel:
-    """One ready model version of one tenant, with its compiled session."""
+    """One ready model version of one tenant, compiled in the workers."""
 
     tenant_id: str
     name: str
     version: int
-    compiled: CompiledModel
+    compiled: RemoteModel
+
+    @property
+    def label(self) -> tuple[str, str, int]:
+        """What a worker crash is charged to (server/workers: quarantine)."""
+        return (self.tenant_id, self.name, self.version)
 
 
 # -- what the use cases return (routes turn them into JSON) ----------------------------------

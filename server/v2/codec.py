@@ -71,6 +71,7 @@ class InferRequest:
     id: str | None
     feeds: dict[str, np.ndarray]
     outputs: tuple[RequestedOutput, ...]
+    timeout_us: int | None = None  # request parameter `timeout` (Triton: microseconds)
 
 
 def tensor_metadata(spec: TensorSpec) -> dict[str, Any]:
@@ -138,7 +139,20 @@ def _decode_request(
             f"request parameter 'binary_data_output': expected a boolean, got {_kind(binary_default)}"
         )
     feeds = _feeds(_list(doc, "inputs", "request"), inputs, binary)
-    return InferRequest(request_id, feeds, _requested(doc, outputs, binary_default))
+    requested = _requested(doc, outputs, binary_default)
+    return InferRequest(request_id, feeds, requested, _timeout_us(params))
+
+
+def _timeout_us(params: Mapping[str, Any]) -> int | None:
+    timeout = params.get("timeout")
+    if timeout is None:
+        return None
+    if isinstance(timeout, bool) or not isinstance(timeout, int) or timeout <= 0:
+        raise InferMalformed(
+            f"request parameter 'timeout': expected a positive integer (microseconds), got "
+            f"{timeout!r}"[:200]
+        )
+    return timeout
 
 
 def encode_response(
