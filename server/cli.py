@@ -222,12 +222,30 @@ def serve(
 
     overrides = {"host": host, "port": port, "data_dir": data_dir}
     settings = Settings.model_validate({k: v for k, v in overrides.items() if v is not None})
-    uvicorn.run(
-        create_app(settings),
-        host=settings.host,
-        port=settings.port,
-        access_log=settings.access_log,
+    uvicorn.run(create_app(settings), **uvicorn_options(settings))
+
+
+def uvicorn_options(settings: Any) -> dict[str, Any]:
+    """uvicorn's options from the settings: our HTTP protocol (server/http_limits.py) with its
+    caps and timeouts, and the SIGTERM grace period (uvicorn stops accepting, then waits for
+    in-flight requests up to it)."""
+    from server.http_limits import HttpLimits, protocol_class
+
+    limits = HttpLimits(
+        max_header_bytes=settings.max_header_bytes,
+        max_headers=settings.max_headers,
+        max_request_line_bytes=settings.max_request_line_bytes,
+        header_timeout_s=settings.header_timeout_s,
+        body_timeout_s=settings.body_timeout_s,
     )
+    return {
+        "host": settings.host,
+        "port": settings.port,
+        "access_log": settings.access_log,
+        "http": protocol_class(limits),
+        "timeout_keep_alive": settings.keep_alive_timeout_s,
+        "timeout_graceful_shutdown": settings.shutdown_grace_s,
+    }
 
 
 app.add_typer(tenants, name="tenants")

@@ -15,6 +15,7 @@ from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
 from starlette.exceptions import HTTPException
+from starlette.requests import ClientDisconnect
 
 from executor import ExecutionError
 from executor.errors import (
@@ -25,6 +26,7 @@ from executor.errors import (
     TensorTooLarge,
 )
 from server import request_state
+from server.services.limits import Overloaded
 from server.services.types import (
     BadRequest,
     Conflict,
@@ -52,6 +54,7 @@ STATUS: Final[tuple[tuple[type[Exception], int], ...]] = (
     (PayloadTooLarge, 413),
     (ModelRejected, 422),
     (TooManyRequests, 429),
+    (Overloaded, 503),
     (WorkerUnavailable, 503),
     (CompileTimeout, 422),
     (ServiceError, 400),
@@ -79,6 +82,8 @@ HTTP_CODES: Final[Mapping[int, tuple[str, str]]] = {
     405: ("METHOD_NOT_ALLOWED", "the route exists, not with this method"),
     413: ("PAYLOAD_TOO_LARGE", "an upload or request body over its byte cap"),
     415: ("UNSUPPORTED_MEDIA_TYPE", "a body in a content type the route does not take"),
+    # nginx's convention: no client reads it, the metrics and the log count it apart from errors
+    499: ("CLIENT_DISCONNECTED", "the client went away before its request body was read"),
 }
 INTERNAL: Final = (
     "INTERNAL",
@@ -119,7 +124,7 @@ async def _domain_error(request: Request, exc: Exception) -> JSONResponse:
 def _headers(exc: Exception) -> dict[str, str] | None:
     if isinstance(exc, Unauthorized):
         return {"WWW-Authenticate": "Bearer"}
-    if isinstance(exc, TooManyRequests):
+    if isinstance(exc, TooManyRequests | Overloaded):
         return {"Retry-After": str(exc.retry_after_s)}
     return None
 
@@ -138,6 +143,13 @@ async def _bad_request(request: Request, exc: Exception) -> JSONResponse:
     return error_response(400, message, _noted(request, HTTP_CODES[400][0]))
 
 
+async def _disconnected(request: Request, _exc: Exception) -> JSONResponse:
+    # Not a server error: one line, no traceback; the answer goes nowhere but to the metrics.
+    code = _noted(request, HTTP_CODES[499][0])
+    log.info("client disconnected mid-request: %s %s", request.method, request.url.path)
+    return error_response(499, "client disconnected", code)
+
+
 async def _internal(request: Request, exc: Exception) -> JSONResponse:
     # NOTE: never a traceback or a native error string in the body; the log has the details.
     log.error("unhandled error on %s %s", request.method, request.url.path, exc_info=exc)
@@ -147,6 +159,7 @@ async def _internal(request: Request, exc: Exception) -> JSONResponse:
 def install(app: FastAPI) -> None:
     app.add_exception_handler(HTTPException, _http_error)
     app.add_exception_handler(RequestValidationError, _bad_request)
+    app.add_exception_handler(ClientDisconnect, _disconnected)
     for kind, _status in STATUS:
         app.add_exception_handler(kind, _domain_error)
     app.add_exception_handler(Exception, _internal)

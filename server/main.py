@@ -13,7 +13,7 @@ from server.body_limit import BodyLimit
 from server.db.engine import open_database
 from server.metrics import InferenceMetrics
 from server.routes import admin, health, inference, metrics, models
-from server.services.limits import Limits
+from server.services.limits import CompileQueue, Limits
 from server.services.metrics import Metrics, TenantNames
 from server.services.models import ModelService
 from server.services.tenants import TenantService, announce_admin_token
@@ -78,7 +78,13 @@ def create_app(settings: Settings) -> FastAPI:
     )
     app.state.settings = settings
     app.state.limits = Limits.build(
-        settings.tenant_rate_per_s, settings.tenant_rate_burst, settings.tenant_max_concurrent
+        settings.tenant_rate_per_s,
+        settings.tenant_rate_burst,
+        settings.tenant_max_concurrent,
+        max_queued_inferences=settings.max_queued_inferences,
+        compiles=CompileQueue(
+            settings.compile_threads, settings.tenant_max_compiles, settings.max_queued_compiles
+        ),
     )
     app.state.metrics = Metrics()  # its own registry: apps in one process never collide
     errors.install(app)

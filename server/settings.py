@@ -116,6 +116,74 @@ class Settings(BaseSettings):
         description="`/v2` inference requests of one tenant in flight at once, from auth until "
         "the answer is computed (body read, decoded and run); `0`: off",
     )
+    # -- HTTP connections, queues, shutdown and storage (README "Hardening") -------------------
+    max_header_bytes: int = Field(
+        default=64 * 1024,
+        ge=1024,
+        description="bytes of a request head (request line and headers); more is 431 "
+        "`HEADER_TOO_LARGE`",
+    )
+    max_headers: int = Field(
+        default=100, ge=1, description="headers in one request; more is 431 `TOO_MANY_HEADERS`"
+    )
+    max_request_line_bytes: int = Field(
+        default=8 * 1024,
+        ge=256,
+        description="bytes of a request's URL; more is 414 `REQUEST_LINE_TOO_LONG`",
+    )
+    header_timeout_s: float = Field(
+        default=10.0,
+        gt=0,
+        description="seconds a client has to send a whole request head (408 `HEADER_TIMEOUT`)",
+    )
+    body_timeout_s: float = Field(
+        default=30.0,
+        gt=0,
+        description="seconds without a body byte before an unfinished body is answered 408 "
+        "`BODY_TIMEOUT` and its connection closed",
+    )
+    keep_alive_timeout_s: int = Field(
+        default=5,
+        ge=1,
+        description="seconds an idle connection (before its first request or between two) is "
+        "kept open",
+    )
+    shutdown_grace_s: int = Field(
+        default=30,
+        ge=0,
+        description="on SIGTERM: seconds in-flight requests get to finish after the server "
+        "stops accepting, before it exits anyway",
+    )
+    compile_threads: int = Field(
+        default=2,
+        ge=1,
+        description="threads that validate and compile uploads and checks (their own pool: "
+        "compile work never takes the threads other routes use)",
+    )
+    tenant_max_compiles: int = Field(
+        default=4,
+        ge=0,
+        description="uploads and checks of one tenant compiling or waiting at once; more is 429 "
+        "`TOO_MANY_COMPILES`; `0`: off",
+    )
+    max_queued_compiles: int = Field(
+        default=32,
+        ge=1,
+        description="uploads and checks of all tenants compiling or waiting at once; more is 503 "
+        "`OVERLOADED`",
+    )
+    max_queued_inferences: int = Field(
+        default=256,
+        ge=1,
+        description="`/v2` inference requests of all tenants in flight at once; more is 503 "
+        "`OVERLOADED`",
+    )
+    storage_quota_bytes: int = Field(
+        default=0,
+        ge=0,
+        description="bytes of stored artifacts (program, params, ONNX) one tenant may hold; an "
+        "upload past it is 413 `STORAGE_QUOTA`; `0`: off",
+    )
     # -- the validator's Policy (every upload, and every stored model when it is loaded) -------
     max_program_bytes: int = Field(
         default=DEFAULT_POLICY.max_program_bytes, ge=1, description="policy: bytes of a `.pdmodel`"

@@ -4,11 +4,12 @@ from __future__ import annotations
 
 from typing import Annotated, Any
 
-from fastapi import APIRouter, File, Form, Response, UploadFile, status
+from fastapi import APIRouter, File, Form, Request, Response, UploadFile, status
 
 from server.deps import MetricsDep, ModelsDep, PrincipalDep
 from server.paths import CHECK, MODELS, V1
 from server.routes.json import iso
+from server.services.limits import CompileQueue
 from server.services.types import StoredModel, StoredVersion
 
 router = APIRouter(prefix=V1, tags=["models"])
@@ -16,9 +17,12 @@ ProgramPart = Annotated[UploadFile, File(description="The .pdmodel (ProgramDesc)
 ParamsPart = Annotated[UploadFile | None, File(description="The .pdiparams bytes.")]
 
 
-# NOTE: `def` routes: validation and compilation are CPU-bound, so they run in the threadpool.
+# NOTE: `async def` routes: validation and compilation are CPU-bound, so they run in the compile
+# queue's own pool (server/services/limits.py), under the tenant's compile cap; the shared
+# threadpool, and so every other route, never waits behind them.
 @router.post(MODELS, status_code=status.HTTP_201_CREATED)
-def upload_model(
+async def upload_model(
+    request: Request,
     principal: PrincipalDep,
     models: ModelsDep,
     metrics: MetricsDep,
@@ -26,8 +30,12 @@ def upload_model(
     program: ProgramPart,
     params: ParamsPart = None,
 ) -> dict[str, Any]:
+    program_bytes, params_bytes = await program.read(), await _read(params)
     with metrics.upload(principal.tenant_id):
-        uploaded = models.upload(principal, name, program.file.read(), _read(params))
+        uploaded = await _compiles(request).run(
+            principal.tenant_id or "",
+            lambda: models.upload(principal, name, program_bytes, params_bytes),
+        )
     return {
         "name": uploaded.name,
         "version": uploaded.version,
@@ -37,10 +45,18 @@ def upload_model(
 
 
 @router.post(CHECK)
-def check_model(
-    _principal: PrincipalDep, models: ModelsDep, program: ProgramPart, params: ParamsPart = None
+async def check_model(
+    request: Request,
+    principal: PrincipalDep,
+    models: ModelsDep,
+    program: ProgramPart,
+    params: ParamsPart = None,
 ) -> dict[str, Any]:
-    return {"valid": True, "report": models.check(program.file.read(), _read(params)).to_json()}
+    program_bytes, params_bytes = await program.read(), await _read(params)
+    report = await _compiles(request).run(
+        principal.tenant_id or "", lambda: models.check(program_bytes, params_bytes)
+    )
+    return {"valid": True, "report": report.to_json()}
 
 
 @router.get("/models")
@@ -78,8 +94,13 @@ def download_onnx(name: str, version: int, principal: PrincipalDep, models: Mode
     )
 
 
-def _read(part: UploadFile | None) -> bytes | None:
-    return None if part is None else part.file.read()
+async def _read(part: UploadFile | None) -> bytes | None:
+    return None if part is None else await part.read()
+
+
+def _compiles(request: Request) -> CompileQueue:
+    compiles: CompileQueue = request.app.state.limits.compiles
+    return compiles
 
 
 def _latest_json(model: StoredModel) -> dict[str, Any]:
