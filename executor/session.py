@@ -225,7 +225,7 @@ class _Stop:
     """A run's deadline and cancellation: the watchdog sets `terminate` on its own RunOptions
     (onnxruntime checks it between nodes, loop bodies included); none: the shared options."""
 
-    __slots__ = ("deadline", "cancelled", "options", "fired")
+    __slots__ = ("cancelled", "deadline", "fired", "options")
 
     def __init__(self, deadline: float | None, cancelled: Callable[[], bool] | None) -> None:
         self.deadline = deadline

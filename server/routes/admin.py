@@ -8,7 +8,7 @@ from typing import Any
 from fastapi import APIRouter, Depends, status
 from pydantic import BaseModel, Field
 
-from server.deps import TenantsDep, require_admin
+from server.deps import ModelsDep, TenantsDep, require_admin
 from server.routes.json import iso
 from server.services.types import KeyInfo, TenantInfo
 
@@ -37,6 +37,13 @@ def create_key(name: str, tenants: TenantsDep) -> dict[str, Any]:
 @router.delete("/keys/{key_id}")
 def revoke_key(key_id: str, tenants: TenantsDep) -> dict[str, Any]:
     return _key_json(tenants.revoke_key(key_id))
+
+
+@router.post("/quarantine/{tenant}/{name}/{version}/release")
+def release_quarantine(tenant: str, name: str, version: int, models: ModelsDep) -> dict[str, Any]:
+    """Lets a model version that crashed its workers run again."""
+    models.release(tenant, name, version)
+    return {"tenant": tenant, "name": name, "version": version, "status": "ready"}
 
 
 def _tenant_json(tenant: TenantInfo) -> dict[str, Any]:

@@ -1,0 +1,168 @@
+"""Crash-isolated workers through the real app: real worker processes, killed for real."""
+
+from __future__ import annotations
+
+import os
+import signal
+import threading
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pytest
+from fastapi.testclient import TestClient
+from pydantic import SecretStr
+
+from server.main import create_app
+from server.settings import Settings
+from server.workers import WorkerPool
+from tests.builders import affine
+from tests.executor.test_deadline import matmul_chain
+from tests.server.conftest import ADMIN_TOKEN, auth, new_tenant
+from tests.server.test_models_api import upload
+
+SLOW = matmul_chain(200).built()  # n=1024: seconds of matmuls; n=4: microseconds
+AFFINE = affine().built()
+
+
+@pytest.fixture
+def client(tmp_path: Path) -> Iterator[TestClient]:
+    settings = Settings(
+        data_dir=tmp_path / "data",
+        admin_token=SecretStr(ADMIN_TOKEN),
+        workers=2,
+        use_cuda=False,
+        worker_memory_mb=3072,
+    )
+    with TestClient(create_app(settings)) as c:
+        yield c
+
+
+def _pool(client: TestClient) -> WorkerPool:
+    pool: WorkerPool = client.app.state.workers  # type: ignore[attr-defined]
+    return pool
+
+
+def _infer(
+    client: TestClient, key: str, name: str, x: np.ndarray, headers: dict[str, str] | None = None
+) -> Any:
+    body = {"inputs": [{"name": "x", "shape": list(x.shape), "datatype": "FP32",
+                        "data": x.reshape(-1).tolist()}]}  # fmt: skip
+    return client.post(f"/v2/models/{name}/infer", json=body, headers=auth(key) | (headers or {}))
+
+
+def _in_flight(
+    client: TestClient, key: str, name: str, n: int
+) -> tuple[threading.Thread, list[Any]]:
+    answers: list[Any] = []
+    x = np.eye(n, dtype=np.float32)
+    thread = threading.Thread(target=lambda: answers.append(_infer(client, key, name, x)))
+    thread.start()
+    return thread, answers
+
+
+def _busy_worker(pool: WorkerPool, timeout_s: float = 30.0) -> int:
+    end = time.monotonic() + timeout_s
+    while time.monotonic() < end:
+        if busy := pool.busy_pids():
+            return busy[0]
+        time.sleep(0.01)
+    raise AssertionError("no worker took the request")
+
+
+def _crash_one(client: TestClient, key: str, sig: signal.Signals) -> Any:
+    pool = _pool(client)
+    thread, answers = _in_flight(client, key, "slow", 1024)
+    os.kill(_busy_worker(pool), sig)
+    thread.join(60)
+    (answer,) = answers
+    return answer
+
+
+def test_killed_workers_fail_their_request_alone_and_three_crashes_quarantine(
+    client: TestClient,
+) -> None:
+    key_a, key_b = new_tenant(client, "tenant-a"), new_tenant(client, "tenant-b")
+    upload(client, key_a, "slow", SLOW)
+    upload(client, key_b, "m", AFFINE)
+    x4 = np.eye(4, dtype=np.float32)
+    for sig in (signal.SIGKILL, signal.SIGSEGV):
+        crashed = _crash_one(client, key_a, sig)
+        assert crashed.status_code == 503, crashed.text
+        assert crashed.json()["code"] == "WORKER_CRASHED"
+        again = _infer(client, key_a, "slow", x4)  # a fresh worker loads the model lazily
+        assert again.status_code == 200, again.text
+        np.testing.assert_allclose(again.json()["outputs"][0]["data"], x4.reshape(-1))
+        other = _infer(client, key_b, "m", np.ones((1, 4), np.float32))
+        assert other.status_code == 200, other.text
+    assert len(_pool(client).pids()) == 2
+    third = _crash_one(client, key_a, signal.SIGABRT)
+    assert third.json()["code"] == "WORKER_CRASHED"
+    held = _infer(client, key_a, "slow", x4)
+    assert held.status_code == 503 and held.json()["code"] == "MODEL_QUARANTINED"
+    got = client.get("/v1/models/slow", headers=auth(key_a)).json()
+    assert got["versions"][0]["status"] == "quarantined"
+    assert _infer(client, key_b, "m", np.ones((1, 4), np.float32)).status_code == 200
+    released = client.post(
+        "/v1/admin/quarantine/tenant-a/slow/1/release", headers=auth(ADMIN_TOKEN)
+    )
+    assert released.status_code == 200, released.text
+    assert _infer(client, key_a, "slow", x4).status_code == 200
+
+
+def test_a_compile_worker_killed_mid_upload_fails_that_upload_alone(client: TestClient) -> None:
+    key = new_tenant(client, "tenant-a")
+    pool = _pool(client)
+    answers: list[Any] = []
+    files = {"program": SLOW.program}
+    thread = threading.Thread(
+        target=lambda: answers.append(
+            client.post("/v1/models", data={"name": "m"}, files=files, headers=auth(key))
+        )
+    )
+    thread.start()
+    os.kill(_busy_worker(pool), signal.SIGKILL)
+    thread.join(60)
+    (answer,) = answers
+    assert answer.status_code == 503 and answer.json()["code"] == "WORKER_CRASHED"
+    assert client.get("/v1/models/m", headers=auth(key)).status_code == 404
+    artifacts = client.app.state.settings.data_dir / "artifacts"  # type: ignore[attr-defined]
+    assert not [p for p in artifacts.rglob("*") if p.is_file()]
+    upload(client, key, "m", AFFINE)  # the next upload is served
+
+
+def test_a_long_run_answers_504_at_its_deadline_and_the_worker_serves_the_next(
+    client: TestClient,
+) -> None:
+    key = new_tenant(client, "tenant-a")
+    upload(client, key, "slow", SLOW)
+    start = time.monotonic()
+    late = _infer(
+        client, key, "slow", np.eye(1024, dtype=np.float32), {"Graphgate-Timeout-Ms": "300"}
+    )
+    assert late.status_code == 504 and late.json()["code"] == "DEADLINE_EXCEEDED"
+    assert time.monotonic() - start < 5
+    pids = _pool(client).pids()
+    assert _infer(client, key, "slow", np.eye(4, dtype=np.float32)).status_code == 200
+    assert _pool(client).pids() == pids  # no worker was replaced
+
+
+def test_a_request_over_the_run_time_budget_is_413_before_it_runs(tmp_path: Path) -> None:
+    settings = Settings(
+        data_dir=tmp_path / "data",
+        admin_token=SecretStr(ADMIN_TOKEN),
+        workers=1,
+        use_cuda=False,
+        max_flops_per_sample=10**6,
+        max_dynamic_dim=64,
+    )
+    with TestClient(create_app(settings)) as client:
+        key = new_tenant(client, "tenant-a")
+        upload(client, key, "chain", matmul_chain(3).built())
+        assert _infer(client, key, "chain", np.eye(8, dtype=np.float32)).status_code == 200
+        over = _infer(client, key, "chain", np.eye(1000, dtype=np.float32))
+        assert over.status_code == 413, over.text
+        assert over.json()["code"] == "REQUEST_OVER_BUDGET"
+        assert "expected at most 1.0e+09 FLOPs, got 6.0e+09" in over.json()["error"]
