@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 import json
 import re
@@ -16,7 +17,7 @@ from sqlalchemy import select
 from sqlalchemy.orm import Session, sessionmaker
 
 from executor import SessionOptions
-from server.db.models import Model, ModelVersion
+from server.db.models import Model, ModelVersion, Tenant
 from server.services.types import (
     Forbidden,
     InvalidName,
@@ -37,6 +38,7 @@ from validator import DEFAULT_POLICY, Policy, Report, ValidationFailed
 
 MODEL_NAME: Final = re.compile(r"^[a-z0-9][a-z0-9_.-]{0,63}$")
 READY: Final = "ready"
+QUARANTINED: Final = "quarantined"  # crashed its workers; an admin may release it
 
 _CacheKey = tuple[str, str, int]
 _LookupKey = tuple[str, str, int | None]  # (tenant, name, version or None for the latest)
@@ -119,7 +121,25 @@ class ModelService:
 
     def get_model(self, principal: Principal, name: str) -> StoredModel:
         with self._sessions() as s:
-            return _stored(self._model(s, principal, name))
+            stored = _stored(self._model(s, principal, name))
+        return self._with_quarantine(principal.tenant_id, stored)
+
+    def release(self, tenant_name: str, name: str, version: int) -> None:
+        """Admin: lets a quarantined version run again; NotFound when it is not quarantined."""
+        with self._sessions() as s:
+            tenant = s.scalars(select(Tenant).where(Tenant.name == tenant_name)).first()
+        if tenant is None or not self._pool.quarantine.release((tenant.id, name, version)):
+            raise NotFound(f"no quarantined version {version} of {tenant_name}/{name}")
+
+    def _with_quarantine(self, tenant: str, stored: StoredModel) -> StoredModel:
+        held = self._pool.quarantine.holds
+        versions = tuple(
+            dataclasses.replace(v, status=QUARANTINED)
+            if held((tenant, stored.name, v.version))
+            else v
+            for v in stored.versions
+        )
+        return dataclasses.replace(stored, versions=versions)
 
     def delete(self, principal: Principal, name: str, version: int | None = None) -> None:
         """Deletes one version, or the whole model; the artifacts stay (content-addressed)."""
