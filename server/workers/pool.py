@@ -270,6 +270,11 @@ class WorkerPool:
         with self._lock:
             return sorted(w.pid for w in self._workers if id(w) not in idle and w.pid)
 
+    def cached_keys(self) -> list[str]:
+        """The content keys a worker (the next idle one) holds compiled, oldest use first."""
+        keys: list[str] = self._call(("stats", next(self._seq)), 10.0, label=None)[2][0]
+        return keys
+
     # -- use cases ---------------------------------------------------------------------------
 
     def compile(

@@ -7,13 +7,14 @@ any model: a run of a model this worker lacks answers "missing", and the pool se
 
 from __future__ import annotations
 
+import errno
 import os
 import resource
 from collections import OrderedDict
 from dataclasses import dataclass
 from multiprocessing.connection import Connection
 from pathlib import Path
-from typing import Any, Final
+from typing import Any, Final, NoReturn
 
 import numpy as np
 
@@ -120,10 +121,17 @@ class Worker:
                 return ("ok", seq, (self.cache.keys(), self.cache.total, rss_bytes()))
             return ("err", seq, RuntimeError(f"unknown message {kind!r}"))
         except (OutOfMemory, MemoryError):
-            self.conn.send(("oom", seq))
-            os._exit(EXIT_OOM)  # its heap may be torn: a fresh worker takes over
+            self._out_of_memory(seq)
+        except OSError as e:  # mmap or ftruncate of the arena past the cap
+            if e.errno != errno.ENOMEM:
+                return ("err", seq, _portable(e))
+            self._out_of_memory(seq)
         except Exception as e:
             return ("err", seq, _portable(e))
+
+    def _out_of_memory(self, seq: int) -> NoReturn:
+        self.conn.send(("oom", seq))
+        os._exit(EXIT_OOM)  # its heap may be torn: a fresh worker takes over
 
     def compile(
         self,

@@ -8,7 +8,7 @@ import time
 import numpy as np
 import pytest
 
-from executor import SessionOptions, compile
+from executor import CompiledModel, SessionOptions, compile
 from executor.errors import DeadlineExceeded, RequestOverBudget, RunCancelled
 from tests.builders import FP32, GraphBuilder, V
 from validator import Policy, validate
@@ -29,9 +29,10 @@ def matmul_chain(links: int) -> GraphBuilder:
     return g
 
 
-def _compiled(links: int, policy: Policy = Policy()):  # type: ignore[no-untyped-def]
+def _compiled(links: int, policy: Policy | None = None) -> CompiledModel:
     g = matmul_chain(links)
-    return compile(validate(g.program_bytes(), None, policy), SessionOptions(use_cuda=False))
+    validated = validate(g.program_bytes(), None, policy or Policy())
+    return compile(validated, SessionOptions(use_cuda=False))
 
 
 def _square(n: int) -> np.ndarray:

@@ -15,13 +15,15 @@ import pytest
 from fastapi.testclient import TestClient
 from pydantic import SecretStr
 
+from executor import SessionOptions
 from server.main import create_app
 from server.settings import Settings
-from server.workers import WorkerPool
-from tests.builders import affine
+from server.workers import PoolSettings, RemoteModel, WorkerOutOfMemory, WorkerPool
+from tests.builders import Built, affine, mlp
 from tests.executor.test_deadline import matmul_chain
 from tests.server.conftest import ADMIN_TOKEN, auth, new_tenant
 from tests.server.test_models_api import upload
+from validator import Policy
 
 SLOW = matmul_chain(200).built()  # n=1024: seconds of matmuls; n=4: microseconds
 AFFINE = affine().built()
@@ -166,3 +168,47 @@ def test_a_request_over_the_run_time_budget_is_413_before_it_runs(tmp_path: Path
         assert over.status_code == 413, over.text
         assert over.json()["code"] == "REQUEST_OVER_BUDGET"
         assert "expected at most 1.0e+09 FLOPs, got 6.0e+09" in over.json()["error"]
+
+
+# -- the pool itself: real workers, memory cap and session cache -----------------------------
+
+
+def _model(pool: WorkerPool, built: Built, options: SessionOptions) -> RemoteModel:
+    def source() -> tuple[bytes, bytes | None]:
+        return built.program, built.params
+
+    return pool.compile(built.program, built.params, Policy(), options, source)
+
+
+def test_a_request_over_the_memory_cap_fails_alone_and_its_worker_is_replaced() -> None:
+    pool = WorkerPool(PoolSettings(workers=1, memory_cap_bytes=1500 * 2**20))
+    try:
+        model = _model(
+            pool, matmul_chain(2).built(), SessionOptions(use_cuda=False, max_request_bytes=2**31)
+        )
+        small = np.eye(64, dtype=np.float32)
+        assert np.allclose(next(iter(model.run({"x": small}).values())), small)
+        (before,) = pool.pids()
+        with pytest.raises(WorkerOutOfMemory):  # 576 MB in, as much per product: over 1.5 GB
+            model.run({"x": np.eye(12000, dtype=np.float32)})
+        assert pool.pids() != [before]
+        assert np.allclose(next(iter(model.run({"x": small}).values())), small)
+    finally:
+        pool.stop()
+
+
+def test_the_session_cache_evicts_by_bytes_least_recently_used_first() -> None:
+    # Each model holds 2 MiB of weights; the cache takes 3 MiB: one of them at a time.
+    pool = WorkerPool(PoolSettings(workers=1, session_cache_bytes=3 * 2**20))
+    options = SessionOptions(use_cuda=False)
+    try:
+        first = _model(pool, mlp((8, 512, 1024)).built(), options)
+        second = _model(pool, mlp((8, 1024, 512)).built(), options)
+        assert pool.cached_keys() == [second.key]
+        x = np.ones((2, 8), np.float32)
+        assert next(iter(first.run({"x": x}).values())).shape == (2, 1024)  # loaded again
+        assert pool.cached_keys() == [first.key]
+        tiny = _model(pool, affine().built(), options)  # a few bytes: fits beside the other
+        assert pool.cached_keys() == [first.key, tiny.key]
+    finally:
+        pool.stop()
