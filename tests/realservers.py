@@ -15,9 +15,11 @@ import signal
 import socket
 import subprocess
 import sys
+import tempfile
 import time
 import uuid
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Final
@@ -28,6 +30,17 @@ LOOPBACK: Final = "127.0.0.1"
 PG_BIN: Final = Path("/usr/lib/postgresql")
 S3_BUCKET: Final = "graphgate"
 S3_ENV: Final = {"AWS_ACCESS_KEY_ID": "graphgate-test", "AWS_SECRET_ACCESS_KEY": "graphgate-test"}
+
+
+@contextmanager
+def scratch() -> Iterator[Path]:
+    """A temp directory the `postgres` user can enter (pytest's tmp dirs are private to root)."""
+    root = Path(tempfile.mkdtemp(prefix="graphgate-servers-"))
+    root.chmod(0o755)
+    try:
+        yield root
+    finally:
+        shutil.rmtree(root, ignore_errors=True)
 
 
 def free_port() -> int:

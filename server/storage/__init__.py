@@ -8,6 +8,7 @@ never points at missing bytes.
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Protocol
 
@@ -25,6 +26,18 @@ class ArtifactStore(Protocol):
 
     def get(self, sha: str) -> bytes:
         """The bytes stored under `sha`, verified; ArtifactMissing when absent or corrupt."""
+        ...
+
+    def delete(self, sha: str) -> None:
+        """Removes the artifact; absent already is fine."""
+        ...
+
+    def list(self) -> Iterator[str]:
+        """The sha256 of every stored artifact."""
+        ...
+
+    def size(self, sha: str) -> int:
+        """Bytes stored under `sha`; ArtifactMissing when absent."""
         ...
 
     def sweep(self) -> int:

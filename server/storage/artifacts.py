@@ -1,4 +1,6 @@
-"""Content-addressed artifact files: put(bytes) -> sha256, get(sha256) -> bytes, atomically."""
+"""Content-addressed artifact files: put(bytes) -> sha256, get(sha256) -> bytes, atomically;
+delete(sha256), list() and size(sha256) for the garbage collector (which decides what to delete:
+this layer knows bytes only)."""
 
 from __future__ import annotations
 
@@ -6,6 +8,7 @@ import hashlib
 import os
 import re
 import secrets
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Final
 
@@ -52,6 +55,26 @@ class Artifacts:
         if hashlib.sha256(data).hexdigest() != sha:
             raise ArtifactMissing(f"artifact {sha} is corrupt: its bytes hash differently")
         return data
+
+    def delete(self, sha: str) -> None:
+        """Removes the artifact `sha`, durably; absent already is fine (deletes are retried)."""
+        path = self._path(sha)
+        path.unlink(missing_ok=True)
+        if path.parent.is_dir():
+            _fsync_dir(path.parent)
+
+    def list(self) -> Iterator[str]:
+        """The sha256 of every stored artifact (temporary files are not artifacts)."""
+        for path in self.root.glob("*/*"):
+            if _SHA256.match(path.name) and path.parent.name == path.name[:2]:
+                yield path.name
+
+    def size(self, sha: str) -> int:
+        """Bytes stored under `sha` (not verified), ArtifactMissing when absent."""
+        try:
+            return self._path(sha).stat().st_size
+        except OSError:
+            raise ArtifactMissing(f"artifact {sha} is missing") from None
 
     def sweep(self) -> int:
         """Deletes temporary files a crashed write left behind; returns how many. Start-up only."""

@@ -12,6 +12,7 @@ import base64
 import hashlib
 import logging
 import re
+from collections.abc import Iterator
 from typing import Any, Final
 
 import boto3
@@ -86,6 +87,29 @@ class S3Artifacts:
         """Removes the object (absent already is fine: S3 deletes are idempotent)."""
         self._call("delete_object", Bucket=self.bucket, Key=self._key(sha))
 
+    def list(self) -> Iterator[str]:
+        """The sha256 of every object under the prefix (anything else there is ignored)."""
+        pages = self._call("get_paginator", "list_objects_v2").paginate(
+            Bucket=self.bucket, Prefix=f"{self.prefix}/" if self.prefix else ""
+        )
+        try:
+            for page in pages:
+                for entry in page.get("Contents", ()):
+                    name = str(entry["Key"]).rsplit("/", 1)[-1]
+                    if _SHA256.match(name):
+                        yield name
+        except (BotoCoreError, ClientError) as error:
+            log.warning("artifact store: listing failed: %s", error)
+            raise StorageUnavailable("the artifact store is unavailable, retry") from None
+
+    def size(self, sha: str) -> int:
+        """Bytes stored under `sha` (not verified), ArtifactMissing when absent."""
+        try:
+            answer = self._call("head_object", Bucket=self.bucket, Key=self._key(sha))
+        except ClientError as error:
+            raise ArtifactMissing(f"artifact {sha} is missing") from error
+        return int(answer["ContentLength"])
+
     def sweep(self) -> int:
         # A failed PUT leaves no object behind, so there is nothing to sweep.
         return 0
@@ -100,11 +124,11 @@ class S3Artifacts:
             raise ArtifactMissing(f"not a sha256: {sha!r}")
         return f"{self.prefix}/{sha[:2]}/{sha}" if self.prefix else f"{sha[:2]}/{sha}"
 
-    def _call(self, operation: str, **kwargs: Any) -> Any:
+    def _call(self, operation: str, *args: Any, **kwargs: Any) -> Any:
         """One S3 call; a missing object is ClientError (the caller decides), anything else
         that goes wrong (no connection, a timeout, a 5xx, denied) is StorageUnavailable."""
         try:
-            return getattr(self._s3, operation)(**kwargs)
+            return getattr(self._s3, operation)(*args, **kwargs)
         except ClientError as error:
             if str(error.response.get("Error", {}).get("Code")) in _ABSENT:
                 raise
