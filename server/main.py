@@ -46,7 +46,10 @@ def start_services(app: FastAPI, settings: Settings) -> None:
         options=settings.session_options(),
         cache_size=settings.model_cache_size,
         lookup_ttl_s=settings.model_lookup_ttl_s,
+        storage_quota_bytes=settings.storage_quota_bytes,
     )
+    if orphans := app.state.models.sweep_artifacts():
+        log.warning("removed %d artifacts no model version names (a killed upload's)", orphans)
 
 
 def with_workers(lifespan: Lifespan, settings: Settings) -> Lifespan:

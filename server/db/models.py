@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from datetime import UTC, datetime
 
-from sqlalchemy import ForeignKey, String, Text, UniqueConstraint
+from sqlalchemy import BigInteger, ForeignKey, String, Text, UniqueConstraint
 from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column, relationship
 
 
@@ -71,3 +71,14 @@ class ModelVersion(Base):
     report: Mapped[str] = mapped_column(Text)  # the validator's report, JSON
     created: Mapped[datetime] = mapped_column(default=utcnow)
     model: Mapped[Model] = relationship(back_populates="versions")
+
+
+class ArtifactRef(Base):
+    """How many version rows name an artifact, and its size: the artifact is deleted when the
+    count reaches 0 (row first, then the file), and tenants' storage quotas add the sizes up."""
+
+    __tablename__ = "artifact_refs"
+
+    sha256: Mapped[str] = mapped_column(String(64), primary_key=True)
+    size_bytes: Mapped[int] = mapped_column(BigInteger)
+    refs: Mapped[int]

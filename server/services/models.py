@@ -18,6 +18,8 @@ from sqlalchemy.orm import Session, sessionmaker
 
 from executor import SessionOptions
 from server.db.models import Model, ModelVersion, Tenant
+from server.services.artifact_refs import ArtifactRefs
+from server.services.limits import StorageQuotaExceeded
 from server.services.types import (
     Forbidden,
     InvalidName,
@@ -69,10 +71,12 @@ class ModelService:
         pool: WorkerPool | None = None,
         cache_size: int = 64,
         lookup_ttl_s: float = 5.0,
+        storage_quota_bytes: int = 0,
         clock: Callable[[], float] = time.monotonic,
     ) -> None:
         self._sessions = sessions
         self._artifacts = artifacts
+        self._refs = ArtifactRefs(sessions, artifacts, storage_quota_bytes)
         self._policy = policy
         self._options = options or SessionOptions()
         self._pool = pool or WorkerPool(PoolSettings(workers=1))
@@ -106,9 +110,15 @@ class ModelService:
         shas = (
             self._artifacts.put(program),
             None if params is None else self._artifacts.put(params),
-            self._artifacts.put(compiled.onnx_bytes),
+            self._artifacts.put(onnx := compiled.onnx_bytes),  # readable once (workers)
         )
-        version = self._register(tenant, name, shas, json.dumps(report.to_json()))
+        sizes = _sizes(shas, (program, params, onnx))
+        try:
+            version = self._register(tenant, name, shas, json.dumps(report.to_json()), sizes)
+        except StorageQuotaExceeded:
+            self._refs.collect(list(sizes))  # what this upload stored and nothing else names
+            raise
+        self._refs.keep_stored(b for b in (program, params, onnx) if b is not None)
         self._remember(LoadedModel(tenant, name, version, compiled))
         self._invalidate(tenant, name)  # "latest" is the new version from now on
         return UploadedModel(name, version, READY, report)
@@ -143,12 +153,7 @@ class ModelService:
 
     def delete(self, principal: Principal, name: str, version: int | None = None) -> None:
         """Deletes one version, or the whole model; the artifacts stay (content-addressed)."""
-        with self._sessions.begin() as s:
-            model = self._model(s, principal, name)
-            if version is None:
-                s.delete(model)
-            else:
-                s.delete(self._version(model, version))
+        self._refs.collect(self._delete_rows(principal, name, version))
         self._forget(principal.tenant_id, name, version)
         self._invalidate(principal.tenant_id, name)
 
@@ -220,9 +225,15 @@ class ModelService:
         return self._compile(program, params)
 
     def _register(
-        self, tenant: str, name: str, shas: tuple[str, str | None, str], report: str
+        self,
+        tenant: str,
+        name: str,
+        shas: tuple[str, str | None, str],
+        report: str,
+        sizes: dict[str, int],
     ) -> int:
         with self._register_lock, self._sessions.begin() as s:
+            self._refs.retain(s, tenant, sizes)
             query = select(Model).where(Model.tenant_id == tenant, Model.name == name)
             model = s.scalars(query).first()
             if model is None:
@@ -243,6 +254,21 @@ class ModelService:
                 )
             )
         return version
+
+    def _delete_rows(self, principal: Principal, name: str, version: int | None) -> list[str]:
+        """Deletes the version rows (all of the model's when `version` is None) and their
+        artifact references in one transaction; returns the artifacts no row names now."""
+        with self._sessions.begin() as s:
+            model = self._model(s, principal, name)
+            doomed = list(model.versions) if version is None else [self._version(model, version)]
+            freed = self._refs.release(s, doomed)
+            s.delete(model if version is None else doomed[0])
+        return freed
+
+    def sweep_artifacts(self) -> int:
+        """Start-up only: deletes artifacts no version names (a killed upload's, a crash
+        between a delete's commit and its file deletions); returns how many."""
+        return self._refs.sweep()
 
     def _model(self, s: Session, principal: Principal, name: str) -> Model:
         tenant = _tenant_of(principal)
@@ -304,6 +330,13 @@ class ModelService:
             self._writes[(tenant, name)] = self._writes.get((tenant, name), 0) + 1
             for key in [k for k in self._lookups if k[:2] == (tenant, name)]:
                 del self._lookups[key]
+
+
+def _sizes(
+    shas: tuple[str, str | None, str], blobs: tuple[bytes, bytes | None, bytes]
+) -> dict[str, int]:
+    pairs = zip(shas, blobs, strict=True)
+    return {sha: len(blob) for sha, blob in pairs if sha is not None and blob is not None}
 
 
 def _tenant_of(principal: Principal) -> str:
