@@ -1,10 +1,12 @@
 """Layered server fixtures: settings on a temp data dir, a client running the lifespan, keys.
 
-`settings` (and so `client` and everything built on it) runs every test twice, once per
-`backend`: `embedded` (SQLite and the artifacts folder in the data directory) and
-`postgres_s3` (a fresh database on a real PostgreSQL and a fresh key prefix in a real
-SeaweedFS bucket, both started once per session by tests/realservers.py). Tests that build
-their own Settings stay embedded.
+`settings` (and so `client` and everything built on it) runs a test once per `backend`:
+`embedded` (SQLite and the artifacts folder in the data directory) and `postgres_s3` (a fresh
+database on a real PostgreSQL and a fresh key prefix in a real SeaweedFS bucket, both started
+once per session by tests/realservers.py). To bound CI time the second runs for the modules
+that exercise storage and metadata (POSTGRES_S3_MODULES); `@pytest.mark.embedded_only` keeps a
+test that looks inside the data directory itself on the first. Tests that build their own
+Settings stay embedded.
 """
 
 from __future__ import annotations
@@ -30,6 +32,19 @@ def auth(key: str) -> dict[str, str]:
 
 
 BACKENDS = ("embedded", "postgres_s3")
+POSTGRES_S3_MODULES = frozenset(
+    {"test_models_api", "test_v2_routes", "test_health", "test_quota_gc", "test_backends"}
+)
+
+
+def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
+    if "backend" not in metafunc.fixturenames:
+        return
+    module = metafunc.module.__name__.rsplit(".", 1)[-1]
+    both = module in POSTGRES_S3_MODULES and not metafunc.definition.get_closest_marker(
+        "embedded_only"
+    )
+    metafunc.parametrize("backend", BACKENDS if both else BACKENDS[:1])
 
 
 @pytest.fixture(scope="session")
@@ -59,12 +74,6 @@ def _postgres_s3(root: Path) -> Iterator[tuple[realservers.Server, realservers.S
                 os.environ[name] = value
         s3.stop()
         postgres.stop()
-
-
-@pytest.fixture(params=BACKENDS)
-def backend(request: pytest.FixtureRequest) -> str:
-    name: str = request.param
-    return name
 
 
 @pytest.fixture
