@@ -10,7 +10,7 @@ from pydantic import SecretStr
 
 from server.main import create_app
 from server.settings import Settings
-from tests.builders import affine
+from tests.builders import Built, affine
 from tests.server.conftest import ADMIN_TOKEN, auth, new_tenant
 
 SMALL = affine(4).built()
@@ -24,8 +24,8 @@ def _settings(tmp_path: Path, quota: int = 0) -> Settings:
     )
 
 
-def _upload(client: TestClient, key: str, name: str, built: object) -> int:
-    files = {"program": built.program, "params": built.params}  # type: ignore[attr-defined]
+def _upload(client: TestClient, key: str, name: str, built: Built) -> int:
+    files = {"program": built.program, "params": built.params or b""}
     response = client.post("/v1/models", data={"name": name}, files=files, headers=auth(key))
     return response.status_code if response.status_code != 201 else 201
 
@@ -74,7 +74,7 @@ def test_orphan_artifacts_are_swept_at_start(tmp_path: Path) -> None:
 def test_storage_quota_refuses_the_upload_that_crosses_it(tmp_path: Path) -> None:
     with TestClient(create_app(_settings(tmp_path, quota=1))) as client:
         a = new_tenant(client, "acme")
-        files = {"program": SMALL.program, "params": SMALL.params}
+        files = {"program": SMALL.program, "params": SMALL.params or b""}
         response = client.post("/v1/models", data={"name": "m"}, files=files, headers=auth(a))
         assert response.status_code == 413
         assert response.json()["code"] == "STORAGE_QUOTA"
@@ -82,8 +82,8 @@ def test_storage_quota_refuses_the_upload_that_crosses_it(tmp_path: Path) -> Non
         assert _stored(tmp_path) == set()  # nothing it stored stays
     with TestClient(create_app(_settings(tmp_path, quota=0))) as client:
         # the quota counts distinct artifacts: measure one upload, then allow exactly two
-        a = client.post("/v1/admin/tenants", json={"name": "b"}, headers=auth(ADMIN_TOKEN))
-        key = a.json()["key"]
+        created = client.post("/v1/admin/tenants", json={"name": "b"}, headers=auth(ADMIN_TOKEN))
+        key = created.json()["key"]
         assert _upload(client, key, "one", SMALL) == 201
         one = sum(p.stat().st_size for p in (tmp_path / "data" / "artifacts").glob("*/*"))
     with TestClient(create_app(_settings(tmp_path, quota=one + one // 2))) as client:
@@ -91,7 +91,7 @@ def test_storage_quota_refuses_the_upload_that_crosses_it(tmp_path: Path) -> Non
         response = client.post(
             "/v1/models",
             data={"name": "other"},
-            files={"program": OTHER.program, "params": OTHER.params},
+            files={"program": OTHER.program, "params": OTHER.params or b""},
             headers=auth(key),
         )
         assert response.status_code == 413, response.text
