@@ -131,6 +131,9 @@ def _headers(exc: Exception) -> dict[str, str] | None:
 
 async def _http_error(request: Request, exc: Exception) -> JSONResponse:
     assert isinstance(exc, HTTPException)
+    if isinstance(exc.__cause__, ClientDisconnect):
+        # FastAPI turns a client leaving mid multipart form into "error parsing the body" (400)
+        return await _disconnected(request, exc.__cause__)
     code, _meaning = HTTP_CODES.get(exc.status_code, ("HTTP_ERROR", ""))
     return error_response(exc.status_code, str(exc.detail), _noted(request, code), exc.headers)
 
