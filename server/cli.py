@@ -9,7 +9,7 @@ from typing import Annotated, Any, Final, NoReturn
 
 import typer
 
-from server import cli_user
+from server import cli_ops, cli_user
 from server.cli_tenants import tenants
 
 app = typer.Typer(
@@ -250,6 +250,7 @@ def uvicorn_options(settings: Any) -> dict[str, Any]:
 
 app.add_typer(tenants, name="tenants")
 cli_user.register(app)
+cli_ops.register(app)
 
 if __name__ == "__main__":
     app()

@@ -38,6 +38,7 @@ from server.services.types import (
     TooManyRequests,
     Unauthorized,
 )
+from server.storage import StorageUnavailable
 
 from server.workers import CompileTimeout, WorkerUnavailable
 
@@ -54,9 +55,9 @@ STATUS: Final[tuple[tuple[type[Exception], int], ...]] = (
     (PayloadTooLarge, 413),
     (ModelRejected, 422),
     (TooManyRequests, 429),
-    (Overloaded, 503),
     (WorkerUnavailable, 503),
     (CompileTimeout, 422),
+    (Overloaded, 503),
     (ServiceError, 400),
     (InputTooLarge, 413),
     (TensorTooLarge, 413),
@@ -64,6 +65,7 @@ STATUS: Final[tuple[tuple[type[Exception], int], ...]] = (
     (DeadlineExceeded, 504),
     (RunCancelled, 499),
     (ExecutionError, 400),
+    (StorageUnavailable, 503),
 )
 # Errors Starlette and FastAPI raise themselves (no route, no such method, an unreadable body).
 HTTP_CODES: Final[Mapping[int, tuple[str, str]]] = {

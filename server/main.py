@@ -5,34 +5,43 @@ from __future__ import annotations
 import logging
 from collections.abc import AsyncIterator, Callable
 from contextlib import AbstractAsyncContextManager, asynccontextmanager
+from pathlib import Path
+from typing import Final
 
 from fastapi import FastAPI
 
-from server import errors, paths
+from server import errors, gpu, paths
 from server.body_limit import BodyLimit
-from server.db.engine import open_database
+from server.db.engine import PoolSettings, open_database
 from server.metrics import InferenceMetrics
 from server.routes import admin, health, inference, metrics, models
+from server.services.invalidation import Bus, Event, LocalBus
 from server.services.limits import CompileQueue, Limits
 from server.services.metrics import Metrics, TenantNames
 from server.services.models import ModelService
 from server.services.tenants import TenantService, announce_admin_token
 from server.settings import Settings
 from server.workers import WorkerPool
-from server.storage.artifacts import Artifacts
+from server.storage import open_artifacts
 
 log = logging.getLogger("graphgate.server")
 Lifespan = Callable[[FastAPI], AbstractAsyncContextManager[None]]
+# A limit check on the hot path waits at most this long for Redis, then falls back to the
+# process's own limiter (server/services/limits_redis.py).
+REDIS_TIMEOUT_S: Final = 0.5
 
 
 def start_services(app: FastAPI, settings: Settings) -> None:
     """Opens the data directory: migrates the database, sweeps temp files, ensures an admin key."""
     settings.data_dir.mkdir(parents=True, exist_ok=True)
-    sessions = open_database(settings.data_dir / "graphgate.db")
-    artifacts = Artifacts(settings.data_dir / "artifacts")
+    if settings.use_cuda:
+        gpu.preload()
+    sessions = open_database(database_location(settings), pool_settings(settings))
+    artifacts = open_artifacts(settings.artifacts_url, settings.data_dir)
     if swept := artifacts.sweep():
         log.warning("removed %d temporary files left by an interrupted write", swept)
-    tenants = TenantService(sessions, cache_ttl_s=settings.auth_cache_ttl_s)
+    bus: Bus = app.state.bus
+    tenants = TenantService(sessions, cache_ttl_s=settings.auth_cache_ttl_s, publish=bus.publish)
     token = settings.admin_token.get_secret_value() if settings.admin_token else None
     if (created := tenants.ensure_admin(token)) is not None:
         announce_admin_token(created)
@@ -47,9 +56,54 @@ def start_services(app: FastAPI, settings: Settings) -> None:
         cache_size=settings.model_cache_size,
         lookup_ttl_s=settings.model_lookup_ttl_s,
         storage_quota_bytes=settings.storage_quota_bytes,
+        publish=bus.publish,
     )
+    bus.subscribe(_invalidator(tenants, app.state.models))
     if orphans := app.state.models.sweep_artifacts():
         log.warning("removed %d artifacts no model version names (a killed upload's)", orphans)
+
+
+def database_location(settings: Settings) -> Path | str:
+    """The PostgreSQL URL when one is set, else the SQLite file in the data directory."""
+    if settings.database_url is not None:
+        return settings.database_url.get_secret_value()
+    return settings.data_dir / "graphgate.db"
+
+
+def pool_settings(settings: Settings) -> PoolSettings:
+    return PoolSettings(settings.db_pool_size, settings.db_max_overflow, settings.db_pool_timeout_s)
+
+
+def _invalidator(tenants: TenantService, models: ModelService) -> Callable[[Event], None]:
+    """What another replica's write (a bus message) drops from this process's caches."""
+
+    def drop(event: Event) -> None:
+        kind = event.get("kind")
+        if kind in ("keys", "all"):
+            tenants.drop_cached()
+        if kind == "model":
+            models.drop_lookups(event.get("tenant", ""), event.get("name", ""))
+        if kind == "all":
+            models.drop_lookups()
+
+    return drop
+
+
+def shared_state(settings: Settings, local: Limits) -> tuple[Limits, Bus]:
+    """`local` limits and no bus, or (with GRAPHGATE_REDIS_URL) both through Redis."""
+    if settings.redis_url is None:
+        return local, LocalBus()
+    import redis
+
+    from server.services.invalidation import RedisBus
+    from server.services.limits_redis import redis_limits
+
+    client = redis.Redis.from_url(
+        settings.redis_url.get_secret_value(),
+        socket_timeout=REDIS_TIMEOUT_S,
+        socket_connect_timeout=REDIS_TIMEOUT_S,
+    )
+    return redis_limits(client, local), RedisBus(client)
 
 
 def with_workers(lifespan: Lifespan, settings: Settings) -> Lifespan:
@@ -73,7 +127,10 @@ def create_app(settings: Settings) -> FastAPI:
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
         start_services(app, settings)
-        yield
+        try:
+            yield
+        finally:
+            app.state.bus.close()
 
     app = FastAPI(
         title="graphgate",
@@ -89,6 +146,7 @@ def create_app(settings: Settings) -> FastAPI:
             settings.compile_threads, settings.tenant_max_compiles, settings.max_queued_compiles
         ),
     )
+    app.state.limits, app.state.bus = shared_state(settings, app.state.limits)
     app.state.metrics = Metrics()  # its own registry: apps in one process never collide
     errors.install(app)
     app.add_middleware(

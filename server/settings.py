@@ -61,6 +61,32 @@ class Settings(BaseSettings):
         # As in Triton: /metrics counts every request, and a line each costs ~0.15 ms.
         description="uvicorn's line per request (`/metrics` counts every request anyway)",
     )
+    # -- scale-out backends (README "Scale-out"); unset, everything lives in `data_dir` --------
+    database_url: SecretStr | None = Field(
+        default=None,
+        description="metadata in PostgreSQL (`postgresql+psycopg://USER:PASSWORD@HOST/DB`) "
+        "instead of SQLite in `data_dir`; migrated at start under an advisory lock",
+    )
+    db_pool_size: int = Field(
+        default=10, ge=1, description="PostgreSQL connections each process keeps open"
+    )
+    db_max_overflow: int = Field(
+        default=10, ge=0, description="PostgreSQL connections opened past the pool under load"
+    )
+    db_pool_timeout_s: float = Field(
+        default=10.0, gt=0, description="seconds a request waits for a PostgreSQL connection"
+    )
+    artifacts_url: str | None = Field(
+        default=None,
+        pattern=r"^s3://[a-z0-9][a-z0-9.-]{1,61}[a-z0-9](/.*)?$",
+        description="artifacts in S3-compatible storage (`s3://bucket/prefix`; endpoint and "
+        "credentials from the standard `AWS_*` variables) instead of `data_dir`",
+    )
+    redis_url: SecretStr | None = Field(
+        default=None,
+        description="`redis://HOST:6379/0`: tenant limits shared by every replica and cache "
+        "invalidation published to all of them at once; unset, both are per process",
+    )
     # -- bodies and caches --------------------------------------------------------------------
     max_upload_bytes: int = Field(
         default=256 * 1024 * 1024, ge=1, description="bytes of a `/v1/models` or `/v1/check` body"

@@ -31,7 +31,7 @@ from server.services.types import (
     StoredVersion,
     UploadedModel,
 )
-from server.storage.artifacts import Artifacts
+from server.storage import ArtifactStore
 from server.workers import PoolSettings, WorkerPool
 
 # NOTE: compiled in a worker process (server/workers): the server holds its signature only.
@@ -42,7 +42,10 @@ MODEL_NAME: Final = re.compile(r"^[a-z0-9][a-z0-9_.-]{0,63}$")
 READY: Final = "ready"
 QUARANTINED: Final = "quarantined"  # crashed its workers; an admin may release it
 
-_CacheKey = tuple[str, str, int]
+# Compiled sessions are keyed by their artifacts' content (program and params sha256), never by
+# tenant/name/version: a version deleted and uploaded again with other bytes (by any replica)
+# can never be answered by the old graph, and identical uploads share one session.
+_CacheKey = tuple[str, str | None]
 _LookupKey = tuple[str, str, int | None]  # (tenant, name, version or None for the latest)
 # Past this many cached lookups the lookup cache starts over (only lookups that found a ready
 # version are cached, so this takes that many models in use within one TTL).
@@ -52,19 +55,19 @@ _MAX_LOOKUPS: Final = 10_000
 class ModelService:
     """Every lookup is by (tenant, name): another tenant's model is NotFound, like a missing one.
 
-    Two caches: compiled versions (LRU, `cache_size`), and lookups (tenant, name, version or
-    latest) -> version number, so that resolving a model on the hot path reads no database.
-    Every upload and delete of this service drops the name's lookups before it returns: a
-    deleted model is NotFound and a new upload is the latest from the next request on.
-    NOTE: writes by another process (several replicas, later on PostgreSQL) are seen only when
-    a lookup expires, `lookup_ttl_s` after it was cached; such deployments keep it short or add
-    a change notification. `lookup_ttl_s` 0 turns the lookup cache off.
+    Two caches: compiled programs by content hash (LRU, `cache_size`), and lookups (tenant,
+    name, version or latest) -> the resolved version, so that resolving a model on the hot path
+    reads no database. Every upload and delete of this service drops the name's lookups before
+    it returns: a deleted model is NotFound and a new upload is the latest from the next
+    request on. Writes by other replicas arrive through `publish` (server/services/
+    invalidation.py, with Redis) and `drop_lookups`; without it they are seen when a lookup
+    expires, `lookup_ttl_s` after it was cached. `lookup_ttl_s` 0 turns the lookup cache off.
     """
 
     def __init__(
         self,
         sessions: sessionmaker[Session],
-        artifacts: Artifacts,
+        artifacts: ArtifactStore,
         *,
         policy: Policy = DEFAULT_POLICY,
         options: SessionOptions | None = None,
@@ -73,6 +76,7 @@ class ModelService:
         lookup_ttl_s: float = 5.0,
         storage_quota_bytes: int = 0,
         clock: Callable[[], float] = time.monotonic,
+        publish: Callable[[dict[str, str]], None] | None = None,
     ) -> None:
         self._sessions = sessions
         self._artifacts = artifacts
@@ -81,17 +85,20 @@ class ModelService:
         self._options = options or SessionOptions()
         self._pool = pool or WorkerPool(PoolSettings(workers=1))
         self._cache_size = cache_size
-        self._cache: OrderedDict[_CacheKey, LoadedModel] = OrderedDict()
+        self._cache: OrderedDict[_CacheKey, CompiledModel] = OrderedDict()
         self._cache_lock = threading.Lock()
         self._build_locks: dict[_CacheKey, threading.Lock] = {}
         self._register_lock = threading.Lock()
         self._lookup_ttl_s = lookup_ttl_s
         self._clock = clock
-        self._lookups: dict[_LookupKey, tuple[int, float]] = {}  # -> (version, expiry)
+        self._publish = publish
+        # -> (the resolved version, its content key, expiry)
+        self._lookups: dict[_LookupKey, tuple[LoadedModel, _CacheKey, float]] = {}
         # Per (tenant, name), bumped by every upload and delete of it: a lookup that read the
         # database before such a write caches nothing (a long compile is not thrown away for
         # another model's write).
         self._writes: dict[tuple[str, str], int] = {}
+        self._epoch = 0  # bumped when every lookup is dropped at once
 
     # -- use cases -------------------------------------------------------------------------
 
@@ -119,7 +126,7 @@ class ModelService:
             self._refs.collect(list(sizes))  # what this upload stored and nothing else names
             raise
         self._refs.keep_stored(b for b in (program, params, onnx) if b is not None)
-        self._remember(LoadedModel(tenant, name, version, compiled))
+        self._remember((shas[0], shas[1]), compiled)
         self._invalidate(tenant, name)  # "latest" is the new version from now on
         return UploadedModel(name, version, READY, report)
 
@@ -154,7 +161,6 @@ class ModelService:
     def delete(self, principal: Principal, name: str, version: int | None = None) -> None:
         """Deletes one version, or the whole model; the artifacts stay (content-addressed)."""
         self._refs.collect(self._delete_rows(principal, name, version))
-        self._forget(principal.tenant_id, name, version)
         self._invalidate(principal.tenant_id, name)
 
     def onnx(self, principal: Principal, name: str, version: int) -> bytes:
@@ -172,30 +178,32 @@ class ModelService:
             return None
         with self._cache_lock:
             found = self._lookups.get((tenant, name, version))
-            if found is None or found[1] <= self._clock():
+            if found is None or found[2] <= self._clock():
                 return None
-            return self._cached_locked((tenant, name, found[0]))
+            loaded, key, _expiry = found
+            # Evicted from the LRU: resolve compiles it again rather than keep it alive here.
+            return loaded if self._cached_locked(key) is not None else None
 
     def resolve(self, principal: Principal, name: str, version: int | None) -> LoadedModel:
         """A ready version (default the latest) of the caller's model, compiled and cached."""
-        if (hit := self.cached_resolve(principal, name, version)) is not None:
-            return hit
+        if (cached := self.cached_resolve(principal, name, version)) is not None:
+            return cached
         with self._cache_lock:
-            generation = self._writes.get((principal.tenant_id, name), 0)
+            generation = (self._epoch, self._writes.get((principal.tenant_id, name), 0))
         with self._sessions() as s:
             model = self._model(s, principal, name)
             row = self._version(model, version) if version is not None else _newest(model)
-            key = (model.tenant_id, model.name, row.version)
-            shas = (row.program_sha256, row.params_sha256)
+            found = (model.tenant_id, model.name, row.version)
+            key = (row.program_sha256, row.params_sha256)
         lookup = (model.tenant_id, name, version)
         if (hit := self._cached(key)) is not None:
-            return self._settle(lookup, hit, generation)
+            return self._settle(lookup, LoadedModel(*found, hit), key, generation)
         with self._cache_lock:
             build_lock = self._build_locks.setdefault(key, threading.Lock())
-        with build_lock:  # one compile per version, however many requests wait for it
-            if (hit := self._cached(key)) is not None:
-                return self._settle(lookup, hit, generation)
-            return self._settle(lookup, LoadedModel(*key, self._rebuild(*shas)), generation)
+        with build_lock:  # one compile per program, however many requests wait for it
+            if (hit := self._cached(key)) is None:
+                hit = self._rebuild(*key)
+            return self._settle(lookup, LoadedModel(*found, hit), key, generation)
 
     # -- helpers ---------------------------------------------------------------------------
 
@@ -285,48 +293,62 @@ class ModelService:
                 return row
         raise NotFound(f"model {model.name!r} has no version {version}")
 
-    def _cached(self, key: _CacheKey) -> LoadedModel | None:
+    def _cached(self, key: _CacheKey) -> CompiledModel | None:
         with self._cache_lock:
             return self._cached_locked(key)
 
-    def _cached_locked(self, key: _CacheKey) -> LoadedModel | None:
+    def _cached_locked(self, key: _CacheKey) -> CompiledModel | None:
         hit = self._cache.get(key)
         if hit is not None:
             self._cache.move_to_end(key)  # eviction pops the least recently used first
         return hit
 
-    def _remember(self, loaded: LoadedModel) -> LoadedModel:
+    def _remember(self, key: _CacheKey, compiled: CompiledModel) -> None:
         with self._cache_lock:
-            return self._remember_locked(loaded)
+            self._remember_locked(key, compiled)
 
-    def _remember_locked(self, loaded: LoadedModel) -> LoadedModel:
-        self._cache[(loaded.tenant_id, loaded.name, loaded.version)] = loaded
+    def _remember_locked(self, key: _CacheKey, compiled: CompiledModel) -> None:
+        self._cache[key] = compiled
+        self._cache.move_to_end(key)
         while len(self._cache) > self._cache_size:
             self._cache.popitem(last=False)
-        return loaded
 
-    def _settle(self, lookup: _LookupKey, loaded: LoadedModel, generation: int) -> LoadedModel:
+    def _settle(
+        self,
+        lookup: _LookupKey,
+        loaded: LoadedModel,
+        key: _CacheKey,
+        generation: tuple[int, int],
+    ) -> LoadedModel:
         """Caches a resolved version and its lookup, unless an upload or delete came after the
         database read (then this request is answered with it, and nothing is cached)."""
         expiry = self._clock() + self._lookup_ttl_s
         with self._cache_lock:
-            if generation != self._writes.get((loaded.tenant_id, loaded.name), 0):
+            now = (self._epoch, self._writes.get((loaded.tenant_id, loaded.name), 0))
+            if generation != now:
                 return loaded
             if self._lookup_ttl_s > 0:
                 if len(self._lookups) >= _MAX_LOOKUPS:
                     self._lookups.clear()
-                self._lookups[lookup] = (loaded.version, expiry)
-            return self._remember_locked(loaded)
-
-    def _forget(self, tenant: str, name: str, version: int | None) -> None:
-        with self._cache_lock:
-            for key in [k for k in self._cache if k[:2] == (tenant, name)]:
-                if version is None or key[2] == version:
-                    del self._cache[key]
+                self._lookups[lookup] = (loaded, key, expiry)
+            self._remember_locked(key, loaded.compiled)
+            return loaded
 
     def _invalidate(self, tenant: str, name: str) -> None:
-        """After a committed upload or delete of `name`: forget its lookups."""
+        """After a committed upload or delete of `name`: forget its lookups, here and (when
+        there is a bus) in every other replica."""
+        self.drop_lookups(tenant, name)
+        if self._publish is not None:
+            self._publish({"kind": "model", "tenant": tenant, "name": name})
+
+    def drop_lookups(self, tenant: str | None = None, name: str | None = None) -> None:
+        """Forgets the cached lookups of `name` (every lookup when `tenant` is None): another
+        replica uploaded or deleted it. Compiled programs stay: they are keyed by content."""
         with self._cache_lock:
+            if tenant is None or name is None:
+                self._lookups.clear()
+                self._epoch += 1
+                return
             self._writes[(tenant, name)] = self._writes.get((tenant, name), 0) + 1
             for key in [k for k in self._lookups if k[:2] == (tenant, name)]:
                 del self._lookups[key]
