@@ -9,7 +9,7 @@ from typing import Annotated, Any, Final, NoReturn
 
 import typer
 
-from server import cli_ops, cli_user
+from server import cli_admin, cli_ops, cli_user
 from server.cli_tenants import tenants
 
 app = typer.Typer(
@@ -249,6 +249,10 @@ def uvicorn_options(settings: Any) -> dict[str, Any]:
 
 
 app.add_typer(tenants, name="tenants")
+app.add_typer(cli_admin.admins, name="admins")
+app.add_typer(cli_admin.policy, name="policy")
+app.add_typer(cli_admin.quota, name="quota")
+app.add_typer(cli_admin.audit, name="audit")
 cli_user.register(app)
 cli_ops.register(app)
 

@@ -24,6 +24,7 @@ from server.services.types import (
     Forbidden,
     LoadedModel,
     Principal,
+    TenantSuspended,
     TooManyRequests,
     Unauthorized,
 )
@@ -77,6 +78,8 @@ async def get_principal(request: Request, tenants: TenantsDep) -> Principal:
         principal = await run_in_threadpool(tenants.authenticate, key)
     request_state.note(request.scope, request_state.PRINCIPAL, principal)  # a metrics label
     if not principal.is_admin:
+        if principal.tenant_id in request.app.state.policies.suspended:  # a frozenset read
+            raise TenantSuspended("this tenant is suspended by an operator")
         limits: Limits = request.app.state.limits
         with _throttle_counted(request, principal):
             limits.rate.take(principal.tenant_id)

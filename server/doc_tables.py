@@ -22,6 +22,7 @@ from typing import Final, TypeVar
 from pydantic_core import PydanticUndefined
 
 from server import errors, http_limits
+from server.console import sessions as console_sessions
 from server.services import limits
 from server.services.types import ServiceError, TooManyRequests
 from server.settings import Settings
@@ -34,7 +35,7 @@ _BLOCK: Final = re.compile(
     r"(<!-- generated:(?P<name>[a-z-]+) -->\n)(?P<body>.*?)(<!-- /generated -->)", re.S
 )
 # Imported for what they declare: their error classes are subclasses found by the walk below.
-_ERROR_MODULES: Final = (limits, v2_errors)
+_ERROR_MODULES: Final = (limits, v2_errors, console_sessions)
 
 
 @dataclass(frozen=True, slots=True)

@@ -39,7 +39,6 @@ from server.services.types import (
     Unauthorized,
 )
 from server.storage import StorageUnavailable
-
 from server.workers import CompileTimeout, WorkerUnavailable
 
 log = logging.getLogger("graphgate.server")

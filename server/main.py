@@ -9,20 +9,26 @@ from pathlib import Path
 from typing import Final
 
 from fastapi import FastAPI
+from sqlalchemy.orm import Session, sessionmaker
 
 from server import errors, gpu, paths
 from server.body_limit import BodyLimit
+from server.console import app as console
 from server.db.engine import PoolSettings, open_database
 from server.metrics import InferenceMetrics
-from server.routes import admin, health, inference, metrics, models
+from server.routes import admin, admin_operator, health, inference, metrics, models, openapi
+from server.services.admins import AdminService
+from server.services.audit import AuditService
 from server.services.invalidation import Bus, Event, LocalBus
 from server.services.limits import CompileQueue, Limits
 from server.services.metrics import Metrics, TenantNames
 from server.services.models import ModelService
+from server.services.policies import PolicyService
 from server.services.tenants import TenantService, announce_admin_token
+from server.services.uploads import UploadService
 from server.settings import Settings
+from server.storage import ArtifactStore, open_artifacts
 from server.workers import WorkerPool
-from server.storage import open_artifacts
 
 log = logging.getLogger("graphgate.server")
 Lifespan = Callable[[FastAPI], AbstractAsyncContextManager[None]]
@@ -46,7 +52,8 @@ def start_services(app: FastAPI, settings: Settings) -> None:
     if (created := tenants.ensure_admin(token)) is not None:
         announce_admin_token(created)
     app.state.tenants = tenants
-    app.state.metrics.bind_tenant_names(TenantNames(sessions))
+    app.state.tenant_names = TenantNames(sessions)
+    app.state.metrics.bind_tenant_names(app.state.tenant_names)
     app.state.models = ModelService(
         sessions,
         artifacts,
@@ -57,10 +64,37 @@ def start_services(app: FastAPI, settings: Settings) -> None:
         lookup_ttl_s=settings.model_lookup_ttl_s,
         storage_quota_bytes=settings.storage_quota_bytes,
         publish=bus.publish,
+        policy_for=lambda tenant_id: app.state.policies.policy_of(tenant_id),
     )
     bus.subscribe(_invalidator(tenants, app.state.models))
     if orphans := app.state.models.sweep_artifacts():
         log.warning("removed %d artifacts no model version names (a killed upload's)", orphans)
+    start_operator_services(app, settings, sessions, artifacts)
+
+
+def start_operator_services(
+    app: FastAPI, settings: Settings, sessions: sessionmaker[Session], artifacts: ArtifactStore
+) -> None:
+    """Operators, the audit log, per-tenant rules and the audited uploads (server/services/)."""
+    app.state.audit = AuditService(sessions)
+    app.state.admins = AdminService(sessions, app.state.tenants, app.state.audit)
+    app.state.admins.ensure_root()
+    app.state.policies = PolicyService(
+        sessions,
+        artifacts,
+        app.state.models,
+        app.state.limits,
+        default_policy=settings.policy(),
+        default_quota=settings.quota(),
+    )
+    app.state.uploads = UploadService(
+        sessions,
+        app.state.models,
+        app.state.policies,
+        app.state.audit,
+        keep=settings.rejections_kept,
+    )
+    console.start(app.state, sessions, artifacts)
 
 
 def database_location(settings: Settings) -> Path | str:
@@ -134,7 +168,10 @@ def create_app(settings: Settings) -> FastAPI:
 
     app = FastAPI(
         title="graphgate",
-        lifespan=with_workers(lifespan, settings), docs_url=None, redoc_url=None, openapi_url=None
+        lifespan=with_workers(lifespan, settings),
+        docs_url=None,
+        redoc_url=None,
+        openapi_url=None,
     )
     app.state.settings = settings
     app.state.limits = Limits.build(
@@ -161,5 +198,8 @@ def create_app(settings: Settings) -> FastAPI:
     app.include_router(models.router)
     app.include_router(inference.router)
     app.include_router(admin.router)
+    app.include_router(admin_operator.router)
+    app.include_router(openapi.router)
     app.include_router(metrics.router)
+    app.mount(console.PREFIX, console.build(app.state))  # last: the API's routes match first
     return app

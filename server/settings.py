@@ -15,6 +15,7 @@ from pydantic import Field, SecretStr, field_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 from executor import SessionOptions
+from server.services.policies import Quota
 from server.workers.pool import PoolSettings
 from validator import DEFAULT_POLICY, Policy
 from validator.policy import LOOP_TRIPS_CEILING
@@ -210,6 +211,32 @@ class Settings(BaseSettings):
         description="bytes of stored artifacts (program, params, ONNX) one tenant may hold; an "
         "upload past it is 413 `STORAGE_QUOTA`; `0`: off",
     )
+    tenant_max_concurrent_uploads: int = Field(
+        default=4,
+        ge=0,
+        description="uploads and checks of one tenant in flight at once "
+        "(`TOO_MANY_CONCURRENT_UPLOADS`); `0`: off",
+    )
+    tenant_max_storage_bytes: int = Field(
+        default=0,
+        ge=0,
+        description="bytes of a tenant's stored programs, parameters and ONNX files "
+        "(`QUOTA_EXCEEDED`); `0`: off",
+    )
+    tenant_max_models: int = Field(
+        default=0, ge=0, description="models a tenant may have (`QUOTA_EXCEEDED`); `0`: off"
+    )
+    tenant_max_versions: int = Field(
+        default=0,
+        ge=0,
+        description="stored versions of all a tenant's models together (`QUOTA_EXCEEDED`); "
+        "`0`: off",
+    )
+    rejections_kept: int = Field(
+        default=20,
+        ge=0,
+        description="rejected uploads kept per tenant with their diagnostics (the newest)",
+    )
     # -- the validator's Policy (every upload, and every stored model when it is loaded) -------
     max_program_bytes: int = Field(
         default=DEFAULT_POLICY.max_program_bytes, ge=1, description="policy: bytes of a `.pdmodel`"
@@ -284,6 +311,24 @@ class Settings(BaseSettings):
         description="run on CUDA when this onnxruntime build has it (CPU otherwise)",
     )
 
+    # -- the operator's console (/admin) ------------------------------------------------------
+    cookie_secure: bool = Field(
+        default=False,
+        description="mark the console's session cookie `Secure` (set it when served over HTTPS)",
+    )
+    console_idle_s: float = Field(
+        default=1800.0, gt=0, description="seconds a console session lives without a request"
+    )
+    console_max_s: float = Field(
+        default=43200.0, gt=0, description="seconds a console session lives after its login"
+    )
+    console_login_attempts: int = Field(
+        default=10,
+        ge=0,
+        description="failed console logins a minute from one client address before "
+        "`LOGIN_RATE_LIMITED`; `0`: off",
+    )
+
     @field_validator("admin_token")
     @classmethod
     def _strong_admin_token(cls, value: SecretStr | None) -> SecretStr | None:
@@ -348,6 +393,18 @@ class Settings(BaseSettings):
     def policy(self) -> Policy:
         """The validator's Policy: POLICY_FIELDS from here, the rest its defaults."""
         return Policy(**{name: getattr(self, name) for name in POLICY_FIELDS})
+
+    def quota(self) -> Quota:
+        """The quotas of every tenant without its own (server/services/policies.py)."""
+        return Quota(
+            rate_per_s=self.tenant_rate_per_s,
+            burst=self.tenant_rate_burst,
+            max_concurrent=self.tenant_max_concurrent,
+            max_concurrent_uploads=self.tenant_max_concurrent_uploads,
+            max_storage_bytes=self.tenant_max_storage_bytes,
+            max_models=self.tenant_max_models,
+            max_versions=self.tenant_max_versions,
+        )
 
     def session_options(self) -> SessionOptions:
         return SessionOptions(

@@ -35,6 +35,7 @@ class ApiKey(Base):
     hash: Mapped[str] = mapped_column(String(64))
     created: Mapped[datetime] = mapped_column(default=utcnow)
     revoked: Mapped[datetime | None] = mapped_column(default=None)
+    admin: Mapped[str | None] = mapped_column(String(64), default=None)  # operator keys: the name
 
 
 class Model(Base):
@@ -82,3 +83,63 @@ class ArtifactRef(Base):
     sha256: Mapped[str] = mapped_column(String(64), primary_key=True)
     size_bytes: Mapped[int] = mapped_column(BigInteger)
     refs: Mapped[int]
+
+
+# -- the operator's side (migration 0003) -----------------------------------------------------
+
+
+class Admin(Base):
+    """A named operator; its key is an `api_keys` row with role "admin" or "viewer"."""
+
+    __tablename__ = "admins"
+
+    name: Mapped[str] = mapped_column(String(64), primary_key=True)
+    role: Mapped[str] = mapped_column(String(16))  # "admin" or "viewer"
+    created: Mapped[datetime] = mapped_column(default=utcnow)
+    revoked: Mapped[datetime | None] = mapped_column(default=None)
+
+
+class TenantRules(Base):
+    """A tenant's policy and quota overrides (JSON, only the fields set) and suspension."""
+
+    __tablename__ = "tenant_rules"
+
+    tenant_id: Mapped[str] = mapped_column(
+        ForeignKey("tenants.id", ondelete="CASCADE"), primary_key=True
+    )
+    policy: Mapped[str] = mapped_column(Text, default="{}")
+    quota: Mapped[str] = mapped_column(Text, default="{}")
+    suspended: Mapped[datetime | None] = mapped_column(default=None)
+
+
+class AuditEntry(Base):
+    """One state change; append-only (no code path updates or deletes a row)."""
+
+    __tablename__ = "audit_log"
+
+    id: Mapped[int] = mapped_column(primary_key=True, autoincrement=True)
+    at: Mapped[datetime] = mapped_column(default=utcnow, index=True)
+    actor: Mapped[str] = mapped_column(String(80))  # "admin:<name>" or "tenant:<name>"
+    key_id: Mapped[str | None] = mapped_column(String(32))
+    tenant: Mapped[str | None] = mapped_column(String(64), index=True)
+    action: Mapped[str] = mapped_column(String(32), index=True)
+    target: Mapped[str | None] = mapped_column(String(200))
+    outcome: Mapped[str] = mapped_column(String(16))  # "ok", "rejected", "denied", "failed"
+    detail: Mapped[str] = mapped_column(Text, default="{}")  # JSON: codes, sha256s, fields
+    request_id: Mapped[str | None] = mapped_column(String(64))
+    client: Mapped[str | None] = mapped_column(String(64))
+
+
+class Rejection(Base):
+    """A rejected upload with its full diagnostics; the newest N per tenant are kept."""
+
+    __tablename__ = "rejections"
+
+    id: Mapped[int] = mapped_column(primary_key=True, autoincrement=True)
+    tenant_id: Mapped[str] = mapped_column(ForeignKey("tenants.id", ondelete="CASCADE"), index=True)
+    at: Mapped[datetime] = mapped_column(default=utcnow)
+    name: Mapped[str] = mapped_column(String(64))
+    code: Mapped[str] = mapped_column(String(64))
+    program_sha256: Mapped[str] = mapped_column(String(64))
+    params_sha256: Mapped[str | None] = mapped_column(String(64))
+    diagnostics: Mapped[str] = mapped_column(Text)  # JSON list of Diagnostic.to_json()

@@ -9,10 +9,14 @@ from fastapi import APIRouter, Depends, status
 from pydantic import BaseModel, Field
 
 from server.deps import ModelsDep, TenantsDep, require_admin
+from server.deps_admin import ActorDep, AuditDep, WriterDep
 from server.routes.json import iso
+from server.routes.schemas import ERRORS
 from server.services.types import KeyInfo, TenantInfo
 
-router = APIRouter(prefix="/v1/admin", tags=["admin"], dependencies=[Depends(require_admin)])
+router = APIRouter(
+    prefix="/v1/admin", tags=["admin"], dependencies=[Depends(require_admin)], responses=ERRORS
+)
 
 
 class NewTenant(BaseModel):
@@ -20,8 +24,13 @@ class NewTenant(BaseModel):
 
 
 @router.post("/tenants", status_code=status.HTTP_201_CREATED)
-def create_tenant(body: NewTenant, tenants: TenantsDep) -> dict[str, Any]:
-    return asdict(tenants.create_tenant(body.name))
+def create_tenant(
+    body: NewTenant, tenants: TenantsDep, _: WriterDep, audit: AuditDep, actor: ActorDep
+) -> dict[str, Any]:
+    issued = tenants.create_tenant(body.name)
+    audit.record(actor, "tenant.create", issued.tenant, tenant=issued.tenant)
+    audit.record(actor, "key.create", issued.key_id, tenant=issued.tenant)
+    return asdict(issued)
 
 
 @router.get("/tenants")
@@ -30,19 +39,36 @@ def list_tenants(tenants: TenantsDep) -> dict[str, Any]:
 
 
 @router.post("/tenants/{name}/keys", status_code=status.HTTP_201_CREATED)
-def create_key(name: str, tenants: TenantsDep) -> dict[str, Any]:
-    return asdict(tenants.create_key(name))
+def create_key(
+    name: str, tenants: TenantsDep, _: WriterDep, audit: AuditDep, actor: ActorDep
+) -> dict[str, Any]:
+    issued = tenants.create_key(name)
+    audit.record(actor, "key.create", issued.key_id, tenant=issued.tenant)
+    return asdict(issued)
 
 
 @router.delete("/keys/{key_id}")
-def revoke_key(key_id: str, tenants: TenantsDep) -> dict[str, Any]:
-    return _key_json(tenants.revoke_key(key_id))
+def revoke_key(
+    key_id: str, tenants: TenantsDep, _: WriterDep, audit: AuditDep, actor: ActorDep
+) -> dict[str, Any]:
+    revoked = tenants.revoke_key(key_id)
+    audit.record(actor, "key.revoke", key_id)
+    return _key_json(revoked)
 
 
 @router.post("/quarantine/{tenant}/{name}/{version}/release")
-def release_quarantine(tenant: str, name: str, version: int, models: ModelsDep) -> dict[str, Any]:
+def release_quarantine(
+    tenant: str,
+    name: str,
+    version: int,
+    models: ModelsDep,
+    _: WriterDep,
+    audit: AuditDep,
+    actor: ActorDep,
+) -> dict[str, Any]:
     """Lets a model version that crashed its workers run again."""
     models.release(tenant, name, version)
+    audit.record(actor, "model.release", f"{name}/{version}", tenant=tenant)
     return {"tenant": tenant, "name": name, "version": version, "status": "ready"}
 
 

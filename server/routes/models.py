@@ -7,12 +7,14 @@ from typing import Annotated, Any
 from fastapi import APIRouter, File, Form, Request, Response, UploadFile, status
 
 from server.deps import MetricsDep, ModelsDep, PrincipalDep
+from server.deps_admin import ActorDep, UploadsDep
 from server.paths import CHECK, MODELS, V1
 from server.routes.json import iso
+from server.routes.schemas import ERRORS, UPLOAD_ERRORS
 from server.services.limits import CompileQueue
 from server.services.types import StoredModel, StoredVersion
 
-router = APIRouter(prefix=V1, tags=["models"])
+router = APIRouter(prefix=V1, tags=["models"], responses=ERRORS)
 ProgramPart = Annotated[UploadFile, File(description="The .pdmodel (ProgramDesc) bytes.")]
 ParamsPart = Annotated[UploadFile | None, File(description="The .pdiparams bytes.")]
 
@@ -20,11 +22,12 @@ ParamsPart = Annotated[UploadFile | None, File(description="The .pdiparams bytes
 # NOTE: `async def` routes: validation and compilation are CPU-bound, so they run in the compile
 # queue's own pool (server/services/limits.py), under the tenant's compile cap; the shared
 # threadpool, and so every other route, never waits behind them.
-@router.post(MODELS, status_code=status.HTTP_201_CREATED)
+@router.post(MODELS, status_code=status.HTTP_201_CREATED, responses=UPLOAD_ERRORS)
 async def upload_model(
     request: Request,
     principal: PrincipalDep,
-    models: ModelsDep,
+    uploads: UploadsDep,
+    actor: ActorDep,
     metrics: MetricsDep,
     name: Annotated[str, Form()],
     program: ProgramPart,
@@ -34,7 +37,7 @@ async def upload_model(
     with metrics.upload(principal.tenant_id):
         uploaded = await _compiles(request).run(
             principal.tenant_id or "",
-            lambda: models.upload(principal, name, program_bytes, params_bytes),
+            lambda: uploads.upload(principal, actor, name, program_bytes, params_bytes),
         )
     return {
         "name": uploaded.name,
@@ -44,17 +47,19 @@ async def upload_model(
     }
 
 
-@router.post(CHECK)
+@router.post(CHECK, responses=UPLOAD_ERRORS)
 async def check_model(
     request: Request,
     principal: PrincipalDep,
-    models: ModelsDep,
+    uploads: UploadsDep,
+    actor: ActorDep,
     program: ProgramPart,
     params: ParamsPart = None,
 ) -> dict[str, Any]:
     program_bytes, params_bytes = await program.read(), await _read(params)
     report = await _compiles(request).run(
-        principal.tenant_id or "", lambda: models.check(program_bytes, params_bytes)
+        principal.tenant_id or "",
+        lambda: uploads.check(principal, actor.tenant, program_bytes, params_bytes),
     )
     return {"valid": True, "report": report.to_json()}
 
@@ -76,13 +81,15 @@ def get_model(name: str, principal: PrincipalDep, models: ModelsDep) -> dict[str
 
 
 @router.delete("/models/{name}", status_code=status.HTTP_204_NO_CONTENT)
-def delete_model(name: str, principal: PrincipalDep, models: ModelsDep) -> None:
-    models.delete(principal, name)
+def delete_model(name: str, principal: PrincipalDep, uploads: UploadsDep, actor: ActorDep) -> None:
+    uploads.delete(principal, actor, name, None)
 
 
 @router.delete("/models/{name}/versions/{version}", status_code=status.HTTP_204_NO_CONTENT)
-def delete_version(name: str, version: int, principal: PrincipalDep, models: ModelsDep) -> None:
-    models.delete(principal, name, version)
+def delete_version(
+    name: str, version: int, principal: PrincipalDep, uploads: UploadsDep, actor: ActorDep
+) -> None:
+    uploads.delete(principal, actor, name, version)
 
 
 @router.get("/models/{name}/versions/{version}/onnx")

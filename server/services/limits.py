@@ -87,6 +87,21 @@ class RateLimiter:
         self._clock = clock
         self._buckets: dict[str, _Bucket] = {}
         self._lock = threading.Lock()
+        # Per-key (rate, burst) set by an operator (server/services/policies.py); one dict read.
+        self._overrides: dict[str, tuple[float, int]] = {}
+
+    def override(self, key: str, rate_per_s: float | None, burst: int | None) -> None:
+        """`key`'s own rate and burst (None: the default); its bucket starts over full."""
+        with self._lock:
+            self._buckets.pop(key, None)
+            if rate_per_s is None and burst is None:
+                self._overrides.pop(key, None)
+            else:
+                rate = self.rate_per_s if rate_per_s is None else rate_per_s
+                self._overrides[key] = (rate, self.burst if burst is None else burst)
+
+    def limits_of(self, key: str) -> tuple[float, int]:
+        return self._overrides.get(key, (self.rate_per_s, self.burst))
 
     @property
     def unlimited(self) -> bool:
@@ -95,26 +110,28 @@ class RateLimiter:
     def wait_s(self, key: str) -> float:
         """Takes a token for `key` and returns 0.0, or takes nothing and returns the seconds
         until a token is available."""
-        if self.unlimited:
+        rate, burst = self._overrides.get(key, (self.rate_per_s, self.burst))
+        if rate == 0:
             return 0.0
         with self._lock:
             now = self._clock()
-            bucket = self._buckets.setdefault(key, _Bucket(float(self.burst), now))
+            bucket = self._buckets.setdefault(key, _Bucket(float(burst), now))
             elapsed = max(0.0, now - bucket.updated)
-            bucket.tokens = min(float(self.burst), bucket.tokens + elapsed * self.rate_per_s)
+            bucket.tokens = min(float(burst), bucket.tokens + elapsed * rate)
             bucket.updated = now
             if bucket.tokens >= 1.0 - _EPSILON:
                 bucket.tokens = max(0.0, bucket.tokens - 1.0)
                 return 0.0
-            return (1.0 - bucket.tokens) / self.rate_per_s
+            return (1.0 - bucket.tokens) / rate
 
     def take(self, key: str) -> None:
         """Takes a token for `key`, else raises RateLimited with a whole-second Retry-After."""
         wait = self.wait_s(key)
         if wait > 0:
             retry_after = max(1, math.ceil(wait - _EPSILON))
+            rate, burst = self.limits_of(key)
             raise RateLimited(
-                f"expected at most {self.rate_per_s:g} requests per second (burst {self.burst}) "
+                f"expected at most {rate:g} requests per second (burst {burst}) "
                 f"per tenant, got more; retry in {retry_after} s",
                 retry_after,
             )
@@ -146,6 +163,15 @@ class ConcurrencyLimiter:
         self._held: dict[str, int] = {}
         self._held_total = 0
         self._lock = threading.Lock()
+        self._overrides: dict[str, int] = {}  # per-key limits set by an operator
+
+    def override(self, key: str, limit: int | None) -> None:
+        """`key`'s own limit (0: unlimited; None: the default)."""
+        with self._lock:
+            if limit is None:
+                self._overrides.pop(key, None)
+            else:
+                self._overrides[key] = limit
 
     def in_flight(self, key: str) -> int:
         with self._lock:
@@ -159,9 +185,10 @@ class ConcurrencyLimiter:
         """Holds a slot for `key`, else raises the per-key 429 or Overloaded."""
         with self._lock:
             held = self._held.get(key, 0)
-            if self.limit and held >= self.limit:
+            limit = self._overrides.get(key, self.limit)
+            if limit and held >= limit:
                 raise self._per_key_error(
-                    f"expected at most {self.limit} {self.what} per tenant, got {held + 1}",
+                    f"expected at most {limit} {self.what} per tenant, got {held + 1}",
                     self.RETRY_AFTER_S,
                 )
             if self.total and self._held_total >= self.total:

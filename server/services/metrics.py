@@ -9,9 +9,12 @@ caller sends ever becomes a label value.
 
 from __future__ import annotations
 
+import bisect
 import threading
-from collections.abc import Iterable, Iterator
+import time
+from collections.abc import Callable, Iterable, Iterator
 from contextlib import contextmanager
+from dataclasses import dataclass
 from typing import Final
 
 from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, Counter, Histogram
@@ -43,6 +46,90 @@ LATENCY_BUCKETS: Final = (
 )
 
 
+# The console's latency buckets: 25% apart from 50 us to ~60 s, so a percentile read from them
+# is within 25% of the true one (the Prometheus buckets above are too coarse for p50 of a ms).
+RING_BOUNDS: Final = tuple(50e-6 * 1.25**i for i in range(64))
+RING_MINUTES: Final = 60
+
+
+@dataclass(frozen=True, slots=True)
+class MinutePoint:
+    """One minute of V2 inference: its start (epoch seconds), counts and latency percentiles."""
+
+    start: float
+    requests: int
+    errors: int
+    p50_s: float | None
+    p99_s: float | None
+
+
+class _Minute:
+    __slots__ = ("buckets", "errors", "minute", "requests")
+
+    def __init__(self, minute: int) -> None:
+        self.buckets = [0] * (len(RING_BOUNDS) + 1)
+        self.reset(minute)
+
+    def reset(self, minute: int) -> None:
+        self.minute = minute
+        self.requests = 0
+        self.errors = 0
+        self.buckets[:] = [0] * len(self.buckets)
+
+
+class MinuteRing:
+    """The last hour of V2 inference per minute, for the console's charts: a fixed ring of
+    counters and latency buckets (a few list writes per request, nothing allocated).
+    NOTE: written from the event loop only (the metrics middleware), so it takes no lock."""
+
+    def __init__(self, clock: Callable[[], float] = time.time) -> None:
+        self._clock = clock
+        self._slots = [_Minute(-1) for _ in range(RING_MINUTES)]
+
+    def record(self, seconds: float, failed: bool) -> None:
+        minute = int(self._clock() // 60)
+        slot = self._slots[minute % RING_MINUTES]
+        if slot.minute != minute:
+            slot.reset(minute)
+        slot.requests += 1
+        slot.errors += failed
+        slot.buckets[bisect.bisect_left(RING_BOUNDS, seconds)] += 1
+
+    def last_hour(self) -> list[MinutePoint]:
+        """One point per minute, oldest first, ending with the current minute."""
+        now = int(self._clock() // 60)
+        points = []
+        for minute in range(now - RING_MINUTES + 1, now + 1):
+            slot = self._slots[minute % RING_MINUTES]
+            if slot.minute != minute:
+                points.append(MinutePoint(minute * 60.0, 0, 0, None, None))
+                continue
+            buckets = list(slot.buckets)
+            points.append(
+                MinutePoint(
+                    minute * 60.0,
+                    slot.requests,
+                    slot.errors,
+                    _percentile(buckets, slot.requests, 0.50),
+                    _percentile(buckets, slot.requests, 0.99),
+                )
+            )
+        return points
+
+
+def _percentile(buckets: list[int], total: int, q: float) -> float | None:
+    """The upper bound of the bucket holding the q-th request (the last bound past the top)."""
+    if total == 0:
+        return None
+    rank = q * total
+    seen = 0
+    for index, count in enumerate(buckets):
+        seen += count
+        if seen >= rank:
+            return RING_BOUNDS[min(index, len(RING_BOUNDS) - 1)]
+    return RING_BOUNDS[-1]
+
+
 class TenantNames:
     """Tenant id -> name, cached: names never change and tenants are never renamed."""
 
@@ -69,6 +156,7 @@ class TenantNames:
 class Metrics:
     def __init__(self) -> None:
         self.registry = CollectorRegistry()
+        self.minutes = MinuteRing()  # the console's last hour
         self._tenant_names: TenantNames | None = None
         r = self.registry
         self.requests = Counter(
@@ -135,6 +223,7 @@ class Metrics:
         if status >= 400:
             self.failures.labels(tenant, model, code or f"HTTP_{status}").inc()
         self.latency.labels(tenant, model).observe(seconds)
+        self.minutes.record(seconds, status >= 400)
 
     def throttle(self, tenant_id: str, reason: str) -> None:
         self.throttled.labels(self.tenant_label(tenant_id), reason).inc()

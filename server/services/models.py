@@ -24,6 +24,7 @@ from server.services.types import (
     Forbidden,
     InvalidName,
     LoadedModel,
+    ModelBlocked,
     ModelRejected,
     NotFound,
     Principal,
@@ -41,11 +42,12 @@ from validator import DEFAULT_POLICY, Policy, Report, ValidationFailed
 MODEL_NAME: Final = re.compile(r"^[a-z0-9][a-z0-9_.-]{0,63}$")
 READY: Final = "ready"
 QUARANTINED: Final = "quarantined"  # crashed its workers; an admin may release it
+BLOCKED: Final = "blocked"  # no longer passes its tenant's policy: kept, not served
 
 # Compiled sessions are keyed by their artifacts' content (program and params sha256), never by
 # tenant/name/version: a version deleted and uploaded again with other bytes (by any replica)
 # can never be answered by the old graph, and identical uploads share one session.
-_CacheKey = tuple[str, str | None]
+_CacheKey = tuple[str, str | None, Policy]  # program, params, the policy it was checked with
 _LookupKey = tuple[str, str, int | None]  # (tenant, name, version or None for the latest)
 # Past this many cached lookups the lookup cache starts over (only lookups that found a ready
 # version are cached, so this takes that many models in use within one TTL).
@@ -77,11 +79,14 @@ class ModelService:
         storage_quota_bytes: int = 0,
         clock: Callable[[], float] = time.monotonic,
         publish: Callable[[dict[str, str]], None] | None = None,
+        policy_for: Callable[[str], Policy] | None = None,
     ) -> None:
         self._sessions = sessions
         self._artifacts = artifacts
         self._refs = ArtifactRefs(sessions, artifacts, storage_quota_bytes)
         self._policy = policy
+        # The tenant's own policy (server/services/policies.py); `policy` for every tenant without.
+        self._policy_for = policy_for or (lambda _tenant: policy)
         self._options = options or SessionOptions()
         self._pool = pool or WorkerPool(PoolSettings(workers=1))
         self._cache_size = cache_size
@@ -102,9 +107,11 @@ class ModelService:
 
     # -- use cases -------------------------------------------------------------------------
 
-    def check(self, program: bytes, params: bytes | None) -> Report:
-        """Validates, lowers and gates without storing anything; returns the report."""
-        return self._compile(program, params).program.report
+    def check(self, program: bytes, params: bytes | None, tenant_id: str = "") -> Report:
+        """Validates (with the tenant's policy when given), lowers and gates without storing
+        anything; returns the report."""
+        policy = self._policy_for(tenant_id) if tenant_id else self._policy
+        return self._compile(program, params, policy).program.report
 
     def upload(
         self, principal: Principal, name: str, program: bytes, params: bytes | None
@@ -112,7 +119,8 @@ class ModelService:
         """Adds a version of `name`: artifacts first, the database row last (crash-safe)."""
         tenant = _tenant_of(principal)
         _check_name(name)
-        compiled = self._compile(program, params)
+        policy = self._policy_for(tenant)
+        compiled = self._compile(program, params, policy)
         report = compiled.program.report
         shas = (
             self._artifacts.put(program),
@@ -126,7 +134,7 @@ class ModelService:
             self._refs.collect(list(sizes))  # what this upload stored and nothing else names
             raise
         self._refs.keep_stored(b for b in (program, params, onnx) if b is not None)
-        self._remember((shas[0], shas[1]), compiled)
+        self._remember((shas[0], shas[1], policy), compiled)
         self._invalidate(tenant, name)  # "latest" is the new version from now on
         return UploadedModel(name, version, READY, report)
 
@@ -193,8 +201,14 @@ class ModelService:
         with self._sessions() as s:
             model = self._model(s, principal, name)
             row = self._version(model, version) if version is not None else _newest(model)
+            if row.status == BLOCKED:
+                raise ModelBlocked(
+                    f"model {name!r} version {row.version} is blocked by its tenant's policy"
+                )
             found = (model.tenant_id, model.name, row.version)
-            key = (row.program_sha256, row.params_sha256)
+            # The policy is part of the key: the same bytes validated under another tenant's
+            # policy are another compiled model (its loop bound and byte caps apply at run time).
+            key = (row.program_sha256, row.params_sha256, self._policy_for(model.tenant_id))
         lookup = (model.tenant_id, name, version)
         if (hit := self._cached(key)) is not None:
             return self._settle(lookup, LoadedModel(*found, hit), key, generation)
@@ -207,11 +221,28 @@ class ModelService:
 
     # -- helpers ---------------------------------------------------------------------------
 
-    def _compile(self, program: bytes, params: bytes | None) -> CompiledModel:
+    def loaded(self) -> list[LoadedModel]:
+        """The versions resolved recently (their sessions live in the workers), one each."""
+        with self._cache_lock:
+            found = {(m.tenant_id, m.name, m.version): m for m, _, _ in self._lookups.values()}
+        return list(found.values())
+
+    def forget_tenant(self, tenant_id: str) -> None:
+        """After a tenant's versions changed status (a policy change): drop its cached lookups
+        and cache nothing read before now."""
+        # NOTE: compiled models stay: they are keyed by content and policy, so a changed policy
+        # misses them and another tenant's identical upload may still use them.
+        with self._cache_lock:
+            for name in {k[1] for k in self._lookups if k[0] == tenant_id}:
+                self._writes[(tenant_id, name)] = self._writes.get((tenant_id, name), 0) + 1
+            for lookup in [k for k in self._lookups if k[0] == tenant_id]:
+                del self._lookups[lookup]
+
+    def _compile(self, program: bytes, params: bytes | None, policy: Policy) -> CompiledModel:
         # The one servability check, shared with `graphgate check`: what it passes, upload keeps.
         try:
             return self._pool.compile(
-                program, params, self._policy, self._options, self._source(program, params)
+                program, params, policy, self._options, self._source(program, params)
             )
         except ValidationFailed as failed:
             diagnostics = list(failed.diagnostics)
@@ -226,11 +257,11 @@ class ModelService:
         get = self._artifacts.get
         return lambda: (get(program_sha), None if params_sha is None else get(params_sha))
 
-    def _rebuild(self, program_sha: str, params_sha: str | None) -> CompiledModel:
+    def _rebuild(self, program_sha: str, params_sha: str | None, policy: Policy) -> CompiledModel:
         # NOTE: re-validated on load, so a stricter validator also applies to stored models.
         program = self._artifacts.get(program_sha)
         params = None if params_sha is None else self._artifacts.get(params_sha)
-        return self._compile(program, params)
+        return self._compile(program, params, policy)
 
     def _register(
         self,
@@ -377,10 +408,11 @@ def _rejected(count: int) -> str:
 
 
 def _newest(model: Model) -> ModelVersion:
-    ready = [v for v in model.versions if v.status == READY]
-    if not ready:
+    # A blocked newest version is answered as blocked (409), not skipped for an older one.
+    servable = [v for v in model.versions if v.status in (READY, BLOCKED)]
+    if not servable:
         raise NotFound(f"model {model.name!r} has no ready version")
-    return ready[-1]
+    return servable[-1]
 
 
 def _stored(model: Model) -> StoredModel:

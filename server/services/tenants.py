@@ -29,6 +29,8 @@ from server.services.types import (
 )
 
 KEY_PREFIX: Final = "gg_"
+VIEWER: Final = "viewer"
+OPERATOR_ROLES: Final = frozenset({"admin", VIEWER})  # api_keys.role of an operator's key
 ENV_ADMIN_KEY_ID: Final = "env-admin"  # the key row that GRAPHGATE_ADMIN_TOKEN maps to
 TENANT_NAME: Final = re.compile(r"^[a-z0-9][a-z0-9_.-]{0,63}$")
 _KEY_ID: Final = re.compile(r"^[0-9a-f]{16}$")
@@ -108,6 +110,17 @@ class TenantService:
         self._invalidate()
         return _issued(name, key)
 
+    def issue_operator_key(self, s: Session, operator: str, role: str) -> str:
+        """A key for a named operator (server/services/admins.py), in that caller's transaction."""
+        key = self._new_key(s, None, role)
+        s.flush()
+        s.get_one(ApiKey, key.split("_")[1]).admin = operator
+        return key
+
+    def forget_cached_keys(self) -> None:
+        """After an operator-key write committed elsewhere: forget every cached key."""
+        self._invalidate()
+
     def list_tenants(self) -> list[TenantInfo]:
         with self._sessions() as s:
             keys = s.scalars(select(ApiKey).order_by(ApiKey.created)).all()
@@ -155,7 +168,11 @@ class TenantService:
             if key is None or not ok or key.revoked is not None:
                 raise Unauthorized("invalid or revoked API key")
             principal = Principal(
-                tenant_id=key.tenant_id or "", key_id=key_id, is_admin=key.role == "admin"
+                tenant_id=key.tenant_id or "",
+                key_id=key_id,
+                is_admin=key.role in OPERATOR_ROLES,
+                operator=key.admin or ("root" if key.role in OPERATOR_ROLES else ""),
+                read_only=key.role == VIEWER,
             )
         self._cache(presented, principal, generation)
         return principal

@@ -19,7 +19,9 @@ class Principal:
 
     tenant_id: str  # "" for the admin
     key_id: str
-    is_admin: bool
+    is_admin: bool  # an operator key: admin or viewer
+    operator: str = ""  # the operator's name ("root" for the first-start or env admin key)
+    read_only: bool = False  # a viewer: reads every admin route, changes nothing
 
 
 @dataclass(frozen=True, slots=True)
@@ -171,3 +173,55 @@ class InvalidName(BadRequest):
     """A model or tenant name outside `^[a-z0-9][a-z0-9_.-]{0,63}$`."""
 
     code = "INVALID_NAME"
+
+
+# -- the operator's side (server/services/admins.py, policies.py) ------------------------------
+
+
+class ReadOnlyOperator(Forbidden):
+    """A viewer's key on an admin route that changes something: only role admin may."""
+
+    code = "ADMIN_ROLE_REQUIRED"
+
+
+class TenantSuspended(Forbidden):
+    """The tenant is suspended by an operator: every tenant route refuses its keys."""
+
+    code = "TENANT_SUSPENDED"
+
+
+class QuotaExceeded(Forbidden):
+    """An upload over the tenant's quota: storage bytes, number of models or of versions."""
+
+    code = "QUOTA_EXCEEDED"
+
+
+class ModelBlocked(Conflict):
+    """The version no longer passes its tenant's policy (it was tightened): kept, not served."""
+
+    code = "MODEL_BLOCKED_BY_POLICY"
+
+
+class OpNotAllowedByPolicy(ModelRejected):
+    """The upload uses an op its tenant's policy does not allow (`allowed_ops`)."""
+
+    code = "OP_NOT_ALLOWED_BY_POLICY"
+
+
+class OverTenantPolicy(ModelRejected):
+    """The upload is over one of its tenant's policy limits; the message names the field."""
+
+    code = "OVER_TENANT_POLICY"
+
+
+class InvalidRules(BadRequest):
+    """A policy or quota change with an unknown field or a value out of range."""
+
+    code = "INVALID_POLICY"
+
+
+class TooManyConcurrentUploads(TooManyRequests):
+    """The tenant already has its maximum number of uploads (or checks) in flight."""
+
+    code = "TOO_MANY_CONCURRENT_UPLOADS"
+    reason = "uploads"

@@ -1,0 +1,596 @@
+"""The console's pages under /admin (HTTP only): an app of its own, mounted by create_app.
+
+Its own app so that its cookie session, CSRF checks, HTML error pages and security headers
+apply to its pages alone and cost the API's routes nothing. Every form works without
+JavaScript: a POST answers with the page it changed (or a 303 back to it).
+"""
+
+from __future__ import annotations
+
+import secrets
+from dataclasses import dataclass
+from datetime import datetime
+from pathlib import Path
+from typing import Annotated, Any, Final
+
+from fastapi import FastAPI, Form, Query, Request
+from fastapi.exceptions import RequestValidationError
+from fastapi.responses import HTMLResponse, RedirectResponse, Response
+from fastapi.staticfiles import StaticFiles
+from fastapi.templating import Jinja2Templates
+from starlette.concurrency import run_in_threadpool
+from starlette.datastructures import State
+from starlette.types import ASGIApp, Message, Receive, Scope, Send
+
+from server.console.overview import overview
+from server.console.queries import ConsoleQueries
+from server.console.sessions import ConsoleSessions, CsrfFailed, SessionInfo, csrf_ok
+from server.deps_admin import request_id
+from server.errors import status_of
+from server.services.audit import Actor, AuditQuery
+from server.services.policies import POLICY_FIELDS, QUOTA_FIELDS
+from server.services.types import (
+    BadRequest,
+    InvalidRules,
+    NotFound,
+    Principal,
+    ReadOnlyOperator,
+    ServiceError,
+    TooManyRequests,
+    Unauthorized,
+)
+from validator.ops import REGISTRY
+
+HERE: Final = Path(__file__).resolve().parent
+SESSION_COOKIE: Final = "gg_session"
+LOGIN_COOKIE: Final = "gg_login"  # the login form's CSRF token (double submit: no session yet)
+PREFIX: Final = "/admin"
+SECURITY_HEADERS: Final = (
+    (b"content-security-policy", b"default-src 'self'; frame-ancestors 'none'; form-action 'self'"),
+    (b"x-frame-options", b"DENY"),
+    (b"referrer-policy", b"no-referrer"),
+    (b"x-content-type-options", b"nosniff"),
+    (b"cache-control", b"no-store"),
+)
+AUDIT_PAGE: Final = 50
+
+
+class LoginNeeded(Exception):
+    """No live session: the page answers with a redirect to the login form."""
+
+
+@dataclass(frozen=True, slots=True)
+class Page:
+    """What a page needs besides its own data: the operator and the form token."""
+
+    operator: Principal
+    csrf: str
+    path: str
+
+
+class SecurityHeaders:
+    """Adds the console's security headers to every response of the console app."""
+
+    def __init__(self, app: ASGIApp) -> None:
+        self.app = app
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        async def with_headers(message: Message) -> None:
+            if message["type"] == "http.response.start":
+                message["headers"] = [*message.get("headers", []), *SECURITY_HEADERS]
+            await send(message)
+
+        await self.app(scope, receive, with_headers)
+
+
+def start(state: State, sessions: Any, artifacts: Any) -> None:
+    """Start-up, once the operator services exist on the main app's state."""
+    settings = state.settings
+    state.console_sessions = ConsoleSessions(
+        sessions,
+        state.admins,
+        idle_s=settings.console_idle_s,
+        max_s=settings.console_max_s,
+        attempts_per_minute=settings.console_login_attempts,
+    )
+    state.console_queries = ConsoleQueries(sessions, artifacts)
+
+
+def build(main: State) -> FastAPI:
+    """The console app; `main` is the main app's state (services, settings), read per request."""
+    app = FastAPI(docs_url=None, redoc_url=None, openapi_url=None)
+    app.state.main = main
+    templates = Jinja2Templates(directory=HERE / "templates")
+    templates.env.globals["prefix"] = PREFIX
+    templates.env.filters["size"] = _size
+    templates.env.filters["when"] = _when
+    app.mount("/static", StaticFiles(directory=HERE / "static"), name="static")
+    app.add_middleware(SecurityHeaders)
+    _routes(app, templates)
+    _error_pages(app, templates)
+    return app
+
+
+# -- sessions and forms ------------------------------------------------------------------------
+
+
+def _main(request: Request) -> State:
+    main: State = request.app.state.main
+    return main
+
+
+def _session(request: Request) -> SessionInfo:
+    cookie = request.cookies.get(SESSION_COOKIE, "")
+    info: SessionInfo | None = None
+    if cookie:
+        info = _main(request).console_sessions.current(cookie)
+    if info is None:
+        raise LoginNeeded()
+    return info
+
+
+def _reader(request: Request) -> Page:
+    info = _session(request)
+    return Page(info.principal, info.csrf, request.url.path)
+
+
+def _writer(request: Request, csrf: str) -> Page:
+    """The operator behind a state-changing form: its CSRF token first, then its role."""
+    info = _session(request)
+    if not csrf_ok(request.cookies.get(SESSION_COOKIE, ""), csrf):
+        raise CsrfFailed("expected the form's CSRF token, got none or a wrong one")
+    if info.principal.read_only:
+        raise ReadOnlyOperator(
+            f"expected an operator of role admin to change this, got viewer "
+            f"{info.principal.operator!r}"
+        )
+    return Page(info.principal, info.csrf, request.url.path)
+
+
+def _actor(request: Request, page: Page) -> Actor:
+    client = request.client.host if request.client else None
+    return Actor(page.operator.key_id, page.operator.operator, "", request_id(request), client)
+
+
+def _as_tenant(tenant_id: str, page: Page) -> Principal:
+    """The tenant's scope for an operator acting on its models (the model service's lookups)."""
+    return Principal(tenant_id, page.operator.key_id, False, page.operator.operator)
+
+
+CsrfField = Annotated[str, Form()]
+
+
+# -- the pages -------------------------------------------------------------------------------
+
+
+def _routes(app: FastAPI, templates: Jinja2Templates) -> None:
+    def render(
+        request: Request, template: str, page: Page | None, status: int = 200, **data: Any
+    ) -> HTMLResponse:
+        return templates.TemplateResponse(
+            request, template, {"page": page, **data}, status_code=status
+        )
+
+    @app.get("/login")
+    def login_form(request: Request) -> HTMLResponse:
+        return _login_page(request, render, None, 200)
+
+    @app.post("/login")
+    def login(request: Request, key: Annotated[str, Form()] = "", csrf: CsrfField = "") -> Response:
+        expected = request.cookies.get(LOGIN_COOKIE, "")
+        if not expected or not secrets.compare_digest(expected, csrf):
+            raise CsrfFailed("expected the login form's CSRF token, got none or a wrong one")
+        client = request.client.host if request.client else None
+        try:
+            session_id, _ = _main(request).console_sessions.login(key, request_id(request), client)
+        except Unauthorized:
+            return _login_page(request, render, "That key is not an operator's key.", 401)
+        response = RedirectResponse(f"{PREFIX}/", status_code=303)
+        response.set_cookie(
+            SESSION_COOKIE,
+            session_id,
+            httponly=True,
+            samesite="strict",
+            secure=_main(request).settings.cookie_secure,
+            path=PREFIX,
+        )
+        response.delete_cookie(LOGIN_COOKIE, path=PREFIX)
+        return response
+
+    @app.post("/logout")
+    def logout(request: Request, csrf: CsrfField = "") -> Response:
+        cookie = request.cookies.get(SESSION_COOKIE, "")
+        _session(request)
+        if not csrf_ok(cookie, csrf):
+            raise CsrfFailed("expected the form's CSRF token, got none or a wrong one")
+        _main(request).console_sessions.logout(cookie)
+        response = RedirectResponse(f"{PREFIX}/login", status_code=303)
+        response.delete_cookie(SESSION_COOKIE, path=PREFIX)
+        return response
+
+    @app.get("/")
+    def overview_page(request: Request) -> HTMLResponse:
+        page = _reader(request)
+        main = _main(request)
+        figures = overview(main.metrics, main.models, main.settings.use_cuda)
+        return render(request, "overview.html", page, o=figures)
+
+    @app.get("/tenants")
+    def tenants_page(request: Request) -> HTMLResponse:
+        page = _reader(request)
+        rows = _main(request).console_queries.tenants()
+        return render(request, "tenants.html", page, tenants=rows)
+
+    @app.post("/tenants")
+    def create_tenant(
+        request: Request, name: Annotated[str, Form()] = "", csrf: CsrfField = ""
+    ) -> HTMLResponse:
+        page = _writer(request, csrf)
+        main = _main(request)
+        try:
+            issued = main.tenants.create_tenant(name.strip())
+        except BadRequest as error:
+            rows = main.console_queries.tenants()
+            return render(request, "tenants.html", page, 400, tenants=rows, error=error, name=name)
+        actor = _actor(request, page)
+        main.audit.record(actor, "tenant.create", issued.tenant, tenant=issued.tenant)
+        main.audit.record(actor, "key.create", issued.key_id, tenant=issued.tenant)
+        return render(request, "key_issued.html", page, 201, issued=issued, new_tenant=True)
+
+    @app.get("/tenants/{name}")
+    def tenant_page(request: Request, name: str) -> HTMLResponse:
+        return _tenant_page(request, render, _reader(request), name)
+
+    @app.post("/tenants/{name}/keys")
+    def create_key(request: Request, name: str, csrf: CsrfField = "") -> HTMLResponse:
+        page = _writer(request, csrf)
+        main = _main(request)
+        issued = main.tenants.create_key(name)
+        main.audit.record(_actor(request, page), "key.create", issued.key_id, tenant=name)
+        return render(request, "key_issued.html", page, 201, issued=issued, new_tenant=False)
+
+    @app.post("/tenants/{name}/keys/{key_id}/revoke")
+    def revoke_key(request: Request, name: str, key_id: str, csrf: CsrfField = "") -> Response:
+        page = _writer(request, csrf)
+        main = _main(request)
+        if key_id not in {k.key_id for k in _tenant_info(main, name).keys}:
+            raise NotFound(f"no key {key_id!r} of tenant {name!r}")
+        main.tenants.revoke_key(key_id)
+        main.audit.record(_actor(request, page), "key.revoke", key_id, tenant=name)
+        return RedirectResponse(f"{PREFIX}/tenants/{name}", status_code=303)
+
+    @app.post("/tenants/{name}/suspend")
+    def suspend(request: Request, name: str, csrf: CsrfField = "") -> Response:
+        return _suspend(request, name, csrf, True)
+
+    @app.post("/tenants/{name}/resume")
+    def resume(request: Request, name: str, csrf: CsrfField = "") -> Response:
+        return _suspend(request, name, csrf, False)
+
+    @app.post("/tenants/{name}/policy")
+    async def set_policy(request: Request, name: str) -> HTMLResponse:
+        form = await request.form()
+        page = _writer(request, str(form.get("csrf", "")))
+        main = _main(request)
+        current = await run_in_threadpool(main.policies.show, name)
+        changes = _policy_changes(form, current.policy_json(), dict(current.policy_overrides))
+        try:
+            change = await run_in_threadpool(main.policies.set_policy, name, changes)
+        except InvalidRules as error:
+            return await run_in_threadpool(
+                _tenant_page, request, render, page, name, error, "policy", dict(form)
+            )
+        actor = _actor(request, page)
+        main.audit.record(actor, "policy.set", name, tenant=name, detail={"changes": changes})
+        for label in change.blocked:
+            main.audit.record(actor, "model.block", label, tenant=name)
+        for label in change.unblocked:
+            main.audit.record(actor, "model.unblock", label, tenant=name)
+        notice = _policy_notice(change.blocked, change.unblocked)
+        return await run_in_threadpool(
+            _tenant_page, request, render, page, name, None, "", None, notice
+        )
+
+    @app.post("/tenants/{name}/quota")
+    async def set_quota(request: Request, name: str) -> HTMLResponse:
+        form = await request.form()
+        page = _writer(request, str(form.get("csrf", "")))
+        main = _main(request)
+        current = await run_in_threadpool(main.policies.show, name)
+        changes = _field_changes(
+            form, QUOTA_FIELDS, _quota_values(current.quota), dict(current.quota_overrides)
+        )
+        try:
+            await run_in_threadpool(main.policies.set_quota, name, changes)
+        except InvalidRules as error:
+            return await run_in_threadpool(
+                _tenant_page, request, render, page, name, error, "quota", dict(form)
+            )
+        main.audit.record(
+            _actor(request, page), "quota.set", name, tenant=name, detail={"changes": changes}
+        )
+        return await run_in_threadpool(
+            _tenant_page, request, render, page, name, None, "", None, "Quota saved."
+        )
+
+    @app.get("/models")
+    def models_page(
+        request: Request,
+        tenant: Annotated[str, Query(max_length=64)] = "",
+        page_number: Annotated[int, Query(alias="page", ge=1, le=100_000)] = 1,
+    ) -> HTMLResponse:
+        page = _reader(request)
+        main = _main(request)
+        listed = main.console_queries.models(tenant or None, page_number)
+        rejections = main.uploads.rejections(tenant) if tenant else []
+        return render(
+            request, "models.html", page, listed=listed, tenant=tenant, rejections=rejections
+        )
+
+    @app.get("/models/{tenant}/{name}/{version}")
+    def version_page(request: Request, tenant: str, name: str, version: int) -> HTMLResponse:
+        page = _reader(request)
+        detail = _main(request).console_queries.version(tenant, name, version)
+        if detail is None:
+            raise NotFound(f"no version {version} of model {name!r} of tenant {tenant!r}")
+        return render(request, "version.html", page, v=detail)
+
+    @app.get("/models/{tenant}/{name}/{version}/onnx")
+    def download_onnx(request: Request, tenant: str, name: str, version: int) -> Response:
+        page = _reader(request)
+        main = _main(request)
+        onnx = main.models.onnx(_as_tenant(_tenant_id(main, tenant), page), name, version)
+        filename = f"{tenant}-{name}-v{version}.onnx"
+        return Response(
+            onnx,
+            media_type="application/octet-stream",
+            headers={"content-disposition": f'attachment; filename="{filename}"'},
+        )
+
+    @app.post("/models/{tenant}/{name}/{version}/delete")
+    def delete_version(
+        request: Request, tenant: str, name: str, version: int, csrf: CsrfField = ""
+    ) -> Response:
+        page = _writer(request, csrf)
+        main = _main(request)
+        main.models.delete(_as_tenant(_tenant_id(main, tenant), page), name, version)
+        main.audit.record(_actor(request, page), "model.delete", f"{name}/{version}", tenant=tenant)
+        return RedirectResponse(f"{PREFIX}/models?tenant={tenant}", status_code=303)
+
+    @app.get("/audit")
+    def audit_page(
+        request: Request,
+        actor: Annotated[str, Query(max_length=80)] = "",
+        action: Annotated[str, Query(max_length=32)] = "",
+        tenant: Annotated[str, Query(max_length=64)] = "",
+        since: Annotated[str, Query(max_length=32)] = "",
+        until: Annotated[str, Query(max_length=32)] = "",
+        cursor: Annotated[int | None, Query(ge=1)] = None,
+    ) -> HTMLResponse:
+        page = _reader(request)
+        filters = {"actor": actor, "action": action, "tenant": tenant}
+        filters |= {"since": since, "until": until}
+        query = AuditQuery(
+            actor or None,
+            action or None,
+            tenant or None,
+            _moment("since", since),
+            _moment("until", until),
+            cursor,
+            AUDIT_PAGE,
+        )
+        listed = _main(request).audit.page(query)
+        return render(request, "audit.html", page, listed=listed, filters=filters)
+
+    def _suspend(request: Request, name: str, csrf: str, suspended: bool) -> Response:
+        page = _writer(request, csrf)
+        main = _main(request)
+        main.policies.suspend(name, suspended)
+        action = "tenant.suspend" if suspended else "tenant.resume"
+        main.audit.record(_actor(request, page), action, name, tenant=name)
+        return RedirectResponse(f"{PREFIX}/tenants/{name}", status_code=303)
+
+
+def _login_page(request: Request, render: Any, error: str | None, status: int) -> HTMLResponse:
+    token = secrets.token_urlsafe(24)
+    response: HTMLResponse = render(request, "login.html", None, status, error=error, csrf=token)
+    response.set_cookie(
+        LOGIN_COOKIE,
+        token,
+        httponly=True,
+        samesite="strict",
+        secure=_main(request).settings.cookie_secure,
+        path=PREFIX,
+        max_age=3600,
+    )
+    return response
+
+
+def _tenant_page(
+    request: Request,
+    render: Any,
+    page: Page,
+    name: str,
+    error: ServiceError | None = None,
+    form_name: str = "",
+    submitted: dict[str, Any] | None = None,
+    notice: str | None = None,
+) -> HTMLResponse:
+    main = _main(request)
+    info = _tenant_info(main, name)
+    rules = main.policies.show(name)
+    policy = rules.policy_json()
+    denied = sorted(set(REGISTRY.names()) - set(policy["allowed_ops"]))
+    response: HTMLResponse = render(
+        request,
+        "tenant.html",
+        page,
+        400 if error else 200,
+        info=info,
+        rules=rules,
+        policy=policy,
+        denied=denied,
+        quota=_quota_values(rules.quota),
+        models=main.console_queries.models(name, 1),
+        rejections=main.uploads.rejections(name)[:5],
+        error=error,
+        error_field=_field_of(error),
+        form_name=form_name,
+        submitted=submitted or {},
+        notice=notice,
+    )
+    return response
+
+
+def _tenant_info(main: State, name: str) -> Any:
+    for info in main.tenants.list_tenants():
+        if info.tenant == name:
+            return info
+    raise NotFound(f"no tenant {name!r}")
+
+
+def _tenant_id(main: State, tenant: str) -> str:
+    tenant_id: str | None = main.console_queries.tenant_id(tenant)
+    if tenant_id is None:
+        raise NotFound(f"no tenant {tenant!r}")
+    return tenant_id
+
+
+# -- form values -------------------------------------------------------------------------------
+
+
+def _policy_changes(
+    form: Any, current: dict[str, Any], overrides: dict[str, Any]
+) -> dict[str, Any]:
+    """The policy fields the form changes. Ops are edited as the ones *denied*: an empty list
+    allows every registered op (the default)."""
+    numeric = tuple(f for f in POLICY_FIELDS if f != "allowed_ops")
+    changes = _field_changes(form, numeric, current, overrides)
+    if "denied_ops" in form:
+        denied = set(str(form["denied_ops"]).replace(",", " ").split())
+        if unknown := sorted(denied - set(REGISTRY.names())):
+            raise InvalidRules(f"denied_ops: expected registered op types, got {unknown[:5]}")
+        allowed = sorted(set(REGISTRY.names()) - denied) if denied else None
+        if allowed != overrides.get("allowed_ops"):
+            changes["allowed_ops"] = allowed
+    return changes
+
+
+def _field_changes(
+    form: Any, names: tuple[str, ...], current: dict[str, Any], overrides: dict[str, Any]
+) -> dict[str, Any]:
+    """Each named field whose submitted value differs from its current one: an empty field
+    goes back to the default (None); text that is no number is passed on for the service to
+    refuse with its "expected X, got Y"."""
+    changes: dict[str, Any] = {}
+    for name in names:
+        if name not in form:
+            continue
+        raw = str(form[name]).strip()
+        if not raw:
+            if name in overrides:
+                changes[name] = None
+            continue
+        value = _number(raw)
+        if value != current.get(name):
+            changes[name] = value
+    return changes
+
+
+def _number(raw: str) -> Any:
+    try:
+        return int(raw)
+    except ValueError:
+        try:
+            return float(raw)
+        except ValueError:
+            return raw
+
+
+def _quota_values(quota: Any) -> dict[str, Any]:
+    return {name: getattr(quota, name) for name in QUOTA_FIELDS}
+
+
+def _field_of(error: ServiceError | None) -> str:
+    """The form field an InvalidRules message names ("policy max_batch: expected ...")."""
+    if error is None:
+        return ""
+    head = error.message.split(":", 1)[0].split()
+    return head[-1] if head else ""
+
+
+def _policy_notice(blocked: tuple[str, ...], unblocked: tuple[str, ...]) -> str:
+    parts = ["Policy saved."]
+    if blocked:
+        parts.append(f"Blocked: {', '.join(blocked)}.")
+    if unblocked:
+        parts.append(f"Unblocked: {', '.join(unblocked)}.")
+    return " ".join(parts)
+
+
+def _moment(what: str, raw: str) -> datetime | None:
+    if not raw:
+        return None
+    try:
+        moment = datetime.fromisoformat(raw)
+    except ValueError:
+        raise BadRequest(
+            f"{what}: expected a time like 2026-01-31T12:00, got {raw!r:.40}"
+        ) from None
+    if moment.tzinfo is not None:
+        moment = (moment - moment.utcoffset()).replace(tzinfo=None)  # type: ignore[operator]
+    return moment
+
+
+def _size(value: int) -> str:
+    for unit in ("B", "KiB", "MiB", "GiB"):
+        if value < 1024 or unit == "GiB":
+            return f"{value:.0f} {unit}" if unit == "B" else f"{value:.1f} {unit}"
+        value /= 1024  # type: ignore[assignment]
+    return str(value)
+
+
+def _when(value: datetime | None) -> str:
+    return "" if value is None else value.strftime("%Y-%m-%d %H:%M:%S")
+
+
+# -- errors as pages ---------------------------------------------------------------------------
+
+
+def _error_pages(app: FastAPI, templates: Jinja2Templates) -> None:
+    async def login_needed(_request: Request, _exc: Exception) -> Response:
+        return RedirectResponse(f"{PREFIX}/login", status_code=303)
+
+    async def domain_error(request: Request, exc: Exception) -> Response:
+        assert isinstance(exc, ServiceError)
+        status = status_of(exc)
+        headers = (
+            {"retry-after": str(exc.retry_after_s)} if isinstance(exc, TooManyRequests) else None
+        )
+        return templates.TemplateResponse(
+            request,
+            "error.html",
+            {"page": None, "status": status, "code": exc.code, "message": exc.message},
+            status_code=status,
+            headers=headers,
+        )
+
+    async def bad_form(request: Request, exc: Exception) -> Response:
+        assert isinstance(exc, RequestValidationError)
+        first = exc.errors()[0] if exc.errors() else {"msg": "invalid request", "loc": ()}
+        where = ".".join(str(p) for p in first.get("loc", ()))
+        return templates.TemplateResponse(
+            request,
+            "error.html",
+            {
+                "page": None,
+                "status": 400,
+                "code": "BAD_REQUEST",
+                "message": f"{where}: {first['msg']}",
+            },
+            status_code=400,
+        )
+
+    app.add_exception_handler(LoginNeeded, login_needed)
+    app.add_exception_handler(ServiceError, domain_error)
+    app.add_exception_handler(RequestValidationError, bad_form)

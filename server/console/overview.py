@@ -1,0 +1,137 @@
+"""The overview page's figures: the last hour of inference, top tenants and models, the
+execution provider, the loaded sessions and the process (framework-free)."""
+
+from __future__ import annotations
+
+import time
+from collections import Counter
+from dataclasses import dataclass
+from importlib import metadata
+from typing import Final
+
+from executor.session import choose_providers
+from server.services.metrics import Metrics, MinutePoint
+from server.services.models import ModelService
+
+TOP: Final = 5
+STARTED: Final = time.time()
+
+
+@dataclass(frozen=True, slots=True)
+class Chart:
+    """A server-rendered line chart: SVG polyline points in a 600x120 box, and its scale."""
+
+    title: str
+    points: str
+    top_label: str
+    latest_label: str
+
+
+@dataclass(frozen=True, slots=True)
+class LoadedRow:
+    tenant: str
+    name: str
+    version: int
+    provider: str
+    onnx_bytes: int
+
+
+@dataclass(frozen=True, slots=True)
+class Overview:
+    charts: tuple[Chart, ...]
+    requests_last_hour: int
+    errors_last_hour: int
+    top_tenants: list[tuple[str, int, int]]  # (name, requests, errors) since start
+    top_models: list[tuple[str, int, int]]  # ("tenant/model", requests, errors)
+    providers: list[str]  # preferred first, as sessions are built
+    running_on: list[str]  # the providers the loaded sessions really run on
+    loaded: list[LoadedRow]
+    uptime_s: float
+    version: str
+
+
+WIDTH: Final = 600
+HEIGHT: Final = 120
+
+
+def overview(metrics: Metrics, models: ModelService, use_cuda: bool) -> Overview:
+    points = metrics.minutes.last_hour()
+    names = metrics.tenant_label
+    loaded = [
+        # NOTE: sessions live in the worker processes, which do not report their provider or
+        # size yet: "workers" stands for where they run, the size is not known here.
+        LoadedRow(names(m.tenant_id), m.name, m.version, "workers", 0)
+        for m in reversed(models.loaded())
+    ]
+    tenants, tenant_errors, models_seen, model_errors = _traffic(metrics)
+    return Overview(
+        charts=_charts(points),
+        requests_last_hour=sum(p.requests for p in points),
+        errors_last_hour=sum(p.errors for p in points),
+        top_tenants=_top(tenants, tenant_errors),
+        top_models=_top(models_seen, model_errors),
+        providers=choose_providers(use_cuda),
+        running_on=sorted({row.provider for row in loaded}),
+        loaded=loaded,
+        uptime_s=time.time() - STARTED,
+        version=_version(),
+    )
+
+
+def _charts(points: list[MinutePoint]) -> tuple[Chart, ...]:
+    rates = [p.requests / 60 for p in points]
+    p50 = [1000 * (p.p50_s or 0.0) for p in points]
+    p99 = [1000 * (p.p99_s or 0.0) for p in points]
+    errors = [100 * p.errors / p.requests if p.requests else 0.0 for p in points]
+    return (
+        _chart("Requests per second", rates, "{:.2f}/s"),
+        _chart("p50 latency", p50, "{:.2f} ms"),
+        _chart("p99 latency", p99, "{:.2f} ms"),
+        _chart("Error rate", errors, "{:.1f}%"),
+    )
+
+
+def _chart(title: str, values: list[float], label: str) -> Chart:
+    peak = max(values, default=0.0)
+    top = peak or 1.0  # an idle hour: a flat line at the bottom
+    step = WIDTH / max(len(values) - 1, 1)
+    points = " ".join(
+        f"{i * step:.1f},{HEIGHT - HEIGHT * v / top:.1f}" for i, v in enumerate(values)
+    )
+    latest = values[-1] if values else 0.0
+    return Chart(title, points, label.format(peak), label.format(latest))
+
+
+def _traffic(metrics: Metrics) -> tuple[Counter[str], Counter[str], Counter[str], Counter[str]]:
+    """Requests and errors since start by tenant and by model, from the Prometheus counters."""
+    tenants: Counter[str] = Counter()
+    tenant_errors: Counter[str] = Counter()
+    models: Counter[str] = Counter()
+    model_errors: Counter[str] = Counter()
+    for family in metrics.requests.collect():
+        for sample in family.samples:
+            if sample.name.endswith("_total") and sample.labels.get("tenant"):
+                tenant, model = sample.labels["tenant"], sample.labels.get("model", "")
+                tenants[tenant] += int(sample.value)
+                if model:
+                    models[f"{tenant}/{model}"] += int(sample.value)
+    for family in metrics.failures.collect():
+        for sample in family.samples:
+            if sample.name.endswith("_total") and sample.labels.get("tenant"):
+                tenant, model = sample.labels["tenant"], sample.labels.get("model", "")
+                tenant_errors[tenant] += int(sample.value)
+                if model:
+                    model_errors[f"{tenant}/{model}"] += int(sample.value)
+    return tenants, tenant_errors, models, model_errors
+
+
+def _top(seen: Counter[str], errors: Counter[str]) -> list[tuple[str, int, int]]:
+    ranked = sorted(set(seen) | set(errors), key=lambda k: (-seen[k], -errors[k], k))
+    return [(name, seen[name], errors[name]) for name in ranked[:TOP]]
+
+
+def _version() -> str:
+    try:
+        return metadata.version("graphgate")
+    except metadata.PackageNotFoundError:
+        return "unknown"

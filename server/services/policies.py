@@ -1,0 +1,351 @@
+"""Per-tenant policy, quotas and suspension, stored in the database and enforced.
+
+A tenant's row keeps only the fields an operator set; the rest come from the server's Settings
+(the defaults). Every tenant's rules are held in memory, read once at start and rewritten by
+every write of this service, so enforcing them costs a dict read on the hot path.
+NOTE: another process writing the same database is not seen until this one restarts; several
+replicas would add a change notification (as for the key and model caches).
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import threading
+from collections.abc import Iterator, Mapping
+from contextlib import contextmanager
+from dataclasses import asdict, dataclass, fields, replace
+from datetime import datetime
+from typing import Any, Final
+
+from sqlalchemy import select
+from sqlalchemy.orm import Session, sessionmaker
+
+from server.db.models import ArtifactRef, Model, ModelVersion, Tenant, TenantRules, utcnow
+from server.services.limits import Limits
+from server.services.models import BLOCKED, READY, ModelService
+from server.services.types import InvalidRules, NotFound, TooManyConcurrentUploads
+from server.storage import ArtifactStore
+from validator import Policy, ValidationFailed, validate
+from validator.ops import REGISTRY
+from validator.policy import LOOP_TRIPS_CEILING
+
+# The Policy fields an operator sets per tenant (each a validator.Policy field).
+POLICY_FIELDS: Final = (
+    "allowed_ops",
+    "max_batch",
+    "max_params_bytes",
+    "max_flops_per_sample",
+    "max_activation_bytes_per_sample",
+    "max_tensor_bytes",
+    "max_loop_trips",
+    "max_ops",
+)
+
+
+@dataclass(frozen=True, slots=True)
+class Quota:
+    """A tenant's quotas; 0 turns one off."""
+
+    rate_per_s: float = 0.0
+    burst: int = 1
+    max_concurrent: int = 0  # inference requests in flight
+    max_concurrent_uploads: int = 0  # uploads and checks in flight
+    max_storage_bytes: int = 0  # program, params and ONNX bytes of its stored versions
+    max_models: int = 0
+    max_versions: int = 0  # stored versions of all its models together
+
+
+QUOTA_FIELDS: Final = tuple(f.name for f in fields(Quota))
+
+
+@dataclass(frozen=True, slots=True)
+class TenantRulesView:
+    """A tenant's effective policy and quota, which fields are its own, and its suspension."""
+
+    tenant: str
+    policy: Policy
+    quota: Quota
+    policy_overrides: Mapping[str, Any]
+    quota_overrides: Mapping[str, Any]
+    suspended: datetime | None
+
+    def policy_json(self) -> dict[str, Any]:
+        values = {name: getattr(self.policy, name) for name in POLICY_FIELDS}
+        ops = self.policy.allowed_ops
+        values["allowed_ops"] = sorted(REGISTRY.names() if ops is None else ops)
+        return values
+
+
+@dataclass(frozen=True, slots=True)
+class PolicyChange:
+    """A policy write and what it did to the tenant's stored versions ("name/version")."""
+
+    rules: TenantRulesView
+    blocked: tuple[str, ...]
+    unblocked: tuple[str, ...]
+
+
+@dataclass(slots=True)
+class _Rules:
+    policy: Policy
+    quota: Quota
+    suspended: bool
+    own_policy_fields: frozenset[str]
+
+
+class PolicyService:
+    def __init__(
+        self,
+        sessions: sessionmaker[Session],
+        artifacts: ArtifactStore,
+        models: ModelService,
+        limits: Limits,
+        *,
+        default_policy: Policy,
+        default_quota: Quota,
+    ) -> None:
+        self._sessions = sessions
+        self._artifacts = artifacts
+        self._models = models
+        self._limits = limits
+        self._default_policy = default_policy
+        self._default_quota = default_quota
+        self._rules: dict[str, _Rules] = {}  # tenant id -> its rules, when it has a row
+        self.suspended: frozenset[str] = frozenset()  # tenant ids; read on every request
+        self._uploads: dict[str, int] = {}
+        self._lock = threading.Lock()
+        self._write_lock = threading.Lock()
+        self._load()
+
+    # -- the hot path: memory only ---------------------------------------------------------
+
+    def policy_of(self, tenant_id: str) -> Policy:
+        rules = self._rules.get(tenant_id)
+        return self._default_policy if rules is None else rules.policy
+
+    def own_policy_fields(self, tenant_id: str) -> frozenset[str]:
+        """The policy fields an operator set for this tenant (the rest are the server's)."""
+        rules = self._rules.get(tenant_id)
+        return frozenset() if rules is None else rules.own_policy_fields
+
+    def quota_of(self, tenant_id: str) -> Quota:
+        rules = self._rules.get(tenant_id)
+        return self._default_quota if rules is None else rules.quota
+
+    @contextmanager
+    def upload_slot(self, tenant_id: str) -> Iterator[None]:
+        """Holds one of the tenant's concurrent upload slots for the block."""
+        limit = self.quota_of(tenant_id).max_concurrent_uploads
+        with self._lock:
+            held = self._uploads.get(tenant_id, 0)
+            if limit and held >= limit:
+                raise TooManyConcurrentUploads(
+                    f"expected at most {limit} concurrent uploads for this tenant, got {held + 1}",
+                    1,
+                )
+            self._uploads[tenant_id] = held + 1
+        try:
+            yield
+        finally:
+            with self._lock:
+                self._uploads[tenant_id] -= 1
+
+    # -- operator use cases ----------------------------------------------------------------
+
+    def show(self, tenant: str) -> TenantRulesView:
+        with self._sessions() as s:
+            return self._view(s, _tenant(s, tenant))
+
+    def set_policy(self, tenant: str, changes: Mapping[str, Any]) -> PolicyChange:
+        """Sets (a value) or resets (None) policy fields, then re-checks the tenant's stored
+        versions: those the new policy refuses are blocked, those it passes unblocked."""
+        with self._write_lock:
+            with self._sessions.begin() as s:
+                row = _rules_row(s, _tenant(s, tenant))
+                overrides = {**json.loads(row.policy), **_policy_changes(changes)}
+                overrides = {k: v for k, v in overrides.items() if v is not None}
+                policy = self._policy_from(overrides)
+                row.policy = json.dumps(overrides, sort_keys=True)
+                tenant_id = row.tenant_id
+            self._load()
+            blocked, unblocked = self._recheck(tenant_id, policy)
+        return PolicyChange(self.show(tenant), blocked, unblocked)
+
+    def set_quota(self, tenant: str, changes: Mapping[str, Any]) -> TenantRulesView:
+        with self._write_lock:
+            with self._sessions.begin() as s:
+                row = _rules_row(s, _tenant(s, tenant))
+                overrides = {**json.loads(row.quota), **_quota_changes(changes)}
+                overrides = {k: v for k, v in overrides.items() if v is not None}
+                row.quota = json.dumps(overrides, sort_keys=True)
+            self._load()
+        return self.show(tenant)
+
+    def suspend(self, tenant: str, suspended: bool) -> TenantRulesView:
+        with self._write_lock:
+            with self._sessions.begin() as s:
+                row = _rules_row(s, _tenant(s, tenant))
+                row.suspended = (row.suspended or utcnow()) if suspended else None
+            self._load()
+        return self.show(tenant)
+
+    def storage_bytes(self, tenant_id: str) -> int:
+        """Bytes of the tenant's stored artifacts (each distinct one once)."""
+        with self._sessions() as s:
+            shas = {
+                sha
+                for v in _versions(s, tenant_id)
+                for sha in (v.program_sha256, v.params_sha256, v.onnx_sha256)
+                if sha is not None
+            }
+            # The sizes the artifact_refs bookkeeping keeps: no store round trip (S3 or folder).
+            sizes = s.scalars(select(ArtifactRef.size_bytes).where(ArtifactRef.sha256.in_(shas)))
+            return sum(sizes)
+
+    def counts(self, tenant_id: str) -> tuple[int, int]:
+        """(models, stored versions) of the tenant."""
+        with self._sessions() as s:
+            models = s.scalars(select(Model.id).where(Model.tenant_id == tenant_id)).all()
+            return len(models), len(_versions(s, tenant_id))
+
+    # -- helpers ---------------------------------------------------------------------------
+
+    def _policy_from(self, overrides: Mapping[str, Any]) -> Policy:
+        values = dict(overrides)
+        if "allowed_ops" in values:
+            values["allowed_ops"] = frozenset(values["allowed_ops"])
+        return replace(self._default_policy, **values)
+
+    def _quota_from(self, overrides: Mapping[str, Any]) -> Quota:
+        return replace(self._default_quota, **overrides)
+
+    def _load(self) -> None:
+        """Reads every tenant's rules into memory and hands the limiters their overrides."""
+        with self._sessions() as s:
+            rows = s.scalars(select(TenantRules)).all()
+            loaded = {
+                r.tenant_id: _Rules(
+                    self._policy_from(json.loads(r.policy)),
+                    self._quota_from(json.loads(r.quota)),
+                    r.suspended is not None,
+                    frozenset(json.loads(r.policy)),
+                )
+                for r in rows
+            }
+            own_quota = {r.tenant_id: json.loads(r.quota) for r in rows}
+        self._rules = loaded
+        self.suspended = frozenset(t for t, r in loaded.items() if r.suspended)
+        for tenant_id, own in own_quota.items():
+            self._limits.rate.override(tenant_id, own.get("rate_per_s"), own.get("burst"))
+            self._limits.concurrency.override(tenant_id, own.get("max_concurrent"))
+
+    def _recheck(self, tenant_id: str, policy: Policy) -> tuple[tuple[str, ...], tuple[str, ...]]:
+        blocked: list[str] = []
+        unblocked: list[str] = []
+        with self._sessions.begin() as s:
+            for row in _versions(s, tenant_id):
+                if row.status not in (READY, BLOCKED):
+                    continue
+                passes = self._passes(row, policy)
+                label = f"{row.model.name}/{row.version}"
+                if row.status == READY and not passes:
+                    row.status = BLOCKED
+                    blocked.append(label)
+                elif row.status == BLOCKED and passes:
+                    row.status = READY
+                    unblocked.append(label)
+        self._models.forget_tenant(tenant_id)
+        return tuple(blocked), tuple(unblocked)
+
+    def _passes(self, row: ModelVersion, policy: Policy) -> bool:
+        program = self._artifacts.get(row.program_sha256)
+        params = None if row.params_sha256 is None else self._artifacts.get(row.params_sha256)
+        try:
+            validate(program, params, policy)
+        except ValidationFailed:
+            return False
+        return True
+
+    def _view(self, s: Session, tenant: Tenant) -> TenantRulesView:
+        row = s.get(TenantRules, tenant.id)
+        policy_own = {} if row is None else json.loads(row.policy)
+        quota_own = {} if row is None else json.loads(row.quota)
+        return TenantRulesView(
+            tenant.name,
+            self._policy_from(policy_own),
+            self._quota_from(quota_own),
+            policy_own,
+            quota_own,
+            None if row is None else row.suspended,
+        )
+
+
+def quota_json(quota: Quota) -> dict[str, Any]:
+    return asdict(quota)
+
+
+def _tenant(s: Session, name: str) -> Tenant:
+    tenant = s.scalars(select(Tenant).where(Tenant.name == name)).first()
+    if tenant is None:
+        raise NotFound(f"no tenant {name!r}")
+    return tenant
+
+
+def _rules_row(s: Session, tenant: Tenant) -> TenantRules:
+    row = s.get(TenantRules, tenant.id)
+    if row is None:
+        row = TenantRules(tenant_id=tenant.id, policy="{}", quota="{}")
+        s.add(row)
+    return row
+
+
+def _versions(s: Session, tenant_id: str) -> list[ModelVersion]:
+    query = select(ModelVersion).join(Model).where(Model.tenant_id == tenant_id)
+    return list(s.scalars(query.order_by(ModelVersion.id)))
+
+
+def _policy_changes(changes: Mapping[str, Any]) -> dict[str, Any]:
+    """The changes checked field by field: "expected X, got Y" for the first bad one."""
+    checked: dict[str, Any] = {}
+    for name, value in changes.items():
+        if name not in POLICY_FIELDS:
+            raise InvalidRules(f"policy: expected one of {', '.join(POLICY_FIELDS)}, got {name!r}")
+        checked[name] = value if value is None else _policy_value(name, value)
+    return checked
+
+
+def _policy_value(name: str, value: Any) -> Any:
+    if name == "allowed_ops":
+        if not isinstance(value, list) or not all(isinstance(op, str) for op in value):
+            raise InvalidRules(f"allowed_ops: expected a list of op types, got {value!r:.80}")
+        unknown = sorted(set(value) - set(REGISTRY.names()))
+        if unknown:
+            raise InvalidRules(f"allowed_ops: expected registered op types, got {unknown[:5]}")
+        return sorted(set(value))
+    low = 0 if name in ("max_params_bytes", "max_loop_trips") else 1
+    high = LOOP_TRIPS_CEILING if name == "max_loop_trips" else 2**62
+    return _integer(f"policy {name}", value, low, high)
+
+
+def _quota_changes(changes: Mapping[str, Any]) -> dict[str, Any]:
+    checked: dict[str, Any] = {}
+    for name, value in changes.items():
+        if name not in QUOTA_FIELDS:
+            raise InvalidRules(f"quota: expected one of {', '.join(QUOTA_FIELDS)}, got {name!r}")
+        if value is None:
+            checked[name] = None
+        elif name == "rate_per_s":
+            ok = isinstance(value, int | float) and not isinstance(value, bool)
+            if not ok or not math.isfinite(value) or value < 0:
+                raise InvalidRules(f"quota rate_per_s: expected a number >= 0, got {value!r:.40}")
+            checked[name] = float(value)
+        else:
+            checked[name] = _integer(f"quota {name}", value, 1 if name == "burst" else 0, 2**62)
+    return checked
+
+
+def _integer(what: str, value: Any, low: int, high: int) -> int:
+    if not isinstance(value, int) or isinstance(value, bool) or not low <= value <= high:
+        raise InvalidRules(f"{what}: expected an integer from {low} to {high}, got {value!r:.40}")
+    return value

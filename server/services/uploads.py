@@ -1,0 +1,216 @@
+"""Tenant uploads and checks under the tenant's policy and quotas, audited; rejections kept.
+
+Wraps ModelService: an upload holds one of the tenant's upload slots, is refused past its
+storage, model or version quota, is validated with the tenant's policy (a refusal names the
+policy field), and leaves one audit row either way. The newest `keep` rejections per tenant are
+kept with their full diagnostics so an operator can answer "why was my model refused".
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from collections.abc import Sequence
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any, Final
+
+from sqlalchemy import select
+from sqlalchemy.orm import Session, sessionmaker
+
+from server.db.models import Model, Rejection, Tenant
+from server.services.audit import OK, REJECTED, Actor, AuditService
+from server.services.models import ModelService
+from server.services.policies import PolicyService
+from server.services.types import (
+    ModelRejected,
+    NotFound,
+    OpNotAllowedByPolicy,
+    OverTenantPolicy,
+    Principal,
+    QuotaExceeded,
+    UploadedModel,
+)
+from validator import Diagnostic, Report
+
+# Diagnostic codes that a tenant policy field decides, and that field.
+POLICY_FIELD_OF: Final = {
+    "OP_NOT_ALLOWED": "allowed_ops",
+    "TOO_MANY_OPS": "max_ops",
+    "TENSOR_TOO_LARGE": "max_tensor_bytes",
+    "PARAMS_TOO_LARGE": "max_params_bytes",
+    "ACTIVATIONS_TOO_LARGE": "max_activation_bytes_per_sample",
+    "FLOPS_TOO_LARGE": "max_flops_per_sample",
+    "LOOP_BOUND_OVER_POLICY": "max_loop_trips",
+    "LOOP_UNBOUNDED": "max_loop_trips",
+}
+
+
+@dataclass(frozen=True, slots=True)
+class KeptRejection:
+    id: int
+    tenant: str
+    at: datetime  # naive UTC
+    name: str
+    code: str
+    program_sha256: str
+    params_sha256: str | None
+    diagnostics: tuple[dict[str, Any], ...]
+
+
+class UploadService:
+    def __init__(
+        self,
+        sessions: sessionmaker[Session],
+        models: ModelService,
+        policies: PolicyService,
+        audit: AuditService,
+        *,
+        keep: int,
+    ) -> None:
+        self._sessions = sessions
+        self._models = models
+        self._policies = policies
+        self._audit = audit
+        self._keep = keep
+
+    def upload(
+        self, principal: Principal, actor: Actor, name: str, program: bytes, params: bytes | None
+    ) -> UploadedModel:
+        tenant_id = principal.tenant_id
+        shas = _shas(program, params)
+        with self._policies.upload_slot(tenant_id):
+            try:
+                self._check_quota(tenant_id, name, len(program) + len(params or b""))
+                uploaded = self._models.upload(principal, name, program, params)
+            except ModelRejected as rejected:
+                own = self._policies.own_policy_fields(tenant_id)
+                named = _named(rejected, actor.tenant, own)
+                self._keep_rejection(tenant_id, name, named, shas)
+                codes = sorted({str(d.code) for d in named.diagnostics})
+                detail = {**shas, "code": named.code, "diagnostic_codes": codes}
+                self._audit.record(actor, "model.upload", name, REJECTED, detail=detail)
+                raise named from None
+            except QuotaExceeded as refused:
+                detail = {**shas, "code": refused.code}
+                self._audit.record(actor, "model.upload", name, REJECTED, detail=detail)
+                raise
+        stored = {**shas, "version": uploaded.version}
+        self._audit.record(actor, "model.upload", f"{name}/{uploaded.version}", OK, detail=stored)
+        return uploaded
+
+    def check(
+        self, principal: Principal, tenant: str, program: bytes, params: bytes | None
+    ) -> Report:
+        """The dry run with the caller's policy (the server's default for an operator)."""
+        tenant_id = "" if principal.is_admin else principal.tenant_id
+        with self._policies.upload_slot(tenant_id):
+            try:
+                return self._models.check(program, params, tenant_id)
+            except ModelRejected as rejected:
+                own = self._policies.own_policy_fields(tenant_id)
+                raise _named(rejected, tenant, own) from None
+
+    def delete(self, principal: Principal, actor: Actor, name: str, version: int | None) -> None:
+        target = name if version is None else f"{name}/{version}"
+        self._models.delete(principal, name, version)
+        self._audit.record(actor, "model.delete", target)
+
+    def rejections(self, tenant: str) -> list[KeptRejection]:
+        """The tenant's kept rejections, newest first."""
+        with self._sessions() as s:
+            row = s.scalars(select(Tenant).where(Tenant.name == tenant)).first()
+            if row is None:
+                raise NotFound(f"no tenant {tenant!r}")
+            query = select(Rejection).where(Rejection.tenant_id == row.id)
+            kept = s.scalars(query.order_by(Rejection.id.desc())).all()
+            return [_kept(tenant, r) for r in kept]
+
+    def _check_quota(self, tenant_id: str, name: str, incoming: int) -> None:
+        quota = self._policies.quota_of(tenant_id)
+        if quota.max_models or quota.max_versions:
+            models, versions = self._policies.counts(tenant_id)
+            if (
+                quota.max_models
+                and models >= quota.max_models
+                and not self._exists(tenant_id, name)
+            ):
+                raise QuotaExceeded(
+                    f"quota max_models: expected at most {quota.max_models} models, "
+                    f"got {models + 1}"
+                )
+            if quota.max_versions and versions >= quota.max_versions:
+                raise QuotaExceeded(
+                    f"quota max_versions: expected at most {quota.max_versions} stored versions, "
+                    f"got {versions + 1}"
+                )
+        if quota.max_storage_bytes:
+            used = self._policies.storage_bytes(tenant_id)
+            if used + incoming > quota.max_storage_bytes:
+                raise QuotaExceeded(
+                    f"quota max_storage_bytes: expected at most {quota.max_storage_bytes} bytes "
+                    f"stored, got {used} stored and {incoming} uploaded"
+                )
+
+    def _exists(self, tenant_id: str, name: str) -> bool:
+        with self._sessions() as s:
+            query = select(Model.id).where(Model.tenant_id == tenant_id, Model.name == name)
+            return s.scalars(query).first() is not None
+
+    def _keep_rejection(
+        self, tenant_id: str, name: str, rejected: ModelRejected, shas: dict[str, str | None]
+    ) -> None:
+        diagnostics = json.dumps([d.to_json() for d in rejected.diagnostics])
+        with self._sessions.begin() as s:
+            s.add(
+                Rejection(
+                    tenant_id=tenant_id,
+                    name=name[:64],
+                    code=rejected.code,
+                    program_sha256=shas["program_sha256"] or "",
+                    params_sha256=shas["params_sha256"],
+                    diagnostics=diagnostics,
+                )
+            )
+            s.flush()
+            query = select(Rejection.id).where(Rejection.tenant_id == tenant_id)
+            stale = s.scalars(query.order_by(Rejection.id.desc()).offset(self._keep)).all()
+            for row_id in stale:
+                s.delete(s.get_one(Rejection, row_id))
+
+
+def _named(rejected: ModelRejected, tenant: str, own: frozenset[str]) -> ModelRejected:
+    """The rejection named after the tenant's own policy field that refused it, if one did (a
+    refusal by the server-wide policy stays VALIDATION_FAILED)."""
+    diagnostics: Sequence[Diagnostic] = rejected.diagnostics
+    for diagnostic in diagnostics:
+        if str(diagnostic.code) == "OP_NOT_ALLOWED" and "allowed_ops" in own:
+            message = f"op {diagnostic.op_type} is not allowed for tenant {tenant}"
+            return OpNotAllowedByPolicy(message, diagnostics)
+    for diagnostic in diagnostics:
+        if (policy_field := POLICY_FIELD_OF.get(str(diagnostic.code))) in own:
+            message = (
+                f"the program is over tenant {tenant}'s policy {policy_field}: {diagnostic.message}"
+            )
+            return OverTenantPolicy(message, diagnostics)
+    return rejected
+
+
+def _shas(program: bytes, params: bytes | None) -> dict[str, str | None]:
+    return {
+        "program_sha256": hashlib.sha256(program).hexdigest(),
+        "params_sha256": None if params is None else hashlib.sha256(params).hexdigest(),
+    }
+
+
+def _kept(tenant: str, row: Rejection) -> KeptRejection:
+    return KeptRejection(
+        row.id,
+        tenant,
+        row.at,
+        row.name,
+        row.code,
+        row.program_sha256,
+        row.params_sha256,
+        tuple(json.loads(row.diagnostics)),
+    )

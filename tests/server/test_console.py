@@ -1,0 +1,111 @@
+"""The console's session rules over the ASGI app: cookie flags, expiry, revocation, throttled
+logins, hashed session ids; and the per-minute ring behind the overview's charts."""
+
+from __future__ import annotations
+
+import re
+import sqlite3
+import time
+from pathlib import Path
+
+from fastapi.testclient import TestClient
+from pydantic import SecretStr
+
+from server.main import create_app
+from server.services.metrics import RING_BOUNDS, MinuteRing
+from server.settings import Settings
+from tests.server.conftest import ADMIN_TOKEN, auth
+
+
+def _settings(tmp_path: Path, **values: object) -> Settings:
+    base = Settings(data_dir=tmp_path / "data", admin_token=SecretStr(ADMIN_TOKEN))
+    return base.model_copy(update=values)
+
+
+def _login(client: TestClient, key: str) -> tuple[int, str]:
+    form = client.get("/admin/login").text
+    token = re.search(r'name="csrf" value="([^"]+)"', form)
+    assert token is not None
+    answer = client.post(
+        "/admin/login", data={"key": key, "csrf": token.group(1)}, follow_redirects=False
+    )
+    return answer.status_code, answer.headers.get("set-cookie", "")
+
+
+def test_secure_cookie_when_configured_and_id_stored_hashed(tmp_path: Path) -> None:
+    app = create_app(_settings(tmp_path, cookie_secure=True))
+    with TestClient(app, base_url="https://testserver") as client:  # Secure: https only
+        status, cookie = _login(client, ADMIN_TOKEN)
+    assert status == 303
+    flags = [part.strip().lower() for part in cookie.split(",")[0].split(";")]
+    assert "secure" in flags and "httponly" in flags and "samesite=strict" in flags
+    session_id = flags[0].split("=", 1)[1]
+    with sqlite3.connect(tmp_path / "data" / "graphgate.db") as db:
+        stored = [row[0] for row in db.execute("select id_hash from console_sessions")]
+    assert len(stored) == 1 and session_id not in stored[0] and len(stored[0]) == 64
+
+
+def test_idle_session_expires(tmp_path: Path) -> None:
+    with TestClient(create_app(_settings(tmp_path, console_idle_s=0.5))) as client:
+        assert _login(client, ADMIN_TOKEN)[0] == 303
+        assert client.get("/admin/tenants", follow_redirects=False).status_code == 200
+        time.sleep(1.2)
+        expired = client.get("/admin/tenants", follow_redirects=False)
+        assert expired.status_code == 303 and expired.headers["location"] == "/admin/login"
+
+
+def test_revoking_an_operator_ends_its_sessions(tmp_path: Path) -> None:
+    with TestClient(create_app(_settings(tmp_path))) as client:
+        made = client.post(
+            "/v1/admin/admins", json={"name": "ops", "role": "admin"}, headers=auth(ADMIN_TOKEN)
+        )
+        assert made.status_code == 201
+        assert _login(client, made.json()["key"])[0] == 303
+        assert client.get("/admin/", follow_redirects=False).status_code == 200
+        revoked = client.delete("/v1/admin/admins/ops", headers=auth(ADMIN_TOKEN))
+        assert revoked.status_code == 200
+        assert client.get("/admin/", follow_redirects=False).status_code == 303
+
+
+def test_failed_logins_are_rate_limited_and_audited(tmp_path: Path) -> None:
+    with TestClient(create_app(_settings(tmp_path, console_login_attempts=2))) as client:
+        assert _login(client, "wrong-key-1")[0] == 401
+        assert _login(client, "wrong-key-2")[0] == 401
+        status, _ = _login(client, ADMIN_TOKEN)  # even the right key waits
+        assert status == 429
+        page = client.get("/admin/login")
+        token = re.search(r'name="csrf" value="([^"]+)"', page.text)
+        assert token is not None
+        answer = client.post("/admin/login", data={"key": "x", "csrf": token.group(1)})
+        assert answer.status_code == 429 and "LOGIN_RATE_LIMITED" in answer.text
+        assert int(answer.headers["retry-after"]) >= 1
+        audit = client.get("/v1/admin/audit?action=login", headers=auth(ADMIN_TOKEN)).json()
+    outcomes = [e["outcome"] for e in audit["entries"]]
+    assert outcomes == ["denied", "denied"]
+    assert all("wrong-key" not in str(e) for e in audit["entries"])
+
+
+def test_login_without_its_form_token_is_refused(tmp_path: Path) -> None:
+    with TestClient(create_app(_settings(tmp_path))) as client:
+        answer = client.post("/admin/login", data={"key": ADMIN_TOKEN}, follow_redirects=False)
+    assert answer.status_code == 403 and "CSRF_FAILED" in answer.text
+    assert "set-cookie" not in answer.headers
+
+
+def test_minute_ring_counts_and_percentiles() -> None:
+    now = [600.0]
+    ring = MinuteRing(clock=lambda: now[0])
+    for i in range(100):
+        ring.record(0.001 if i < 98 else 0.5, failed=i >= 95)
+    now[0] += 60
+    ring.record(0.002, failed=False)
+    points = ring.last_hour()
+    assert len(points) == 60 and points[-1].start == 660.0
+    previous, latest = points[-2], points[-1]
+    assert (previous.requests, previous.errors) == (100, 5)
+    assert previous.p50_s is not None and 0.001 <= previous.p50_s <= 0.001 * 1.25
+    assert previous.p99_s is not None and 0.5 <= previous.p99_s <= 0.5 * 1.25
+    assert latest.requests == 1 and points[0].requests == 0 and points[0].p50_s is None
+    now[0] += 3600  # an hour later every slot is stale
+    assert sum(p.requests for p in ring.last_hour()) == 0
+    assert RING_BOUNDS[-1] > 60
