@@ -34,6 +34,10 @@ class Report:
     peak_activation_bytes_per_sample: int
     largest_tensor_bytes: int
     data_dependent: tuple[str, ...] = ()  # vars sized by input data: checked per request
+    # Proven safe to run requests concatenated along axis 0 (validator/batch.py); when not,
+    # the first op that couples rows ("block 0, op 17 (reduce_mean): reduces over ...").
+    batchable: bool = False
+    batch_coupling: str | None = None
     warnings: tuple[Diagnostic, ...] = ()
 
     def to_json(self) -> dict[str, Any]:
@@ -50,5 +54,7 @@ class Report:
                 "largest_tensor_bytes": self.largest_tensor_bytes,
                 "sized_by_input_data": list(self.data_dependent),
             },
+            "batchable": self.batchable,
+            "batch_coupling": self.batch_coupling,
             "warnings": [w.to_json() for w in self.warnings],
         }

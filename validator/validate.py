@@ -13,6 +13,7 @@ from graph_proto import framework_pb2 as pb
 from graph_proto.errors import FormatError
 from graph_proto.program import parse_program
 from validator.attrs import COMMON_ATTRS
+from validator.batch import prove_batchable
 from validator.bind import BoundOp
 from validator.budget import Cost, measure
 from validator.diagnostics import Code, Diagnostic, Severity, ValidationFailed
@@ -166,6 +167,8 @@ def _report(
         t = types[name]
         return TensorSpec(name, t.dtype, t.shape)
 
+    proof = prove_batchable(ops, {n: s.declared[n] for n in s.feeds.values()})
+
     return Report(
         # NOTE: a feed's declared type: a while may rewrite the var, and `types` keeps the last.
         inputs=tuple(
@@ -182,5 +185,7 @@ def _report(
         peak_activation_bytes_per_sample=cost.peak_activation_bytes_per_sample,
         largest_tensor_bytes=cost.largest_tensor_bytes,
         data_dependent=cost.data_dependent,
+        batchable=proof.batchable,
+        batch_coupling=proof.coupling,
         warnings=tuple(d for d in out if d.severity == Severity.WARNING),
     )

@@ -54,6 +54,7 @@ def test_report_of_a_small_program() -> None:
         flops_per_sample=8,
         peak_activation_bytes_per_sample=32,
         largest_tensor_bytes=32 * 4 * 4,
+        batchable=True,
         warnings=(),
     )
     assert result.inputs == result.report.inputs and result.outputs == result.report.outputs
@@ -73,6 +74,8 @@ def test_report_json() -> None:
             "largest_tensor_bytes": 512,
             "sized_by_input_data": [],
         },
+        "batchable": True,
+        "batch_coupling": None,
         "warnings": [],
     }
 

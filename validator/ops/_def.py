@@ -128,6 +128,39 @@ class Case:
 InferResult = Shape | TensorType | list[Any]
 
 
+class Couples(Exception):
+    """Raised by a batch rule: running rows together would not equal running them one by one.
+    The message completes "block 0, op 17 (reduce_mean): ..." (validator/batch.py)."""
+
+
+@dataclass(frozen=True, slots=True)
+class BatchView:
+    """What a batch rule sees of one op: where each input argument carries the batch
+    dimension (None: it does not), the compile-time types, and the decoded attrs. Every
+    slot is listed; an absent optional slot has no arguments."""
+
+    axes: Mapping[str, tuple[int | None, ...]]
+    types_in: Mapping[str, tuple[TensorType, ...]]
+    types_out: Mapping[str, tuple[TensorType, ...]]  # used output slots only
+    attrs: Any
+
+    def axis(self, slot: str) -> int | None:
+        """The batch axis of a single-argument slot (None when unbatched or absent)."""
+        return next((a for a in self.axes.get(slot, ()) if a is not None), None)
+
+    def type(self, slot: str) -> TensorType:
+        return self.types_in[slot][0]
+
+    def batched(self) -> list[str]:
+        return [slot for slot, axes in self.axes.items() if any(a is not None for a in axes)]
+
+
+# A batch rule gets an op's BatchView (called only when some input carries the batch) and
+# returns the batch axis of every used output (an int), or one per used output slot (None:
+# that slot carries no batch); it raises Couples when the rows would interact.
+BatchRule = Callable[[BatchView], "int | Mapping[str, int | None]"]
+
+
 @dataclass(frozen=True, slots=True, kw_only=True)
 class OpDef:
     """One registered op.
@@ -150,6 +183,9 @@ class OpDef:
     infer: Callable[..., InferResult]
     cost: Callable[..., int] | None = None
     cases: tuple[Case, ...] = ()
+    # How the op treats the batch dimension (rules: validator/ops/_batch.py). None: undeclared,
+    # which makes any program that feeds it batched data not batchable.
+    batch: BatchRule | None = None
 
     @property
     def used_outputs(self) -> tuple[Out, ...]:

@@ -11,10 +11,12 @@ import numpy as np
 
 from graph_proto.types import FLOATS, DType, Shape
 from validator.diagnostics import Code
+from validator.ops._batch import ROWWISE, along, batch_at, only
 from validator.ops._cases import f32, i32, i64
 from validator.ops._def import (
     AttrError,
     AxisError,
+    BatchView,
     Case,
     In,
     NoAttrs,
@@ -82,6 +84,7 @@ def unary(
         attrs=attrs,
         ignored_attrs=ignored,
         infer=infer,
+        batch=ROWWISE,
         cases=(
             Case({"X": x(2, 3, 4)}, expect=expect),
             Case({"X": x()}, expect=expect),
@@ -428,6 +431,11 @@ def _softmax_cases(reference: Callable[..., np.ndarray]) -> tuple[Case, ...]:
     )
 
 
+def _softmax_batch(view: BatchView) -> int:
+    axis = only(view, "X")
+    return along(axis, view.attrs.axis, view.type("X").rank, "normalises over the batch dimension")
+
+
 SOFTMAX = OpDef(
     op_type="softmax",
     doc="exp(x) / sum(exp(x)) along axis.",
@@ -437,6 +445,7 @@ SOFTMAX = OpDef(
     attrs=SoftmaxAttrs,
     ignored_attrs=_CUDNN | _ONEDNN_DTYPE | {"data_format", "is_test"},
     infer=_softmax_infer,
+    batch=_softmax_batch,
     cases=_softmax_cases(_softmax),
 )
 
@@ -449,6 +458,7 @@ LOG_SOFTMAX = OpDef(
     attrs=SoftmaxAttrs,
     ignored_attrs=_ONEDNN,
     infer=_log_softmax_infer,
+    batch=_softmax_batch,
     cases=_softmax_cases(lambda x, a: np.log(_softmax(x, a))),
 )
 
@@ -505,6 +515,7 @@ PRELU = OpDef(
     attrs=PreluAttrs,
     ignored_attrs=_ONEDNN | _ONEDNN_DTYPE | {"is_test"},
     infer=_prelu_infer,
+    batch=batch_at("X"),
     cases=(
         Case({"X": f32(2, 3, 4), "Alpha": f32(1)}, expect=_prelu),
         Case({"X": f32(), "Alpha": f32(1)}, expect=_prelu),
@@ -615,6 +626,7 @@ DROPOUT = OpDef(
     types={"T": FLOATS},
     attrs=DropoutAttrs,
     infer=_dropout_infer,
+    batch=ROWWISE,
     cases=(
         Case({"X": f32(2, 3)}, {**_TEST, "dropout_prob": 0.3}, expect=_dropout),
         Case({"X": _GRID}, {**_TEST, "dropout_prob": 0.3}, expect=_dropout),

@@ -22,8 +22,19 @@ from graph_proto.framework_pb2 import BLOCK
 from graph_proto.types import ALL, UNKNOWN, DType, Shape, numel
 from validator.attrs import BlockRef
 from validator.diagnostics import Code
+from validator.ops._batch import CONTROL, ROWWISE
 from validator.ops._cases import boolean, f32, i32, i64
-from validator.ops._def import AttrError, Case, In, OpDef, Out, ShapeError, TensorType
+from validator.ops._def import (
+    AttrError,
+    BatchView,
+    Case,
+    Couples,
+    In,
+    OpDef,
+    Out,
+    ShapeError,
+    TensorType,
+)
 
 CONDITIONAL_BLOCK_OP: Final = "conditional_block"
 WHILE_OP: Final = "while"
@@ -83,6 +94,7 @@ CONDITIONAL_BLOCK = OpDef(
     types={"T": ALL},
     attrs=ConditionalBlockAttrs,
     infer=_conditional_block_infer,
+    batch=CONTROL,
     cost=lambda *_: 0,
     cases=(
         Case(
@@ -116,6 +128,7 @@ WHILE = OpDef(
     types={"T": ALL},
     attrs=WhileAttrs,
     infer=_while_infer,
+    batch=CONTROL,
     cost=lambda *_: 0,
     cases=(
         Case(
@@ -147,6 +160,15 @@ def _select_input_infer(xs: tuple[TensorType, ...], mask: TensorType, _a: object
     return tuple(a if a == b else UNKNOWN for a, b in zip(first.shape, second.shape, strict=True))
 
 
+def _select_input_batch(view: BatchView) -> int:
+    if view.axis("Mask") is not None:
+        raise Couples("selects by a batched Mask: one choice for every row")
+    axes = set(view.axes["X"])
+    if len(axes) != 1 or None in axes:
+        raise Couples("selects between inputs that carry the batch differently")
+    return next(a for a in axes if a is not None)
+
+
 SELECT_INPUT = OpDef(
     op_type="select_input",
     doc="Out = X[Mask]: picks the value of the branch that ran (X[0] false, X[1] true).",
@@ -154,6 +176,7 @@ SELECT_INPUT = OpDef(
     outputs=(Out("Out"),),
     types={"T": ALL},
     infer=_select_input_infer,
+    batch=_select_input_batch,
     cost=lambda *_: 0,
     cases=(
         Case(
@@ -207,6 +230,7 @@ INCREMENT = OpDef(
     types={"T": _INCREMENT_TYPES},
     attrs=IncrementAttrs,
     infer=_increment_infer,
+    batch=ROWWISE,
     cases=(
         Case({"X": i64(1)}, expect=_increment_reference),
         Case({"X": np.asarray(3, np.int32)}, {"step": 2.0}, expect=_increment_reference),

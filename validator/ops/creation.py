@@ -14,10 +14,13 @@ from graph_proto import framework_pb2 as pb
 from graph_proto.builder import Attr
 from graph_proto.types import ALL, FLOATS, INDICES, INTEGERS, UNKNOWN, DType, Shape, numel
 from validator.diagnostics import Code
+from validator.ops._batch import ROWWISE, SIZED_BY_VALUES
 from validator.ops._cases import boolean, f32, i32, i64
 from validator.ops._def import (
     AttrError,
+    BatchView,
     Case,
+    Couples,
     In,
     NoAttrs,
     OpDef,
@@ -201,6 +204,7 @@ FILL_CONSTANT = OpDef(
     types={"T": ALL, "S": INDICES},
     attrs=FillConstantAttrs,
     infer=_fill_constant_infer,
+    batch=SIZED_BY_VALUES,
     cases=(
         Case({}, {"shape": [2, 3], "dtype": 5, "value": 1.5}, expect=_fill_constant_ref),
         Case(
@@ -367,6 +371,7 @@ FILL_ANY_LIKE = OpDef(
     types={"T": ALL},
     attrs=FillAnyLikeAttrs,
     infer=_fill_any_like_infer,
+    batch=ROWWISE,
     cases=(
         Case({"X": f32(2, 3)}, {"value": 1.0}, expect=_fill_any_like_ref),
         Case({"X": f32(2, 3)}, {"value": 2.0, "dtype": 3}, expect=_fill_any_like_ref),
@@ -482,6 +487,7 @@ ASSIGN_VALUE = OpDef(
     types={"T": ALL},
     attrs=AssignValueAttrs,
     infer=_assign_value_infer,
+    batch=SIZED_BY_VALUES,
     cases=(
         Case(
             {},
@@ -635,6 +641,7 @@ RANGE = OpDef(
     outputs=(Out("Out"),),
     types={"T": FLOATS | INDICES},
     infer=_range_infer,
+    batch=SIZED_BY_VALUES,
     cases=(
         Case(_bounds(0, 10, 3), expect=_range_ref),
         Case(_bounds(5, -1, -2, np.int32, ()), expect=_range_ref),
@@ -670,6 +677,10 @@ def _shape_infer(x: TensorType, _a: NoAttrs) -> TensorType:
     return TensorType(DType.INT32, (x.rank,), x.shape if exact else None)
 
 
+def _shape_batch(_view: BatchView) -> int:
+    raise Couples("reads the batch size: its value depends on how many rows run together")
+
+
 SHAPE = OpDef(
     op_type="shape",
     doc="The dims of Input as an int32 vector (its values are known when every dim is).",
@@ -678,6 +689,7 @@ SHAPE = OpDef(
     types={},
     ignored_attrs=frozenset({"use_mkldnn", "mkldnn_data_type"}),
     infer=_shape_infer,
+    batch=_shape_batch,
     cost=lambda *_: 0,
     cases=(
         Case({"Input": f32(2, 3, 4)}, expect=lambda x, a: np.array(x.shape, np.int32)),

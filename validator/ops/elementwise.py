@@ -9,8 +9,9 @@ import numpy as np
 
 from graph_proto.types import ALL, NUMERIC, DType, Shape
 from validator.diagnostics import Code
+from validator.ops._batch import aligned
 from validator.ops._cases import boolean, f32, i64, pos32
-from validator.ops._def import AxisError, Case, In, OpDef, Out, TensorType
+from validator.ops._def import AxisError, BatchView, Case, In, OpDef, Out, TensorType
 from validator.ops._shape import broadcast
 
 
@@ -59,6 +60,13 @@ def _aligned(fn: Callable[[np.ndarray, np.ndarray], np.ndarray]) -> Callable[...
     return reference
 
 
+def _elementwise_batch(view: BatchView) -> int:
+    """Paddle's `axis` says where the lower-rank operand's dims land in the output."""
+    x, y = view.type("X").rank, view.type("Y").rank
+    start = abs(x - y) if view.attrs.axis == -1 else view.attrs.axis
+    return aligned(view, {"X": [start if x < y else 0], "Y": [start if y < x else 0]})
+
+
 def binary(
     paddle_type: str,
     reference: Callable[[np.ndarray, np.ndarray], np.ndarray],
@@ -78,6 +86,7 @@ def binary(
         types={"T": types},
         attrs=attrs,
         infer=_elementwise_infer,
+        batch=_elementwise_batch,
         cases=(
             Case({"X": x(2, 3, 4), "Y": x(2, 3, 4)}, expect=ref),
             Case({"X": x(2, 3, 4, 5), "Y": x(3)}, {"axis": 1}, expect=ref),

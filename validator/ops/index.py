@@ -8,11 +8,14 @@ import numpy as np
 
 from graph_proto.types import ALL, FLOATS, INDICES, UNKNOWN, DType, Shape
 from validator.diagnostics import Code
+from validator.ops._batch import ROWWISE, only
 from validator.ops._cases import boolean, f32, i32, i64
 from validator.ops._def import (
     AttrError,
     AxisError,
+    BatchView,
     Case,
+    Couples,
     EmptyDimError,
     In,
     NoAttrs,
@@ -92,6 +95,31 @@ def _gather_reference(
     return np.take(x, flat, axis)
 
 
+def _take_batch(view: BatchView, axis: int, keeps_dim: bool) -> int:
+    """X's slices at Index along `axis`: rows apart when only one of X and Index is batched,
+    and X is not batched on `axis` itself."""
+    x_axis, index_axis = view.axis("X"), view.axis("Index")
+    if x_axis is not None and index_axis is not None:
+        raise Couples("indexes batched X with batched Index: every row may take any row's slice")
+    if x_axis is None:
+        if index_axis != 0:
+            raise Couples(f"expected the batch dimension at axis 0 of Index, got axis {index_axis}")
+        return axis
+    if x_axis == axis:
+        raise Couples("takes slices across the batch dimension")
+    return x_axis if x_axis < axis or keeps_dim else x_axis - 1
+
+
+def _gather_batch(view: BatchView) -> int:
+    if view.axis("Axis") is not None:
+        raise Couples("takes its axis from a batched tensor")
+    axis = view.attrs.axis
+    if view.types_in.get("Axis"):
+        axis = int(_scalar_value(view.type("Axis"), "Axis") or 0)
+    x, index = view.type("X"), view.type("Index")
+    return _take_batch(view, norm_axis(axis, x.rank), _gather_count(index) is not None)
+
+
 GATHER = OpDef(
     op_type="gather",
     doc="Takes the slices of X at Index along `axis` (or the constant Axis tensor).",
@@ -101,6 +129,7 @@ GATHER = OpDef(
     attrs=GatherAttrs,
     ignored_attrs=frozenset({"overwrite"}),  # a gradient flag of Paddle 2.x exports
     infer=_gather_infer,
+    batch=_gather_batch,
     cases=(
         Case({"X": f32(5, 3), "Index": i64(4)}, expect=_gather_reference),
         Case({"X": f32(2, 5, 3), "Index": i32(4)}, {"axis": 1}, expect=_gather_reference),
@@ -180,6 +209,10 @@ def _index_select_infer(x: TensorType, index: TensorType, a: IndexSelectAttrs) -
     return (*x.shape[:ax], index.shape[0], *x.shape[ax + 1 :])
 
 
+def _index_select_batch(view: BatchView) -> int:
+    return _take_batch(view, norm_axis(view.attrs.dim, view.type("X").rank, what="dim"), True)
+
+
 INDEX_SELECT = OpDef(
     op_type="index_select",
     doc="Takes the slices of X at the 1-D Index along `dim`.",
@@ -188,6 +221,7 @@ INDEX_SELECT = OpDef(
     types={"T": ALL, "I": INDICES},
     attrs=IndexSelectAttrs,
     infer=_index_select_infer,
+    batch=_index_select_batch,
     cases=(
         Case(
             {"X": f32(5, 3), "Index": i64(4)},
@@ -258,6 +292,10 @@ def _lookup_table_v2_reference(w: np.ndarray, ids: np.ndarray, a: LookupTableV2A
     return out
 
 
+def _lookup_table_batch(view: BatchView) -> int:
+    return only(view, "Ids")  # Out is Ids' dims plus the embedding's
+
+
 LOOKUP_TABLE_V2 = OpDef(
     op_type="lookup_table_v2",
     doc="Embedding lookup: the rows of W at Ids (the padding_idx row reads as zeros).",
@@ -267,6 +305,7 @@ LOOKUP_TABLE_V2 = OpDef(
     attrs=LookupTableV2Attrs,
     ignored_attrs=frozenset({"is_sparse"}),  # the gradient's format only
     infer=_lookup_table_v2_infer,
+    batch=_lookup_table_batch,
     cases=(
         Case(
             {"W": f32(6, 4), "Ids": i64(2, 3)},
@@ -348,6 +387,10 @@ def _one_hot_v2_reference(
     return np.asarray(out, dtype=DType(a.dtype).numpy)
 
 
+def _one_hot_batch(view: BatchView) -> int:
+    return only(view, "X")  # Out is X's dims plus depth
+
+
 ONE_HOT_V2 = OpDef(
     op_type="one_hot_v2",
     doc="One-hot encodes the integer X into a new last dim of size `depth` (or depth_tensor).",
@@ -356,6 +399,7 @@ ONE_HOT_V2 = OpDef(
     types={"I": INDICES, "D": INDICES, "T": ALL},
     attrs=OneHotV2Attrs,
     infer=_one_hot_v2_infer,
+    batch=_one_hot_batch,
     cases=(
         Case({"X": i64(2, 3)}, {"depth": 5}, expect=_one_hot_v2_reference),
         Case(
@@ -434,6 +478,7 @@ WHERE = OpDef(
     outputs=(Out("Out"),),
     types={"T": ALL},
     infer=_where_infer,
+    batch=ROWWISE,
     cases=(
         Case(
             {"Condition": boolean(2, 3), "X": f32(2, 3), "Y": f32(2, 3)},

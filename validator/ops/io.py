@@ -6,6 +6,7 @@ from dataclasses import dataclass
 
 from graph_proto.types import ALL, Shape
 from validator.diagnostics import Code
+from validator.ops._batch import ROWWISE
 from validator.ops._cases import f32, i64
 from validator.ops._def import AttrError, Case, In, OpDef, Out, TensorType
 
@@ -40,6 +41,7 @@ FEED = OpDef(
     types={"T": ALL},
     attrs=ColAttrs,
     infer=_feed_infer,
+    batch=ROWWISE,
     cost=lambda *_: 0,
     cases=(
         Case({"X": f32(2, 3)}, {"col": 0}, expect=lambda x, a: x),
@@ -56,6 +58,7 @@ FETCH = OpDef(
     types={"T": ALL},
     attrs=ColAttrs,
     infer=_fetch_infer,
+    batch=ROWWISE,
     cost=lambda *_: 0,
     cases=(
         Case({"X": f32(2, 3)}, {"col": 0}, expect=lambda x, a: ()),

@@ -9,8 +9,20 @@ import numpy as np
 
 from graph_proto.types import FLOATS, INDICES, Shape
 from validator.diagnostics import Code
+from validator.ops._batch import aligned
 from validator.ops._cases import f32, i32, i64
-from validator.ops._def import AttrError, AxisError, Case, In, OpDef, Out, ShapeError, TensorType
+from validator.ops._def import (
+    AttrError,
+    AxisError,
+    BatchView,
+    Case,
+    Couples,
+    In,
+    OpDef,
+    Out,
+    ShapeError,
+    TensorType,
+)
 from validator.ops._shape import broadcast, merge_dim, product
 
 MKLDNN_ATTRS: Final = frozenset({"use_mkldnn", "mkldnn_data_type", "use_quantizer"})
@@ -74,6 +86,44 @@ def _matmul_v2_ref(x: np.ndarray, y: np.ndarray, a: MatmulV2Attrs) -> np.ndarray
     return np.asarray(np.matmul(x, y))
 
 
+def _matrix_role(rank: int, axis: int, trans: bool, left: bool) -> str:
+    """What the batch axis is to one operand: a broadcast batch dim, its free (row or column)
+    dim, or its inner (contracted) dim. A 1-D operand is a vector: its one dim is inner."""
+    if rank == 1:
+        return "inner"
+    if axis < rank - 2:
+        return "batch"
+    free = rank - 2 if left != trans else rank - 1
+    return "free" if axis == free else "inner"
+
+
+def matrix_batch(view: BatchView, trans_x: bool, trans_y: bool) -> int:
+    """Rows stay apart when the batch is a broadcast batch dim of the operands, or the free dim
+    of exactly one of them; contracting over it couples them."""
+    x, y = view.type("X").rank, view.type("Y").rank
+    out = next(iter(view.types_out.values()))[0].rank
+    roles = {
+        slot: _matrix_role(rank, axis, trans, slot == "X")
+        for slot, rank, axis, trans in (
+            ("X", x, view.axis("X"), trans_x),
+            ("Y", y, view.axis("Y"), trans_y),
+        )
+        if axis is not None
+    }
+    if "inner" in roles.values():
+        raise Couples("contracts over the batch dimension")
+    if "free" in roles.values():
+        if len(roles) > 1:
+            raise Couples("multiplies batched X by batched Y: every row meets every other row")
+        return out - 1 if "Y" in roles else out - (2 if y > 1 else 1)
+    batch_dims = out - (x > 1) - (y > 1)
+    return aligned(view, {"X": [batch_dims - (x - 2)], "Y": [batch_dims - (y - 2)]})
+
+
+def _matmul_v2_batch(view: BatchView) -> int:
+    return matrix_batch(view, view.attrs.trans_x, view.attrs.trans_y)
+
+
 MATMUL_V2 = OpDef(
     op_type="matmul_v2",
     doc="Matrix product of X and Y (optionally transposed) with numpy's rules: batch dims "
@@ -84,6 +134,7 @@ MATMUL_V2 = OpDef(
     attrs=MatmulV2Attrs,
     ignored_attrs=MKLDNN_ATTRS,
     infer=_matmul_v2_infer,
+    batch=_matmul_v2_batch,
     cost=_matmul_v2_cost,
     cases=(
         Case({"X": f32(2, 3, 4), "Y": f32(4, 5)}, expect=_matmul_v2_ref),
@@ -204,6 +255,10 @@ def _matmul_ref(x: np.ndarray, y: np.ndarray, a: MatmulAttrs) -> np.ndarray:
     return np.asarray(out * np.float32(a.alpha), x.dtype)
 
 
+def _matmul_v1_batch(view: BatchView) -> int:
+    return matrix_batch(view, view.attrs.transpose_X, view.attrs.transpose_Y)
+
+
 MATMUL = OpDef(
     op_type="matmul",
     doc="Legacy matrix product alpha * X @ Y (optionally transposed); batch dims are not "
@@ -215,6 +270,7 @@ MATMUL = OpDef(
     ignored_attrs=MKLDNN_ATTRS
     | {"Scale_x", "Scale_y", "Scale_out", "force_fp32_output"},  # MKL-DNN int8 only
     infer=_matmul_infer,
+    batch=_matmul_v1_batch,
     cost=_matmul_cost,
     cases=(
         Case({"X": f32(2, 3, 4), "Y": f32(4, 5)}, {"alpha": 2.0}, expect=_matmul_ref),
@@ -311,6 +367,17 @@ def _mul_ref(x: np.ndarray, y: np.ndarray, a: MulAttrs) -> np.ndarray:
     return np.asarray(x2 @ y2).reshape(*xs[: a.x_num_col_dims], *ys[a.y_num_col_dims :])
 
 
+def _mul_batch(view: BatchView) -> int:
+    """X flattens to [rows, inner] at x_num_col_dims; Y is the (unbatched) weight."""
+    if view.axis("Y") is not None:
+        raise Couples("multiplies by batched Y: it flattens Y's rows into the contracted dim")
+    axis = view.axis("X")
+    assert axis is not None
+    if axis >= view.attrs.x_num_col_dims:
+        raise Couples("folds the batch dimension into the contracted dims")
+    return axis
+
+
 MUL = OpDef(
     op_type="mul",
     doc="fc's product: X flattened to 2-D at x_num_col_dims times Y flattened at "
@@ -321,6 +388,7 @@ MUL = OpDef(
     attrs=MulAttrs,
     ignored_attrs=MKLDNN_ATTRS | {"scale_x", "scale_y", "scale_out", "force_fp32_output"},
     infer=_mul_infer,
+    batch=_mul_batch,
     cost=_mul_cost,
     cases=(
         Case({"X": f32(2, 4), "Y": f32(4, 5)}, expect=_mul_ref),

@@ -13,8 +13,20 @@ import numpy as np
 
 from graph_proto.types import ALL, UNKNOWN, Shape
 from validator.diagnostics import Code
+from validator.ops._batch import RESHAPED, along, only
 from validator.ops._cases import boolean, f32, i32, i64
-from validator.ops._def import AttrError, AxisError, Case, In, OpDef, Out, ShapeError, TensorType
+from validator.ops._def import (
+    AttrError,
+    AxisError,
+    BatchView,
+    Case,
+    Couples,
+    In,
+    OpDef,
+    Out,
+    ShapeError,
+    TensorType,
+)
 from validator.ops._operands import (
     BACKEND_ATTRS,
     Operand,
@@ -115,6 +127,17 @@ def _reshape_ref(x: np.ndarray, shape: Any, shape_list: Any, a: ReshapeAttrs) ->
     return x.reshape([x.shape[i] if s == 0 and copy else s for i, s in enumerate(spec)])
 
 
+def _reshape_batch(view: BatchView) -> int:
+    """A shape attr that copies (0) every dim up to the batch keeps each row's block whole,
+    even where other dims are unknown (a transformer's [0, 0, heads, size])."""
+    axis = only(view, "X")
+    copied = view.attrs.shape[: axis + 1]
+    by_tensor = any(view.types_in.get(s) for s in ("Shape", "ShapeTensor"))
+    if not by_tensor and len(copied) == axis + 1 and all(d == 0 for d in copied):
+        return axis
+    return RESHAPED(view)
+
+
 RESHAPE2 = OpDef(
     op_type="reshape2",
     doc="Reshapes X to `shape` (or the ShapeTensor list / Shape tensor); 0 copies, -1 infers.",
@@ -128,6 +151,7 @@ RESHAPE2 = OpDef(
     attrs=ReshapeAttrs,
     ignored_attrs=BACKEND_ATTRS,
     infer=_reshape2_infer,
+    batch=_reshape_batch,
     cases=(
         Case({"X": f32(2, 3, 4)}, {"shape": [0, -1]}, expect=_reshape_ref),
         Case({"X": f32(2, 3, 4)}, {"shape": [4, 3, 2]}, expect=_reshape_ref),
@@ -207,6 +231,11 @@ def _transpose2_infer(x: TensorType, a: TransposeAttrs) -> Shape | TensorType:
     return carry(x, out, lambda v: v.transpose(perm))
 
 
+def _transpose_batch(view: BatchView) -> int:
+    axis = only(view, "X")
+    return norm_axes(view.attrs.axis, view.type("X").rank).index(axis)
+
+
 TRANSPOSE2 = OpDef(
     op_type="transpose2",
     doc="Permutes the dims of X by `axis` (negative axes count from the end).",
@@ -216,6 +245,7 @@ TRANSPOSE2 = OpDef(
     attrs=TransposeAttrs,
     ignored_attrs=BACKEND_ATTRS | {"data_format"},
     infer=_transpose2_infer,
+    batch=_transpose_batch,
     cases=(
         Case({"X": f32(2, 3, 4)}, {"axis": [2, 0, 1]}, expect=lambda x, a: x.transpose(a.axis)),
         Case({"X": f32(2, 3, 4)}, {"axis": [-1, 0, 1]}, expect=lambda x, a: x.transpose(a.axis)),
@@ -280,6 +310,7 @@ FLATTEN_CONTIGUOUS_RANGE = OpDef(
     attrs=FlattenAttrs,
     ignored_attrs=BACKEND_ATTRS,
     infer=_flatten_contiguous_range_infer,
+    batch=RESHAPED,
     cases=(
         Case({"X": f32(2, 3, 4)}, {"start_axis": 1, "stop_axis": 2}, expect=_flatten_ref),
         Case({"X": f32(2, 3, 4)}, {"start_axis": 0, "stop_axis": -1}, expect=_flatten_ref),
@@ -334,6 +365,14 @@ def _squeeze_ref(x: np.ndarray, a: SqueezeAttrs) -> np.ndarray:
     return x.reshape([d for i, d in enumerate(x.shape) if not (i in axes and d == 1)])
 
 
+def _squeeze_batch(view: BatchView) -> int:
+    """A request of one row has a batch dim of 1, which squeezing all 1s (or that axis) drops."""
+    axis, axes, rank = only(view, "X"), view.attrs.axes, view.type("X").rank
+    if not axes or axis in {a + rank if a < 0 else a for a in axes}:  # axes may repeat
+        raise Couples("squeezes the batch dimension away when a request has one row")
+    return RESHAPED(view)
+
+
 SQUEEZE2 = OpDef(
     op_type="squeeze2",
     doc="Removes the size-1 dims of X listed in `axes` (all size-1 dims if empty).",
@@ -343,6 +382,7 @@ SQUEEZE2 = OpDef(
     attrs=SqueezeAttrs,
     ignored_attrs=BACKEND_ATTRS,
     infer=_squeeze2_infer,
+    batch=_squeeze_batch,
     cases=(
         Case({"X": f32(2, 1, 4)}, {"axes": [1]}, expect=_squeeze_ref),
         Case({"X": f32(1, 3, 1)}, {"axes": []}, expect=_squeeze_ref),
@@ -409,6 +449,7 @@ UNSQUEEZE2 = OpDef(
     attrs=UnsqueezeAttrs,
     ignored_attrs=BACKEND_ATTRS,
     infer=_unsqueeze2_infer,
+    batch=RESHAPED,
     cases=(
         Case({"X": f32(2, 3)}, {"axes": [0, 3]}, expect=_unsqueeze_ref),
         Case({"X": f32(2, 3)}, {"axes": [-1, 0]}, expect=_unsqueeze_ref),
@@ -464,6 +505,36 @@ def _concat_ref(xs: tuple[np.ndarray, ...], axis_tensor: Any, a: AxisAttrs) -> n
     return np.concatenate(xs, a.axis if axis_tensor is None else axis_tensor.item())
 
 
+def _same_axis(view: BatchView, what: str) -> int:
+    """The one batch axis of every argument of X (a variadic slot)."""
+    axes = set(view.axes["X"])
+    if None in axes:
+        raise Couples(f"{what} unbatched X with batched X: its dims must match every batch size")
+    if len(axes) != 1:
+        raise Couples("lines the batch dimensions of its inputs up on different axes")
+    return next(a for a in axes if a is not None)
+
+
+def _axis_operand(view: BatchView, slot: str) -> int:
+    """The `axis` attr, or the value of the optional scalar tensor `slot`, which replaces it."""
+    if view.axis(slot) is not None:
+        raise Couples(f"takes its axis from batched {slot!r}")
+    if not view.types_in.get(slot):
+        return int(view.attrs.axis)
+    value = view.type(slot).value
+    if value is None:
+        raise Couples(f"takes its axis from {slot!r}, unknown before run time")
+    return int(value[0])
+
+
+def _concat_batch(view: BatchView) -> int:
+    axis = _same_axis(view, "concatenates")
+    rank = view.types_in["X"][0].rank
+    return along(
+        axis, _axis_operand(view, "AxisTensor"), rank, "concatenates along the batch dimension"
+    )
+
+
 CONCAT = OpDef(
     op_type="concat",
     doc="Joins the X tensors along `axis` (or AxisTensor); other dims must agree.",
@@ -473,6 +544,7 @@ CONCAT = OpDef(
     attrs=AxisAttrs,
     ignored_attrs=BACKEND_ATTRS,
     infer=_concat_infer,
+    batch=_concat_batch,
     cases=(
         Case({"X": (f32(2, 3), f32(2, 5), f32(2, 1))}, {"axis": 1}, expect=_concat_ref),
         Case({"X": (i64(2), i64(3))}, {"axis": -1}, expect=_concat_ref),
@@ -581,6 +653,12 @@ def _split_ref(x: np.ndarray, axis_tensor: Any, sections_list: Any, a: SplitAttr
     return tuple(np.split(x, np.cumsum(sections[:-1]), axis))
 
 
+def _split_batch(view: BatchView) -> int:
+    axis = only(view, "X")
+    rank = view.type("X").rank
+    return along(axis, _axis_operand(view, "AxisTensor"), rank, "splits the batch dimension")
+
+
 SPLIT = OpDef(
     op_type="split",
     doc="Cuts X along `axis` into `num` equal parts or parts of `sections` (one may be -1).",
@@ -594,6 +672,7 @@ SPLIT = OpDef(
     attrs=SplitAttrs,
     ignored_attrs=BACKEND_ATTRS,
     infer=_split_infer,
+    batch=_split_batch,
     cases=(
         Case({"X": f32(4, 6)}, {"axis": 1, "num": 3}, expect=_split_ref),
         Case({"X": f32(4, 6)}, {"axis": -1, "sections": [1, -1, 2]}, expect=_split_ref),
@@ -679,6 +758,12 @@ def _stack_infer(xs: tuple[TensorType, ...], a: AxisAttrs) -> Shape | TensorType
     return carry(xs[0], out, lambda *vs: np.stack(vs, axis), *xs[1:])
 
 
+def _stack_batch(view: BatchView) -> int:
+    axis = _same_axis(view, "stacks")
+    at = norm_axis(view.attrs.axis, view.types_in["X"][0].rank + 1)
+    return axis + 1 if at <= axis else axis
+
+
 STACK = OpDef(
     op_type="stack",
     doc="Stacks the equally shaped X tensors along a new dim at `axis`.",
@@ -688,6 +773,7 @@ STACK = OpDef(
     attrs=AxisAttrs,
     ignored_attrs=BACKEND_ATTRS,
     infer=_stack_infer,
+    batch=_stack_batch,
     cases=(
         Case({"X": (f32(2, 3), f32(2, 3))}, {"axis": 1}, expect=lambda xs, a: np.stack(xs, a.axis)),
         Case({"X": (f32(2), f32(2), f32(2))}, {"axis": -1}, expect=lambda xs, a: np.stack(xs, -1)),

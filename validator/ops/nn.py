@@ -10,6 +10,7 @@ import numpy as np
 
 from graph_proto.types import FLOATS, UNKNOWN, Shape
 from validator.diagnostics import Code
+from validator.ops._batch import batch_at
 from validator.ops._cases import f32
 from validator.ops._def import (
     AttrError,
@@ -365,6 +366,7 @@ CONV2D = OpDef(
     attrs=ConvAttrs,
     ignored_attrs=BACKEND_FLAGS,
     infer=_conv2d_infer,
+    batch=batch_at("Input"),
     cost=_conv2d_cost,
     cases=_CONV2D_CASES,
 )
@@ -387,6 +389,7 @@ DEPTHWISE_CONV2D = OpDef(
     attrs=ConvAttrs,
     ignored_attrs=BACKEND_FLAGS,
     infer=_depthwise_conv2d_infer,
+    batch=batch_at("Input"),
     cost=_conv2d_cost,
     cases=_DEPTHWISE_CONV2D_CASES,
 )
@@ -429,6 +432,7 @@ CONV2D_TRANSPOSE = OpDef(
     attrs=ConvTransposeAttrs,
     ignored_attrs=BACKEND_FLAGS,
     infer=_conv2d_transpose_infer,
+    batch=batch_at("Input"),
     cost=_conv2d_transpose_cost,
     cases=_CONV2D_TRANSPOSE_CASES,
 )
@@ -450,6 +454,7 @@ DEPTHWISE_CONV2D_TRANSPOSE = OpDef(
     attrs=ConvTransposeAttrs,
     ignored_attrs=BACKEND_FLAGS,
     infer=_depthwise_conv2d_transpose_infer,
+    batch=batch_at("Input"),
     cost=_conv2d_transpose_cost,
     cases=_DEPTHWISE_CONV2D_TRANSPOSE_CASES,
 )

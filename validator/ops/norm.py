@@ -10,11 +10,14 @@ import numpy as np
 
 from graph_proto.types import FLOATS, DType, Shape
 from validator.diagnostics import Code
+from validator.ops._batch import batch_at, only
 from validator.ops._cases import f32, pos32
 from validator.ops._def import (
     AttrError,
     AxisError,
+    BatchView,
     Case,
+    Couples,
     EmptyDimError,
     In,
     OpDef,
@@ -304,6 +307,16 @@ _INSTANCE_NORM_CASES: Final = (
 )
 # fmt: on
 
+
+def _layer_norm_batch(view: BatchView) -> int:
+    """Rows stay apart while the batch axis is before the normalised ones. (batch_norm may use
+    batch_at: training-mode statistics are refused by its shape rule.)"""
+    axis = only(view, "X")
+    if axis >= view.attrs.begin_norm_axis:
+        raise Couples("normalises over the batch dimension")
+    return axis
+
+
 BATCH_NORM = OpDef(
     op_type="batch_norm",
     doc="Normalizes each channel by its running Mean and Variance (inference mode), then scales and shifts.",
@@ -327,6 +340,7 @@ BATCH_NORM = OpDef(
     attrs=BatchNormAttrs,
     ignored_attrs=FLAGS - {"is_test"},
     infer=_batch_norm_infer,
+    batch=batch_at("X"),
     cost=_flops(2),  # running statistics fold into one multiply-add
     cases=_BATCH_NORM_CASES,
 )
@@ -340,6 +354,7 @@ LAYER_NORM = OpDef(
     attrs=LayerNormAttrs,
     ignored_attrs=FLAGS,
     infer=_layer_norm_infer,
+    batch=_layer_norm_batch,
     cost=_flops(NORM_FLOPS),
     cases=_LAYER_NORM_CASES,
 )
@@ -353,6 +368,7 @@ GROUP_NORM = OpDef(
     attrs=GroupNormAttrs,
     ignored_attrs=FLAGS,
     infer=_group_norm_infer,
+    batch=batch_at("X"),
     cost=_flops(NORM_FLOPS),
     cases=_GROUP_NORM_CASES,
 )
@@ -366,6 +382,7 @@ INSTANCE_NORM = OpDef(
     attrs=InstanceNormAttrs,
     ignored_attrs=FLAGS,
     infer=_instance_norm_infer,
+    batch=batch_at("X"),
     cost=_flops(NORM_FLOPS),
     cases=_INSTANCE_NORM_CASES,
 )

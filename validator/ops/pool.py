@@ -9,6 +9,7 @@ import numpy as np
 
 from graph_proto.types import FLOATS, UNKNOWN, Shape
 from validator.diagnostics import Code
+from validator.ops._batch import batch_at
 from validator.ops._cases import f32
 from validator.ops._def import (
     AttrError,
@@ -226,6 +227,7 @@ POOL2D = OpDef(
     attrs=Pool2dAttrs,
     ignored_attrs=BACKEND_FLAGS,
     infer=_pool2d_infer,
+    batch=batch_at("X"),
     cost=_pool2d_cost,
     cases=_POOL2D_CASES,
 )

@@ -11,11 +11,14 @@ import numpy as np
 
 from graph_proto.types import ALL, FLOATS, INDICES, INTEGERS, NUMERIC, UNKNOWN, DType, Shape
 from validator.diagnostics import Code
+from validator.ops._batch import along, only, reduced
 from validator.ops._cases import boolean, f32, i32, i64
 from validator.ops._def import (
     AttrError,
     AxisError,
+    BatchView,
     Case,
+    Couples,
     In,
     OpDef,
     Out,
@@ -123,6 +126,11 @@ def _fold(
     return tuple(result) if all(info.min <= v <= info.max for v in result) else None
 
 
+def _reduce_batch(view: BatchView) -> int:
+    x, a = view.type("X"), view.attrs
+    return reduced(only(view, "X"), _reduced_axes(x, a.dim, a.reduce_all), a.keep_dim)
+
+
 def reduction(
     paddle_type: str,
     reference: Callable[..., Any],
@@ -166,6 +174,7 @@ def reduction(
         attrs=ReduceAttrs,
         ignored_attrs=frozenset({"use_mkldnn"}),
         infer=infer,
+        batch=_reduce_batch,
         cost=_input_cost,
         cases=(
             Case({"X": f32(2, 3, 4)}, {"dim": [1, 2], "keep_dim": True}, expect=ref),
@@ -335,6 +344,11 @@ def _logsumexp_ref(x: np.ndarray, a: LogsumexpAttrs) -> np.ndarray:
     return np.asarray(np.log(np.sum(np.exp(x), axis=axes, keepdims=a.keepdim)), x.dtype)
 
 
+def _logsumexp_batch(view: BatchView) -> int:
+    x, a = view.type("X"), view.attrs
+    return reduced(only(view, "X"), _reduced_axes(x, a.axis, a.reduce_all), a.keepdim)
+
+
 LOGSUMEXP = OpDef(
     op_type="logsumexp",
     doc="log(sum(exp(X))) over `axis` (every axis with reduce_all or an empty axis).",
@@ -343,6 +357,7 @@ LOGSUMEXP = OpDef(
     types={"T": FLOATS},
     attrs=LogsumexpAttrs,
     infer=_logsumexp_infer,
+    batch=_logsumexp_batch,
     cost=_input_cost,
     cases=(
         Case({"X": f32(2, 3, 4)}, {"axis": [1, 2], "keepdim": True}, expect=_logsumexp_ref),
@@ -431,6 +446,12 @@ def _p_norm_ref(x: np.ndarray, a: PNormAttrs) -> np.ndarray:
     return np.asarray(out).astype(x.dtype)
 
 
+def _p_norm_batch(view: BatchView) -> int:
+    x, a = view.type("X"), view.attrs
+    axes = tuple(range(x.rank)) if a.asvector else (norm_axis(a.axis, x.rank),)
+    return reduced(only(view, "X"), axes, a.keepdim)
+
+
 P_NORM = OpDef(
     op_type="p_norm",
     doc="The porder-norm of X along `axis` (of all of X with asvector).",
@@ -439,6 +460,7 @@ P_NORM = OpDef(
     types={"T": FLOATS},
     attrs=PNormAttrs,
     infer=_p_norm_infer,
+    batch=_p_norm_batch,
     cost=_input_cost,
     cases=(
         Case({"X": f32(2, 3, 4)}, {"porder": 2.0, "axis": 1}, expect=_p_norm_ref),
@@ -545,6 +567,12 @@ def _arg_ref(fn: Callable[..., Any]) -> Callable[..., np.ndarray]:
     return reference
 
 
+def _arg_batch(view: BatchView) -> int:
+    x, a = view.type("X"), view.attrs
+    axes = tuple(range(x.rank)) if a.flatten else (norm_axis(a.axis, x.rank),)
+    return reduced(only(view, "X"), axes, a.keepdims and not a.flatten)
+
+
 def arg(paddle_type: str, fn: Callable[..., Any]) -> OpDef:
     """Declares arg_max or arg_min: indices along `axis`, of the flattened X with flatten."""
     ref = _arg_ref(fn)
@@ -557,6 +585,7 @@ def arg(paddle_type: str, fn: Callable[..., Any]) -> OpDef:
         types={"T": NUMERIC},
         attrs=ArgAttrs,
         infer=_arg_infer,
+        batch=_arg_batch,
         cost=_input_cost,
         cases=(
             Case({"X": f32(2, 3, 4)}, {"axis": 1}, expect=ref),
@@ -658,6 +687,11 @@ def _top_k_v2_ref(x: np.ndarray, k: np.ndarray | None, a: TopKAttrs) -> tuple[np
     return np.take_along_axis(x, indices, axis=a.axis), indices.astype(np.int64)
 
 
+def _top_k_batch(view: BatchView) -> int:
+    axis = only(view, "X")
+    return along(axis, view.attrs.axis, view.type("X").rank, "ranks across the batch dimension")
+
+
 TOP_K_V2 = OpDef(
     op_type="top_k_v2",
     doc="The k largest (or smallest) values along `axis` and their int64 indices; k comes from "
@@ -667,6 +701,7 @@ TOP_K_V2 = OpDef(
     types={"T": FLOAT_OR_INDEX, "K": INDICES},
     attrs=TopKAttrs,
     infer=_top_k_v2_infer,
+    batch=_top_k_batch,
     cost=_input_cost,
     cases=(
         Case({"X": f32(2, 3, 4)}, {"k": 2, "axis": 1}, expect=_top_k_v2_ref),
@@ -753,6 +788,15 @@ def _cumsum_ref(x: np.ndarray, a: CumsumAttrs) -> np.ndarray:
     return out if a.flatten else out.reshape(x.shape)
 
 
+def _cumsum_batch(view: BatchView) -> int:
+    axis = only(view, "X")
+    if view.attrs.flatten:
+        raise Couples("flattens the batch dimension into one running sum")
+    return along(
+        axis, view.attrs.axis, view.type("X").rank, "accumulates along the batch dimension"
+    )
+
+
 CUMSUM = OpDef(
     op_type="cumsum",
     doc="Running sum along `axis` (of the flattened X with flatten); exclusive drops the current "
@@ -762,6 +806,7 @@ CUMSUM = OpDef(
     types={"T": FLOAT_OR_INDEX},
     attrs=CumsumAttrs,
     infer=_cumsum_infer,
+    batch=_cumsum_batch,
     cases=(
         Case({"X": f32(2, 3, 4)}, {"axis": 1}, expect=_cumsum_ref),
         Case({"X": f32(2, 3, 4)}, {"flatten": True}, expect=_cumsum_ref),

@@ -10,6 +10,7 @@ import numpy as np
 
 from graph_proto.types import FLOATS, INDICES, UNKNOWN, DType, Shape
 from validator.diagnostics import Code
+from validator.ops._batch import batch_at
 from validator.ops._cases import f32, i64
 from validator.ops._def import AttrError, Case, In, OpDef, Out, ShapeError, TensorType
 from validator.ops._shape import require_nonempty, require_rank
@@ -272,6 +273,7 @@ NEAREST_INTERP_V2 = OpDef(
     attrs=InterpAttrs,
     ignored_attrs=frozenset({"use_mkldnn"}),
     infer=interp("nearest", (4, 5)),
+    batch=batch_at("X"),
     cases=(
         Case({"X": f32(2, 3, 4, 5)}, {**_NEAREST_ATTRS, "out_h": 8, "out_w": 7}, expect=_NEAREST),
         Case({"X": f32(2, 3, 4, 5)}, {**_NEAREST_ATTRS, "scale": [1.5, 0.5]}, expect=_NEAREST),
@@ -401,6 +403,7 @@ BILINEAR_INTERP_V2 = OpDef(
     attrs=InterpAttrs,
     ignored_attrs=frozenset({"use_mkldnn"}),
     infer=interp("bilinear", (4,)),
+    batch=batch_at("X"),
     cost=_bilinear_interp_v2_cost,
     cases=(
         Case({"X": f32(2, 3, 4, 5)}, {**_BILINEAR_ATTRS, "out_h": 8, "out_w": 7}, expect=_BILINEAR),

@@ -15,7 +15,7 @@ Layout (phi/kernels/cpu/rnn_kernel.cc, rnn_functor.h):
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Final
 
@@ -26,7 +26,9 @@ from validator.diagnostics import Code
 from validator.ops._cases import f32
 from validator.ops._def import (
     AttrError,
+    BatchView,
     Case,
+    Couples,
     DTypeError,
     EmptyDimError,
     GraphError,
@@ -408,6 +410,25 @@ _RNN_CASES: Final = (
 )
 # fmt: on
 
+
+def _rnn_batch(view: BatchView) -> Mapping[str, int | None]:
+    """Paddle's rnn op is time-major: Input [T, B, I] and each PreState [L*D, B, H] carry the
+    batch at axis 1 (a batch-major model transposes around it); SequenceLength is [B]."""
+    if any(a is not None for a in view.axes["WeightList"]):
+        raise Couples("runs with batched weights")
+    expected = {"Input": 1, "PreState": 1, "SequenceLength": 0}
+    for slot, axis in expected.items():
+        got = view.axes.get(slot, ())
+        if any(a != axis for a in got):
+            where = (
+                "no batch dimension"
+                if None in got
+                else f"it at axis {next(a for a in got if a != axis)}"
+            )
+            raise Couples(f"expected the batch dimension at axis {axis} of {slot!r}, got {where}")
+    return {"Out": 1, "State": 1}
+
+
 RNN = OpDef(
     op_type="rnn",
     doc="Multi-layer LSTM, GRU or simple RNN over time-major Input [T, B, I], as paddle.nn "
@@ -427,6 +448,7 @@ RNN = OpDef(
     types={"T": frozenset({DType.FP32, DType.FP64})},
     attrs=RnnAttrs,
     infer=_rnn_infer,
+    batch=_rnn_batch,
     cost=_rnn_cost,
     cases=_RNN_CASES,
 )

@@ -4,14 +4,26 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Final
 
 import numpy as np
 
 from graph_proto.types import ALL, UNKNOWN, Shape
 from validator.diagnostics import Code
+from validator.ops._batch import only
 from validator.ops._cases import f32, i32, i64
-from validator.ops._def import AttrError, AxisError, Case, In, OpDef, Out, ShapeError, TensorType
+from validator.ops._def import (
+    AttrError,
+    AxisError,
+    BatchView,
+    Case,
+    Couples,
+    In,
+    OpDef,
+    Out,
+    ShapeError,
+    TensorType,
+)
 from validator.ops._operands import BACKEND_ATTRS, Operand, carry, check_rank, int_operand
 
 
@@ -130,6 +142,26 @@ def _slice_ref(
     return y.reshape([d for i, d in enumerate(y.shape) if i not in a.decrease_axis])
 
 
+_WHOLE: Final = 2**31 - 1  # an end at least this large keeps the whole dim
+
+
+def _slice_batch(view: BatchView) -> int:
+    """slice and strided_slice: rows apart unless the batch dim is cut, stepped or dropped."""
+    axis = only(view, "Input")
+    a = view.attrs
+    rank = view.type("Input").rank
+    axes = [ax + rank if ax < 0 else ax for ax in a.axes]  # Paddle lets an axis repeat
+    by_tensor = any(t for s, t in view.types_in.items() if s != "Input")
+    strides = getattr(a, "strides", ()) or (1,) * len(axes)
+    for i in (i for i, ax in enumerate(axes) if ax == axis):
+        whole = not by_tensor and a.starts[i] == 0 and a.ends[i] >= _WHOLE and strides[i] == 1
+        if not whole:
+            raise Couples("slices the batch dimension")
+    if axis in a.decrease_axis:
+        raise Couples("drops the batch dimension")
+    return axis - sum(1 for d in a.decrease_axis if d < axis)
+
+
 SLICE = OpDef(
     op_type="slice",
     doc="Takes Input[starts:ends] on each of `axes` (clamped as Python does), then drops decrease_axis.",
@@ -145,6 +177,7 @@ SLICE = OpDef(
     attrs=SliceAttrs,
     ignored_attrs=BACKEND_ATTRS,
     infer=_slice_infer,
+    batch=_slice_batch,
     cases=(
         Case(
             {"Input": f32(3, 6, 4)},
@@ -262,6 +295,7 @@ STRIDED_SLICE = OpDef(
     attrs=StridedSliceAttrs,
     ignored_attrs=BACKEND_ATTRS,
     infer=_strided_slice_infer,
+    batch=_slice_batch,
     cases=(
         Case(
             {"Input": f32(3, 6, 4)},
@@ -408,6 +442,21 @@ def _expand_ref(x: np.ndarray, shape: Any, shape_list: Any, a: ExpandAttrs) -> n
     return np.broadcast_to(x, [x.shape[i - lead] if s == -1 else s for i, s in enumerate(spec)])
 
 
+def _expand_batch(view: BatchView) -> int:
+    axis = only(view, "X")
+    shape: tuple[int | float | bool, ...] | None = view.attrs.shape
+    if view.types_in.get("expand_shapes_tensor"):
+        raise Couples("takes its target shape from tensors: the batch dim may be expanded")
+    if view.types_in.get("Shape"):
+        shape = view.type("Shape").value
+    if shape is None:
+        raise Couples("takes its target shape from a tensor unknown before run time")
+    at = axis + len(shape) - view.type("X").rank
+    if shape[at] != -1:
+        raise Couples(f"expands the batch dimension to {shape[at]}")
+    return at
+
+
 EXPAND_V2 = OpDef(
     op_type="expand_v2",
     doc="Broadcasts X to `shape` (or the Shape / expand_shapes_tensor tensors); -1 keeps a dim.",
@@ -421,6 +470,7 @@ EXPAND_V2 = OpDef(
     attrs=ExpandAttrs,
     ignored_attrs=BACKEND_ATTRS,
     infer=_expand_v2_infer,
+    batch=_expand_batch,
     cases=(
         Case({"X": f32(2, 1, 4)}, {"shape": [-1, 3, 4]}, expect=_expand_ref),
         Case({"X": f32(1, 4)}, {"shape": [2, 3, 4]}, expect=_expand_ref),
@@ -497,6 +547,23 @@ def _tile_ref(x: np.ndarray, rt: Any, rl: Any, a: TileAttrs) -> np.ndarray:
     return np.tile(x, reps)
 
 
+def _tile_batch(view: BatchView) -> int:
+    axis = only(view, "X")
+    reps: tuple[int | float | bool, ...] | None = view.attrs.repeat_times
+    if view.types_in.get("repeat_times_tensor"):
+        raise Couples("takes its repeat counts from tensors: the batch dim may be repeated")
+    if view.types_in.get("RepeatTimes"):
+        reps = view.type("RepeatTimes").value
+    if reps is None:
+        raise Couples("takes its repeat counts from a tensor unknown before run time")
+    rank = view.type("X").rank
+    padded = (1,) * (rank - len(reps)) + tuple(reps)
+    at = axis + len(padded) - rank
+    if padded[at] != 1:
+        raise Couples(f"repeats the batch dimension {padded[at]} times")
+    return at
+
+
 TILE = OpDef(
     op_type="tile",
     doc="Repeats X `repeat_times` times along each dim (or RepeatTimes / repeat_times_tensor).",
@@ -510,6 +577,7 @@ TILE = OpDef(
     attrs=TileAttrs,
     ignored_attrs=BACKEND_ATTRS,
     infer=_tile_infer,
+    batch=_tile_batch,
     cases=(
         Case({"X": f32(2, 1, 4)}, {"repeat_times": [1, 2, 3]}, expect=_tile_ref),
         Case({"X": f32(2, 3, 4)}, {"repeat_times": [2]}, expect=_tile_ref),

@@ -9,8 +9,19 @@ import numpy as np
 
 from graph_proto.types import ALL, INDICES, NUMERIC, UNKNOWN, Shape
 from validator.diagnostics import Code
+from validator.ops._batch import batch_at, only
 from validator.ops._cases import boolean, f32, i32
-from validator.ops._def import AttrError, Case, In, OpDef, Out, ShapeError, TensorType
+from validator.ops._def import (
+    AttrError,
+    BatchView,
+    Case,
+    Couples,
+    In,
+    OpDef,
+    Out,
+    ShapeError,
+    TensorType,
+)
 from validator.ops._shape import norm_axes, require_nonempty, require_rank
 from validator.ops.resize import bad_cases, known_values
 
@@ -94,6 +105,7 @@ PAD3D = OpDef(
     types={"T": NUMERIC, "I": INDICES},
     attrs=Pad3dAttrs,
     infer=_pad3d_infer,
+    batch=batch_at("X"),
     cases=(
         Case(
             {"X": f32(2, 3, 2, 3, 4)}, _pad([1, 2, 0, 1, 1, 0], value=1.5), expect=_pad3d_reference
@@ -234,6 +246,7 @@ PIXEL_SHUFFLE = OpDef(
     types={"T": NUMERIC},
     attrs=PixelShuffleAttrs,
     infer=_pixel_shuffle_infer,
+    batch=batch_at("X"),
     cases=(
         Case({"X": f32(2, 8, 3, 4)}, {"upscale_factor": 2}, expect=_pixel_shuffle_reference),
         Case(
@@ -278,6 +291,13 @@ def _flip_infer(x: TensorType, a: FlipAttrs) -> Shape:
     return x.shape
 
 
+def _flip_batch(view: BatchView) -> int:
+    axis = only(view, "X")
+    if axis in norm_axes(view.attrs.axis, view.type("X").rank):
+        raise Couples("reverses the order of the rows")
+    return axis
+
+
 FLIP = OpDef(
     op_type="flip",
     doc="Reverses X along each of `axis`.",
@@ -286,6 +306,7 @@ FLIP = OpDef(
     types={"T": ALL},
     attrs=FlipAttrs,
     infer=_flip_infer,
+    batch=_flip_batch,
     cases=(
         Case({"X": f32(2, 3, 4)}, {"axis": [0, 2]}, expect=lambda x, a: np.flip(x, a.axis)),
         Case({"X": f32(2, 3, 4)}, {"axis": [-1]}, expect=lambda x, a: np.flip(x, a.axis)),

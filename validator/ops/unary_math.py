@@ -12,6 +12,7 @@ import numpy as np
 from graph_proto.types import ALL, FLOATS, INDICES, INTEGERS, NUMERIC, DType, Shape
 from graph_proto.types import dtype_from_vartype as vartype
 from validator.diagnostics import Code
+from validator.ops._batch import ROWWISE
 from validator.ops._cases import boolean, f32, i32, i64, pos32
 from validator.ops._def import AttrError, Case, DTypeError, In, OpDef, Out, ShapeError, TensorType
 from validator.ops.activation import erf, require_finite, unary
@@ -193,6 +194,7 @@ POW = OpDef(
     types={"T": FLOATS | INDICES},
     attrs=PowAttrs,
     infer=_pow_infer,
+    batch=ROWWISE,
     cases=(
         Case({"X": pos32(2, 3)}, {"factor": 2.0}, expect=_pow),
         Case({"X": pos32()}, {"factor": 0.5}, expect=_pow),
@@ -319,6 +321,7 @@ SCALE = OpDef(
     attrs=ScaleAttrs,
     ignored_attrs=_ONEDNN | _ONEDNN_DTYPE,
     infer=_scale_infer,
+    batch=ROWWISE,
     cases=(
         Case({"X": f32(2, 3)}, {"scale": 2.0, "bias": 1.0}, expect=_scale),
         Case({"X": f32()}, {"scale": 0.5, "bias_after_scale": False, "bias": 1.0}, expect=_scale),
@@ -418,6 +421,7 @@ CLIP = OpDef(
     attrs=ClipAttrs,
     ignored_attrs=_ONEDNN | _ONEDNN_DTYPE,
     infer=_clip_infer,
+    batch=ROWWISE,
     cases=(
         Case({"X": f32(2, 3)}, {"min": -0.5, "max": 0.5}, expect=_clip),
         Case({"X": f32()}, {"min": -_OPEN, "max": 0.5}, expect=_clip),
@@ -503,6 +507,7 @@ CAST = OpDef(
     attrs=CastAttrs,
     ignored_attrs=_ONEDNN | _ONEDNN_DTYPE,
     infer=_cast_infer,
+    batch=ROWWISE,
     cases=(
         Case(
             {"X": f32(2, 3)},
@@ -577,6 +582,7 @@ ASSIGN = OpDef(
     outputs=(Out("Out"),),
     types={"T": ALL},
     infer=_assign_infer,
+    batch=ROWWISE,
     cost=lambda *_: 0,
     cases=(
         Case({"X": f32(2, 3)}, expect=lambda x, a: x),
