@@ -59,6 +59,10 @@ class SessionOptions:
     inter_op_threads: int = 1
     use_cuda: bool = True
     max_request_bytes: int = DEFAULT_MAX_REQUEST_BYTES
+    cuda_device_id: int = 0
+    cuda_mem_limit_bytes: int = 0  # 0: onnxruntime's default (no limit)
+    cuda_arena_extend_strategy: str = "kSameAsRequested"
+    cuda_graphs: bool = False  # only ever for fixed-shape models (see cuda_provider_options)
 
 
 class SessionRefused(LoweringError):
@@ -75,6 +79,30 @@ def choose_providers(use_cuda: bool) -> list[str]:
     return [CPU]
 
 
+def cuda_provider_options(options: SessionOptions, fixed_shape: bool) -> dict[str, str]:
+    """The CUDA provider's options: the device, the per-process memory cap and the arena's
+    growth (a worker shares the GPU with others: its arena must not take it all), and CUDA
+    graphs, which replay one captured launch sequence and so need every shape fixed."""
+    provider: dict[str, str] = {
+        "device_id": str(options.cuda_device_id),
+        "arena_extend_strategy": options.cuda_arena_extend_strategy,
+    }
+    if options.cuda_mem_limit_bytes > 0:
+        provider["gpu_mem_limit"] = str(options.cuda_mem_limit_bytes)
+    if options.cuda_graphs and fixed_shape:
+        provider["enable_cuda_graph"] = "1"
+    return provider
+
+
+def device_of(provider: str, options: SessionOptions) -> str:
+    """Where a session's tensors live: `cuda:N` or `cpu` (metadata and /metrics)."""
+    return f"cuda:{options.cuda_device_id}" if provider == CUDA else "cpu"
+
+
+def _fixed_shape(program: ValidatedProgram) -> bool:
+    return all(d >= 0 for spec in program.inputs for d in spec.dims)
+
+
 @dataclass(eq=False)
 class CompiledModel:
     """A validated program lowered to ONNX with its session; immutable after compile()."""
@@ -86,6 +114,11 @@ class CompiledModel:
     output_names: tuple[str, ...]  # ONNX graph outputs: the fetches in col order, then hidden
     max_request_bytes: int
     checks: RuntimeChecks = field(default_factory=RuntimeChecks)
+    device: str = "cpu"
+    # IO binding: feeds copied to the device once, outputs back once (CUDA; settable for tests)
+    bind_io: bool = False
+    cuda_graph: bool = False  # captured: every run uses the same device buffers (one at a time)
+    _bound: _BoundBuffers | None = None
     _shapes: OrderedDict[tuple[object, ...], dict[str, TensorType]] = field(
         default_factory=OrderedDict
     )
@@ -111,7 +144,7 @@ class CompiledModel:
         stop = _Stop(deadline, cancelled)
         try:
             with stop.watched():
-                values = self.session.run(list(self.output_names), checked, stop.options)
+                values = self._session_run(checked, stop.options)
         except _RUN_ERRORS as e:
             stop.raise_if_fired()
             if any(words in str(e) for words in _ALLOCATION_FAILED):
@@ -129,6 +162,42 @@ class CompiledModel:
         }
         check_outputs(outputs, {spec.name: expected[spec.name] for spec in self.program.outputs})
         return outputs
+
+    def _session_run(
+        self, feeds: Mapping[str, np.ndarray], options: ort.RunOptions
+    ) -> list[np.ndarray]:
+        if not self.bind_io:
+            return list(self.session.run(list(self.output_names), feeds, options))
+        if self.cuda_graph:
+            with self._lock:  # the graph replays on fixed buffers: one run at a time
+                return self._run_graph(feeds, options)
+        return self._run_bound(feeds, options)
+
+    def _run_bound(
+        self, feeds: Mapping[str, np.ndarray], options: ort.RunOptions
+    ) -> list[np.ndarray]:
+        """Each feed copied host->device once by onnxruntime, each output produced on the
+        device and copied back once (without binding, CPU fallbacks may copy more)."""
+        kind, device_id = _device_parts(self.device)
+        binding = self.session.io_binding()
+        for name, value in feeds.items():
+            binding.bind_cpu_input(name, np.ascontiguousarray(value))
+        for name in self.output_names:
+            binding.bind_output(name, kind, device_id)
+        self.session.run_with_iobinding(binding, options)
+        return list(binding.copy_outputs_to_cpu())
+
+    def _run_graph(
+        self, feeds: Mapping[str, np.ndarray], options: ort.RunOptions
+    ) -> list[np.ndarray]:
+        """CUDA graphs: the device buffers are made at the first run and refilled in place."""
+        if self._bound is None:
+            self._bound = _BoundBuffers.make(self.session, feeds, self.output_names, self.device)
+        self._bound.fill(feeds)
+        self.session.run_with_iobinding(self._bound.binding, options)
+        values = [value.numpy() for value in self._bound.outputs]
+        # On the host numpy() may alias the bound buffer, which the next run overwrites.
+        return values if self.device.startswith("cuda") else [v.copy() for v in values]
 
     def _size_values(self, feeds: Mapping[str, np.ndarray]) -> dict[str, tuple[Scalar, ...]]:
         """Values of small feeds (ints, or floats such as scales), when some size depends on them."""
@@ -207,6 +276,48 @@ class CompiledModel:
                     f"tensor {name!r} {t.dtype.label}{list(t.shape)}: expected at most {cap} "
                     f"bytes, got {tensor_bytes(t)} for these inputs"
                 )
+
+
+def _device_parts(device: str) -> tuple[str, int]:
+    kind, _, index = device.partition(":")
+    return kind, int(index or 0)
+
+
+@dataclass(eq=False)
+class _BoundBuffers:
+    """Device-resident inputs and outputs at fixed addresses (what a CUDA graph replays on)."""
+
+    binding: ort.IOBinding
+    inputs: dict[str, ort.OrtValue]
+    outputs: list[ort.OrtValue]
+
+    @classmethod
+    def make(
+        cls,
+        session: ort.InferenceSession,
+        feeds: Mapping[str, np.ndarray],
+        output_names: tuple[str, ...],
+        device: str,
+    ) -> _BoundBuffers:
+        kind, device_id = _device_parts(device)
+        binding = session.io_binding()
+        inputs = {
+            name: ort.OrtValue.ortvalue_from_numpy(np.ascontiguousarray(v), kind, device_id)
+            for name, v in feeds.items()
+        }
+        for name, value in inputs.items():
+            binding.bind_ortvalue_input(name, value)
+        for name in output_names:
+            binding.bind_output(name, kind, device_id)
+        session.run_with_iobinding(binding, _QUIET_RUN)  # allocates the outputs, once
+        outputs = list(binding.get_outputs())
+        for name, value in zip(output_names, outputs, strict=True):
+            binding.bind_ortvalue_output(name, value)
+        return cls(binding, inputs, outputs)
+
+    def fill(self, feeds: Mapping[str, np.ndarray]) -> None:
+        for name, value in feeds.items():
+            self.inputs[name].update_inplace(np.ascontiguousarray(value))
 
 
 def _quiet_run() -> ort.RunOptions:
@@ -312,15 +423,22 @@ _WATCHDOG: Final = _Watchdog()
 
 
 def _session(
-    model: bytes, options: ort.SessionOptions, providers: list[str]
+    model: bytes,
+    options: ort.SessionOptions,
+    providers: list[str],
+    cuda_options: Mapping[str, str] | None = None,
 ) -> ort.InferenceSession:
     if providers[0] != CUDA:
         return ort.InferenceSession(model, options, providers=providers)
+    with_options: list[str | tuple[str, dict[str, str]]] = [
+        (CUDA, dict(cuda_options or {})),
+        *providers[1:],
+    ]
     # Without CUDA libraries onnxruntime logs a multi-line error at its default level while
     # falling back to CPU; quiet its process-wide logger for that moment and log once ourselves.
     ort.set_default_logger_severity(4)
     try:
-        return ort.InferenceSession(model, options, providers=providers)
+        return ort.InferenceSession(model, options, providers=with_options)
     finally:
         ort.set_default_logger_severity(2)
 
@@ -342,8 +460,10 @@ def compile(program: ValidatedProgram, options: SessionOptions = SessionOptions(
     session_options.inter_op_num_threads = options.inter_op_threads
     session_options.log_severity_level = 3  # a missing CUDA library is our one log line, below
     providers = choose_providers(options.use_cuda)
+    graphs = options.cuda_graphs and _fixed_shape(program)
+    cuda_options = cuda_provider_options(options, graphs)
     try:
-        session = _session(model_bytes, session_options, providers)
+        session = _session(model_bytes, session_options, providers, cuda_options)
     except _ORT_ERRORS as e:
         # e.g. no kernel for a dtype (onnxruntime's CPU has no float64 Conv): refused, typed.
         raise SessionRefused(
@@ -361,4 +481,7 @@ def compile(program: ValidatedProgram, options: SessionOptions = SessionOptions(
         output_names,
         options.max_request_bytes,
         lowered.checks,
+        device=device_of(chosen, options),
+        bind_io=chosen == CUDA,
+        cuda_graph=chosen == CUDA and graphs,
     )
