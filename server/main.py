@@ -11,6 +11,7 @@ from typing import Final
 from fastapi import FastAPI
 
 from server import errors, gpu, paths
+from server.batching import Batchers
 from server.body_limit import BodyLimit
 from server.db.engine import PoolSettings, open_database
 from server.metrics import InferenceMetrics
@@ -114,10 +115,13 @@ def with_workers(lifespan: Lifespan, settings: Settings) -> Lifespan:
     async def run(app: FastAPI) -> AsyncIterator[None]:
         app.state.workers = WorkerPool(settings.worker_settings())
         app.state.workers.start()
+        # Batching happens before dispatch: at most one batch in flight per worker.
+        app.state.batchers = Batchers(settings.batch_policy(), slots=settings.workers)
         try:
             async with lifespan(app):
                 yield
         finally:
+            app.state.batchers.close()
             app.state.workers.stop()
 
     return run
