@@ -37,6 +37,11 @@ def start_services(app: FastAPI, settings: Settings) -> None:
     settings.data_dir.mkdir(parents=True, exist_ok=True)
     if settings.use_cuda:
         gpu.preload()
+    on_cuda = gpu.why_not_cuda(settings.use_cuda, gpu.library_status()) is None
+    app.state.metrics.set_provider(
+        "CUDAExecutionProvider" if on_cuda else "CPUExecutionProvider",
+        "cuda:0" if on_cuda else "cpu",
+    )
     sessions = open_database(database_location(settings), pool_settings(settings))
     artifacts = open_artifacts(settings.artifacts_url, settings.data_dir)
     if swept := artifacts.sweep():

@@ -27,15 +27,24 @@ router = APIRouter(prefix=V2_MODELS, tags=["inference"])
 # plain `def` route would cost a thread hop.
 @router.get("/{name}")
 @router.get("/{name}/versions/{version}")
-async def model_metadata(model: LoadedModelDep) -> dict[str, Any]:
+async def model_metadata(model: LoadedModelDep, request: Request) -> dict[str, Any]:
     meta = inference.metadata(model)
-    return {
+    batchers: batching.Batchers | None = getattr(request.app.state, "batchers", None)
+    policy = (
+        None
+        if batchers is None
+        else batchers.policy_for(model.compiled.program.report, model.tenant_id, model.name)
+    )
+    answer: dict[str, Any] = {
         "name": meta.name,
         "versions": [str(meta.version)],
         "platform": meta.platform,
         "inputs": [codec.tensor_metadata(spec) for spec in meta.inputs],
         "outputs": [codec.tensor_metadata(spec) for spec in meta.outputs],
     }
+    if policy is not None:  # how this version batches (server/batching.py)
+        answer["parameters"] = {"dynamic_batching": policy.to_json()}
+    return answer
 
 
 @router.get("/{name}/ready")

@@ -16,13 +16,17 @@ from concurrent.futures import Future
 
 import numpy as np
 import pytest
+from fastapi.testclient import TestClient
 
 from executor import SessionOptions
+from server import gpu
 from server.batching import Batcher, Batchers, BatchPolicy, proven_batchable
 from server.workers import Cancel, PoolSettings, RemoteModel, WorkerPool
-from tests.builders import FP32, GraphBuilder, V
+from tests.builders import FP32, Built, GraphBuilder, V
 from tests.conformance import models
 from tests.conformance.paddle_util import Saved
+from tests.server.conftest import ADMIN_TOKEN, auth, new_tenant
+from tests.server.test_models_api import upload
 from validator import Policy, Report
 
 LABEL = ("tenant", "model", 1)
@@ -220,3 +224,67 @@ def test_only_proven_programs_batch(pool: WorkerPool) -> None:
 
 def _same(outputs: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
     return outputs
+
+
+# -- through the HTTP server -----------------------------------------------------------------
+
+
+def _relu_built() -> Built:
+    return Built(_relu().program_bytes(), None)
+
+
+def test_http_requests_batch_and_metadata_says_so(client: TestClient) -> None:
+    state = client.app.state  # type: ignore[attr-defined]
+    state.batchers.close()
+    # TEST-ONLY OVERRIDE (module docstring): a 200 ms delay makes concurrent requests meet.
+    state.batchers = Batchers(
+        BatchPolicy(max_batch=8, max_queue_delay_us=200_000), slots=1, batchable=assume_batchable
+    )
+    key = new_tenant(client, "acme")
+    upload(client, key, "relu", _relu_built())
+    meta = client.get("/v2/models/relu", headers=auth(key)).json()
+    assert meta["parameters"]["dynamic_batching"] == {
+        "max_batch_size": 8,
+        "max_queue_delay_us": 200_000,
+        "preferred_batch_sizes": [],
+    }
+    rng = np.random.default_rng(7)
+    rows = [rng.standard_normal((1, 16)).astype(np.float32) for _ in range(6)]
+    answers: list[list[float]] = [[] for _ in rows]
+
+    def ask(i: int) -> None:
+        body = {
+            "inputs": [
+                {
+                    "name": "x",
+                    "shape": [1, 16],
+                    "datatype": "FP32",
+                    "data": rows[i].ravel().tolist(),
+                }
+            ]
+        }
+        response = client.post("/v2/models/relu/infer", json=body, headers=auth(key))
+        assert response.status_code == 200, response.text
+        answers[i] = response.json()["outputs"][0]["data"]
+
+    threads = [threading.Thread(target=ask, args=(i,)) for i in range(len(rows))]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(60)
+    for row, answer in zip(rows, answers, strict=True):
+        np.testing.assert_allclose(answer, np.maximum(row.ravel(), 0), rtol=1e-6)
+    (batcher,) = state.batchers._batchers.values()
+    assert batcher.batches < len(rows)
+
+
+def test_metrics_report_the_provider(client: TestClient) -> None:
+    text = client.get("/metrics", headers=auth(ADMIN_TOKEN)).text
+    lines = [line for line in text.splitlines() if line.startswith("graphgate_execution_provider{")]
+    on_cuda = gpu.why_not_cuda(True, gpu.library_status()) is None
+    expected = (
+        'graphgate_execution_provider{device="cuda:0",provider="CUDAExecutionProvider"} 1.0'
+        if on_cuda
+        else 'graphgate_execution_provider{device="cpu",provider="CPUExecutionProvider"} 1.0'
+    )
+    assert lines == [expected]
