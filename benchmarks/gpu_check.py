@@ -15,10 +15,11 @@ import statistics
 import sys
 import time
 from collections.abc import Callable
+from functools import partial
 
 import numpy as np
 
-from executor import SessionOptions, compile
+from executor import CompiledModel, SessionOptions, compile
 from executor.session import CUDA
 from server import gpu
 from tests.conformance import models
@@ -99,12 +100,17 @@ def resnet50_figures(runs: int) -> None:
     for batch in (1, 8, 32):
         image = rng.standard_normal((batch, 3, 224, 224), dtype=np.float32)
         rows = [image[i : i + 1] for i in range(batch)]
-        together = _times(lambda image=image: compiled.run({"image": image}), runs)
-        alone = _times(lambda rows=rows: [compiled.run({"image": r}) for r in rows], runs)
+        together = _times(partial(compiled.run, {"image": image}), runs)
+        alone = _times(partial(_one_by_one, compiled, rows), runs)
         print(
             f"{batch:5d} | {together * 1e3:8.2f}, {batch / together:8.0f} | "
             f"{alone * 1e3:8.2f}, {batch / alone:8.0f}"
         )
+
+
+def _one_by_one(compiled: CompiledModel, rows: list[np.ndarray]) -> None:
+    for row in rows:
+        compiled.run({"image": row})
 
 
 def _times(work: Callable[[], object], runs: int) -> float:
