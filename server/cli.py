@@ -222,7 +222,26 @@ def serve(
 
     overrides = {"host": host, "port": port, "data_dir": data_dir}
     settings = Settings.model_validate({k: v for k, v in overrides.items() if v is not None})
-    uvicorn.run(create_app(settings), **uvicorn_options(settings))
+    server = _draining_server(uvicorn.Config(create_app(settings), **uvicorn_options(settings)))
+    server.run()
+    if not server.started:
+        raise typer.Exit(3)  # uvicorn.run's STARTUP_FAILURE
+
+
+def _draining_server(config: Any) -> Any:
+    """uvicorn's Server, but a SIGTERM it drained ends the process with status 0: SIGTERM is the
+    orchestrator's normal stop, and uvicorn would raise it again after the drain (status -15)."""
+    import signal
+
+    import uvicorn
+
+    class DrainingServer(uvicorn.Server):
+        def handle_exit(self, sig: int, frame: Any) -> None:
+            super().handle_exit(sig, frame)
+            if sig == signal.SIGTERM:
+                self._captured_signals.remove(sig)  # NOTE: private; what it re-raises at exit
+
+    return DrainingServer(config)
 
 
 def uvicorn_options(settings: Any) -> dict[str, Any]:

@@ -12,6 +12,7 @@ from fastapi import FastAPI
 from sqlalchemy.orm import Session, sessionmaker
 
 from server import errors, gpu, paths
+from server.batching import Batchers
 from server.body_limit import BodyLimit
 from server.console import app as console
 from server.db.engine import PoolSettings, open_database
@@ -42,6 +43,11 @@ def start_services(app: FastAPI, settings: Settings) -> None:
     settings.data_dir.mkdir(parents=True, exist_ok=True)
     if settings.use_cuda:
         gpu.preload()
+    on_cuda = gpu.why_not_cuda(settings.use_cuda, gpu.library_status()) is None
+    app.state.metrics.set_provider(
+        "CUDAExecutionProvider" if on_cuda else "CPUExecutionProvider",
+        "cuda:0" if on_cuda else "cpu",
+    )
     sessions = open_database(database_location(settings), pool_settings(settings))
     artifacts = open_artifacts(settings.artifacts_url, settings.data_dir)
     if swept := artifacts.sweep():
@@ -148,10 +154,13 @@ def with_workers(lifespan: Lifespan, settings: Settings) -> Lifespan:
     async def run(app: FastAPI) -> AsyncIterator[None]:
         app.state.workers = WorkerPool(settings.worker_settings())
         app.state.workers.start()
+        # Batching happens before dispatch: at most one batch in flight per worker.
+        app.state.batchers = Batchers(settings.batch_policy(), slots=settings.workers)
         try:
             async with lifespan(app):
                 yield
         finally:
+            app.state.batchers.close()
             app.state.workers.stop()
 
     return run

@@ -9,12 +9,13 @@ Policy's and SessionOptions' own, read from them rather than copied.
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Final
+from typing import Final, Literal
 
 from pydantic import Field, SecretStr, field_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 from executor import SessionOptions
+from server.batching import BatchPolicy
 from server.services.policies import Quota
 from server.workers.pool import PoolSettings
 from validator import DEFAULT_POLICY, Policy
@@ -329,6 +330,41 @@ class Settings(BaseSettings):
         "`LOGIN_RATE_LIMITED`; `0`: off",
     )
 
+    # -- dynamic batching and the CUDA provider (README "Batching", "GPU") ------------------
+    batch_max_size: int = Field(
+        default=32,
+        ge=0,
+        description="rows one batch of a model the validator proves batchable may hold "
+        "(requests with equal non-batch dims are concatenated, run once, split back); "
+        "`0` or `1`: no batching",
+    )
+    batch_max_queue_delay_us: int = Field(
+        default=200,
+        ge=0,
+        le=1_000_000,
+        description="microseconds the oldest request of a batch waits for others while a "
+        "worker is free",
+    )
+    batch_preferred_sizes: tuple[int, ...] = Field(
+        default=(),
+        description="batch sizes (rows) a batch closes at without waiting further; empty: "
+        "`batch_max_size`",
+    )
+    cuda_mem_limit_mb: int = Field(
+        default=0,
+        ge=0,
+        description="GPU memory each worker's CUDA arena may take, in MiB (`0`: no limit)",
+    )
+    cuda_arena_extend_strategy: Literal["kNextPowerOfTwo", "kSameAsRequested"] = Field(
+        default="kSameAsRequested",
+        description="how the CUDA arena grows: by what a run asks for, or to the next power of two",
+    )
+    cuda_graphs: bool = Field(
+        default=False,
+        description="capture a CUDA graph per fixed-shape model (every input dim static): "
+        "fewer kernel launches, the first run slower",
+    )
+
     @field_validator("admin_token")
     @classmethod
     def _strong_admin_token(cls, value: SecretStr | None) -> SecretStr | None:
@@ -412,4 +448,12 @@ class Settings(BaseSettings):
             inter_op_threads=self.ort_inter_op_threads,
             use_cuda=self.use_cuda,
             max_request_bytes=self.max_request_bytes,
+            cuda_mem_limit_bytes=self.cuda_mem_limit_mb * 1024**2,
+            cuda_arena_extend_strategy=self.cuda_arena_extend_strategy,
+            cuda_graphs=self.cuda_graphs,
+        )
+
+    def batch_policy(self) -> BatchPolicy:
+        return BatchPolicy(
+            self.batch_max_size, self.batch_max_queue_delay_us, self.batch_preferred_sizes
         )

@@ -10,6 +10,8 @@ from fastapi import APIRouter, Request, Response
 from starlette.concurrency import run_in_threadpool
 from starlette.routing import Route
 
+from server import batching
+from server.batching import Batcher
 from server.deps import LoadedModelDep, get_loaded_model, get_principal, inference_slot
 from server.paths import V2_INFER_PATHS, V2_MODELS
 from server.services import inference
@@ -25,15 +27,24 @@ router = APIRouter(prefix=V2_MODELS, tags=["inference"])
 # plain `def` route would cost a thread hop.
 @router.get("/{name}")
 @router.get("/{name}/versions/{version}")
-async def model_metadata(model: LoadedModelDep) -> dict[str, Any]:
+async def model_metadata(model: LoadedModelDep, request: Request) -> dict[str, Any]:
     meta = inference.metadata(model)
-    return {
+    batchers: batching.Batchers | None = getattr(request.app.state, "batchers", None)
+    policy = (
+        None
+        if batchers is None
+        else batchers.policy_for(model.compiled.program.report, model.tenant_id, model.name)
+    )
+    answer: dict[str, Any] = {
         "name": meta.name,
         "versions": [str(meta.version)],
         "platform": meta.platform,
         "inputs": [codec.tensor_metadata(spec) for spec in meta.inputs],
         "outputs": [codec.tensor_metadata(spec) for spec in meta.outputs],
     }
+    if policy is not None:  # how this version batches (server/batching.py)
+        answer["parameters"] = {"dynamic_batching": policy.to_json()}
+    return answer
 
 
 @router.get("/{name}/ready")
@@ -58,16 +69,17 @@ async def infer(request: Request) -> Response:
         name = request.path_params["name"]
         model = await get_loaded_model(request, name, principal, state.models)
         body = await request.body()  # capped by server/body_limit.py as it streams
-        content, headers = await _answer(model, body, request, settings)
+        content, headers = await _answer(model, body, request, settings, principal.key_id)
     return Response(content, headers=headers)
 
 
 async def _answer(
-    model: LoadedModel, body: bytes, request: Request, settings: Settings
+    model: LoadedModel, body: bytes, request: Request, settings: Settings, source: str
 ) -> tuple[bytes, dict[str, str]]:
     cap = settings.max_infer_bytes
     timeout_s = settings.infer_timeout_s
     cancel = Cancel()
+    batcher = _batcher(request, model)
     if not inference.decodes_cheaply(body, request.headers):
         work = run_in_threadpool(
             inference.infer,
@@ -77,12 +89,24 @@ async def _answer(
             max_body_bytes=cap,
             timeout_s=timeout_s,
             cancel=cancel,
+            batcher=batcher,
+            source=source,
         )
+    elif batcher is not None:  # no thread waits: the batch thread encodes and wakes the loop
+        decoded = inference.decode(model, body, request.headers, max_body_bytes=cap)
+        deadline = inference.deadline(decoded, request.headers, timeout_s)
+        queued = inference.submit(batcher, model, decoded, deadline, cancel, source)
+        work = batching.wait_async(queued, deadline)
     else:
         decoded = inference.decode(model, body, request.headers, max_body_bytes=cap)
         deadline = inference.deadline(decoded, request.headers, timeout_s)
         work = run_in_threadpool(inference.run, model, decoded, deadline, cancel)
     return await _unless_disconnected(request, work, cancel)
+
+
+def _batcher(request: Request, model: LoadedModel) -> Batcher | None:
+    batchers: batching.Batchers | None = getattr(request.app.state, "batchers", None)
+    return None if batchers is None else batchers.for_model(model.compiled, model.label)
 
 
 async def _unless_disconnected(

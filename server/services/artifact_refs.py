@@ -15,6 +15,7 @@ check under a database lock, which this does not take yet.
 
 from __future__ import annotations
 
+import contextlib
 import threading
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from typing import Protocol
@@ -106,10 +107,9 @@ class ArtifactRefs:
         removed = self.collect(orphans)
         with self._sessions.begin() as s:
             for row in s.scalars(select(ArtifactRef).where(ArtifactRef.size_bytes == 0)):
-                try:
+                # A version naming a missing artifact answers that when it is loaded.
+                with contextlib.suppress(ArtifactMissing):
                     row.size_bytes = self._artifacts.size(row.sha256)
-                except ArtifactMissing:
-                    pass  # a version naming a missing artifact answers that when it is loaded
         return removed
 
     # -- helpers ---------------------------------------------------------------------------

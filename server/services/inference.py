@@ -4,8 +4,14 @@ from __future__ import annotations
 
 import time
 from collections.abc import Mapping
+from concurrent.futures import Future
+from functools import partial
 from typing import Final
 
+import numpy as np
+
+from server import batching
+from server.batching import Batcher
 from server.services.types import BadRequest, LoadedModel, ModelMetadata
 from server.v2 import codec
 from server.v2.codec import InferRequest
@@ -37,6 +43,8 @@ def infer(
     max_body_bytes: int = DEFAULT_MAX_BODY_BYTES,
     timeout_s: float = 30.0,
     cancel: Cancel | None = None,
+    batcher: Batcher | None = None,
+    source: str = "",
 ) -> tuple[bytes, dict[str, str]]:
     """Decodes a V2 request (JSON or binary), runs it, encodes the response.
 
@@ -45,7 +53,7 @@ def infer(
     `timeout_s` is the deadline's default (and longest); see `deadline`.
     """
     decoded = decode(model, body, headers, max_body_bytes=max_body_bytes)
-    return run(model, decoded, deadline(decoded, headers, timeout_s), cancel)
+    return run(model, decoded, deadline(decoded, headers, timeout_s), cancel, batcher, source)
 
 
 def decode(
@@ -86,11 +94,42 @@ def run(
     request: InferRequest,
     deadline: float | None = None,
     cancel: Cancel | None = None,
+    batcher: Batcher | None = None,
+    source: str = "",
 ) -> tuple[bytes, dict[str, str]]:
-    """Runs a decoded request in a worker and encodes the response (body and headers)."""
+    """Runs a decoded request in a worker and encodes the response (body and headers);
+    through `batcher` (server/batching.py) when the model batches."""
+    if batcher is not None:
+        return batching.wait(submit(batcher, model, request, deadline, cancel, source), deadline)
     values = model.compiled.run(
         request.feeds, deadline=deadline, cancelled=cancel, label=model.label
     )
+    return _encode(model, request, values)
+
+
+def submit(
+    batcher: Batcher,
+    model: LoadedModel,
+    request: InferRequest,
+    deadline: float | None,
+    cancel: Cancel | None,
+    source: str,
+) -> Future[tuple[bytes, dict[str, str]]]:
+    """Queues a decoded request in its model's batcher; the future holds the encoded
+    response (encoded on the batch's thread, off the event loop). `source`: whose queue
+    (fairness: the caller's key)."""
+    return batcher.submit(
+        request.feeds,
+        partial(_encode, model, request),
+        source=source,
+        deadline=deadline,
+        cancel=cancel,
+    )
+
+
+def _encode(
+    model: LoadedModel, request: InferRequest, values: Mapping[str, np.ndarray]
+) -> tuple[bytes, dict[str, str]]:
     results = [(out, values[out.spec.name]) for out in request.outputs]
     return codec.encode_response(model.name, str(model.version), request.id, results)
 

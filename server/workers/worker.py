@@ -8,6 +8,7 @@ any model: a run of a model this worker lacks answers "missing", and the pool se
 from __future__ import annotations
 
 import errno
+import math
 import os
 import resource
 from collections import OrderedDict
@@ -37,14 +38,24 @@ class WorkerConfig:
 
 
 def rss_bytes() -> int:
-    with open("/proc/self/statm") as f:
-        return int(f.read().split()[1]) * _PAGE
+    # os-level calls: a third of the cost of open() (a text wrapper); a kept fd read again
+    # with pread can return stale figures from /proc.
+    fd = os.open("/proc/self/statm", os.O_RDONLY)
+    try:
+        return int(os.read(fd, 128).split()[1]) * _PAGE
+    finally:
+        os.close(fd)
+
+
+def _peak_rss_bytes() -> int:
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024  # KiB on Linux
 
 
 class SessionCache:
-    """Compiled models by content key, bounded in bytes: the ONNX size (its weights) or the RSS
-    growth measured around compile and first run, whichever is larger; least recently used
-    dropped first (the newest always stays)."""
+    """Compiled models by content key, bounded in bytes: the ONNX size (its weights) plus the
+    RSS growth measured around its first run (onnxruntime's arena); least recently used
+    dropped first (the newest always stays). Growth around the compile is not counted: it is
+    mostly the allocator keeping transient copies (protobuf, lowering), and varies 2x run to run."""
 
     def __init__(self, cap_bytes: int) -> None:
         self.cap_bytes = cap_bytes
@@ -59,13 +70,16 @@ class SessionCache:
         self._models.move_to_end(key)
         return hit[0]
 
-    def put(self, key: str, model: CompiledModel, grown: int) -> None:
+    def put(self, key: str, model: CompiledModel) -> None:
         self._drop(key)
-        cost = max(len(model.onnx_bytes), grown)
+        cost = len(model.onnx_bytes)
         self._models[key] = (model, cost)
         self._unmeasured_runs.add(key)
         self.total += cost
         self._evict()
+
+    def measures_first_run(self, key: str) -> bool:
+        return key in self._unmeasured_runs
 
     def first_run_grew(self, key: str, grown: int) -> None:
         """Adds onnxruntime's arena growth of a model's first run to its cost."""
@@ -141,9 +155,8 @@ class Worker:
         policy: Policy,
         options: SessionOptions,
     ) -> tuple[Any, bytes]:
-        before = rss_bytes()
         model = check_servable(program, params, policy, options)
-        self.cache.put(key, model, rss_bytes() - before)
+        self.cache.put(key, model)
         return model.program.report, model.onnx_bytes
 
     def run(
@@ -160,18 +173,22 @@ class Worker:
             return ("missing", seq)
         self.arena.ensure(arena_bytes)
         feeds = self.arena.read(layout, inline, copy=False)
-        before = rss_bytes()
+        measured = self.cache.measures_first_run(key)
+        before = rss_bytes() if measured else 0
         outputs = model.run(feeds, deadline=deadline, cancelled=lambda: self.arena.cancelled(seq))
-        self.cache.first_run_grew(key, rss_bytes() - before)
+        if measured:
+            self.cache.first_run_grew(key, rss_bytes() - before)
         end = max([HEADER, *(o + _nbytes(dtype, shape) for _, dtype, shape, o in layout if o >= 0)])
         out_layout, out_inline, _ = self.arena.write(outputs, end)
         cap = self.config.memory_cap_bytes
-        retire = bool(cap) and rss_bytes() > cap * 0.9  # near its cap: replaced after this
+        # Near its cap: replaced after this. The peak (a cheap getrusage) bounds the current
+        # size; /proc is read only once the peak has come near.
+        retire = bool(cap) and _peak_rss_bytes() > cap * 0.9 and rss_bytes() > cap * 0.9
         return ("ok", seq, out_layout, out_inline, self.arena.size, retire)
 
 
 def _nbytes(dtype: str, shape: tuple[int, ...]) -> int:
-    return int(np.dtype(dtype).itemsize * int(np.prod(shape, dtype=np.int64)))
+    return np.dtype(dtype).itemsize * math.prod(shape)
 
 
 def _portable(error: Exception) -> Exception:

@@ -198,15 +198,16 @@ def test_a_request_over_the_memory_cap_fails_alone_and_its_worker_is_replaced() 
 
 
 def test_the_session_cache_evicts_by_bytes_least_recently_used_first() -> None:
-    # Each model holds 2 MiB of weights; the cache takes 3 MiB: one of them at a time.
-    pool = WorkerPool(PoolSettings(workers=1, session_cache_bytes=3 * 2**20))
+    # Each model holds 8.4 MiB of weights; the cache takes 16 MiB: one of them at a time, with
+    # room left for the allocator's noise in the measured growth (a few MiB) and a tiny model.
+    pool = WorkerPool(PoolSettings(workers=1, session_cache_bytes=16 * 2**20))
     options = SessionOptions(use_cuda=False)
     try:
-        first = _model(pool, mlp((8, 512, 1024)).built(), options)
-        second = _model(pool, mlp((8, 1024, 512)).built(), options)
+        first = _model(pool, mlp((8, 1024, 2048)).built(), options)
+        second = _model(pool, mlp((8, 2048, 1024)).built(), options)
         assert pool.cached_keys() == [second.key]
         x = np.ones((2, 8), np.float32)
-        assert next(iter(first.run({"x": x}).values())).shape == (2, 1024)  # loaded again
+        assert next(iter(first.run({"x": x}).values())).shape == (2, 2048)  # loaded again
         assert pool.cached_keys() == [first.key]
         tiny = _model(pool, affine().built(), options)  # a few bytes: fits beside the other
         assert pool.cached_keys() == [first.key, tiny.key]

@@ -1,0 +1,290 @@
+"""The dynamic batcher (server/batching.py) against real worker processes.
+
+TEST-ONLY OVERRIDE: the validator's batch-independence proof (`report.batchable`, issue 13
+item 1) is not on this branch yet. These tests mark models batchable themselves: the
+conformance CNNs below are row-independent in eval mode (batch_norm uses its stored
+statistics), so batching them must not change a single output. Once the proof is merged,
+`test_batched_equals_unbatched` should run over every model the proof marks batchable
+(`proven_batchable`) instead of this hand-picked list.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Callable, Iterator
+from concurrent.futures import Future
+
+import numpy as np
+import pytest
+from fastapi.testclient import TestClient
+
+from executor import SessionOptions
+from server import gpu
+from server.batching import Batcher, Batchers, BatchPolicy, proven_batchable
+from server.workers import Cancel, PoolSettings, RemoteModel, WorkerPool
+from tests.builders import FP32, Built, GraphBuilder, V
+from tests.conformance import models
+from tests.conformance.paddle_util import Saved
+from tests.server.conftest import ADMIN_TOKEN, auth, new_tenant
+from tests.server.test_models_api import upload
+from validator import Policy, Report
+
+LABEL = ("tenant", "model", 1)
+# Row-independent in eval mode (see the module docstring): the test-only override's list.
+ROW_INDEPENDENT: dict[str, Callable[[], Saved]] = {
+    "lenet": models.lenet,
+    "squeezenet1_1": models.squeezenet1_1,
+    "mobilenet_v2": models.mobilenet_v2,
+}
+
+
+def assume_batchable(report: Report) -> bool:
+    """TEST-ONLY OVERRIDE of `proven_batchable` (see the module docstring)."""
+    return True
+
+
+@pytest.fixture(scope="module")
+def pool() -> Iterator[WorkerPool]:
+    pool = WorkerPool(PoolSettings(workers=2))
+    pool.start()
+    yield pool
+    pool.stop()
+
+
+def _remote(pool: WorkerPool, program: bytes, params: bytes | None) -> RemoteModel:
+    options = SessionOptions(use_cuda=False, intra_op_threads=1)
+    return pool.compile(program, params, Policy(), options, lambda: (program, params))
+
+
+def _fc() -> GraphBuilder:
+    """y = x @ w over x[-1, 16], w[-1 would couple rows, so a fixed 16x4 feed per row]:
+    here w is [16, 4] and fed; it has no batch axis, so this model must NOT batch."""
+    g = GraphBuilder()
+    x = g.feed("x", FP32, [-1, 16])
+    w = g.feed("w", FP32, [16, 4])
+    g.node(
+        "matmul_v2",
+        {"X": [x], "Y": [w]},
+        {"Out": [V("y", [-1, 4])]},
+        {"trans_x": False, "trans_y": False},
+    )
+    g.fetch("y")
+    return g
+
+
+def _relu() -> GraphBuilder:
+    """y = relu(x) over x[-1, 16]: row-independent by construction."""
+    g = GraphBuilder()
+    x = g.feed("x", FP32, [-1, 16])
+    g.node("relu", {"X": [x]}, {"Out": [V("y", [-1, 16])]}, {})
+    g.fetch("y")
+    return g
+
+
+def _images(saved_inputs: int, rows: int, size: int, seed: int) -> np.ndarray:
+    rng = np.random.default_rng(seed)
+    return rng.standard_normal((rows, saved_inputs, size, size), dtype=np.float32)
+
+
+@pytest.mark.parametrize("name", sorted(ROW_INDEPENDENT))
+def test_batched_equals_unbatched(pool: WorkerPool, name: str) -> None:
+    saved = ROW_INDEPENDENT[name]()
+    remote = _remote(pool, saved.program, saved.params)
+    spec = remote.program.inputs[0]
+    channels, size = spec.dims[1], spec.dims[2]
+    # Requests of 1, 2 and 3 rows: concatenated into batches, split back.
+    requests = [
+        {spec.name: _images(channels, rows, size, seed)}
+        for seed, rows in enumerate([1, 2, 3, 1, 2, 1, 1, 3])
+    ]
+    alone = [remote.run(feeds) for feeds in requests]
+    batcher = Batcher(remote, LABEL, BatchPolicy(max_batch=8, max_queue_delay_us=200_000), 1)
+    try:
+        with batcher._cond:  # every request queued before the dispatcher looks
+            futures = [batcher.submit(f, _same, source=str(i)) for i, f in enumerate(requests)]
+        together = [f.result(60) for f in futures]
+    finally:
+        batcher.close()
+    assert batcher.batches < len(requests), "the requests were expected to share batches"
+    for single, batched in zip(alone, together, strict=True):
+        assert single.keys() == batched.keys()
+        for out in single:
+            assert batched[out].shape == single[out].shape
+            np.testing.assert_allclose(batched[out], single[out], rtol=1e-5, atol=1e-6)
+
+
+def test_round_robin_across_sources(pool: WorkerPool) -> None:
+    """A source that queued 12 requests fills at most its share of each batch."""
+    program = _relu().program_bytes()
+    remote = _remote(pool, program, None)
+    batcher = Batcher(remote, LABEL, BatchPolicy(max_batch=4, max_queue_delay_us=200_000), 1)
+    rng = np.random.default_rng(0)
+    feeds = [{"x": rng.standard_normal((1, 16), dtype=np.float32)} for _ in range(14)]
+    try:
+        with batcher._cond:
+            flood = [batcher.submit(f, _same, source="flood") for f in feeds[:12]]
+            other = [batcher.submit(f, _same, source="other") for f in feeds[12:]]
+        results = [f.result(60) for f in [*flood, *other]]
+    finally:
+        batcher.close()
+    first = batcher.recent[0]
+    assert sorted(first) == ["flood", "flood", "other", "other"]
+    for f, result in zip(feeds, results, strict=True):
+        np.testing.assert_allclose(result["y"], np.maximum(f["x"], 0), rtol=1e-6)
+
+
+def test_different_non_batch_dims_never_share_a_batch(pool: WorkerPool) -> None:
+    g = GraphBuilder()
+    x = g.feed("x", FP32, [-1, -1])
+    g.node("relu", {"X": [x]}, {"Out": [V("y", [-1, -1])]}, {})
+    g.fetch("y")
+    remote = _remote(pool, g.program_bytes(), None)
+    batcher = Batcher(remote, LABEL, BatchPolicy(max_batch=8, max_queue_delay_us=100_000), 1)
+    a = {"x": -np.ones((2, 3), dtype=np.float32)}
+    b = {"x": np.ones((1, 5), dtype=np.float32)}
+    try:
+        with batcher._cond:
+            futures = [batcher.submit(f, _same, source="s") for f in (a, b, a, b)]
+        results = [f.result(60) for f in futures]
+    finally:
+        batcher.close()
+    assert [r["y"].shape for r in results] == [(2, 3), (1, 5), (2, 3), (1, 5)]
+    assert np.array_equal(results[1]["y"], np.ones((1, 5), dtype=np.float32))
+    assert all(len(set(_shapes(batch))) <= 1 for batch in batcher.recent) or batcher.batches == 2
+
+
+def _shapes(sources: tuple[str, ...]) -> tuple[str, ...]:
+    return sources
+
+
+def test_one_bad_request_fails_alone(pool: WorkerPool) -> None:
+    """A request over the request-bytes cap fails with its own error; the requests queued
+    with it are answered (a batch never holds more than the cap)."""
+    g = GraphBuilder()
+    x = g.feed("x", FP32, [-1, 4])
+    g.node("relu", {"X": [x]}, {"Out": [V("y", [-1, 4])]}, {})
+    g.fetch("y")
+    program = g.program_bytes()
+    options = SessionOptions(use_cuda=False, max_request_bytes=100)
+    remote = pool.compile(program, None, Policy(), options, lambda: (program, None))
+    batcher = Batcher(remote, LABEL, BatchPolicy(max_batch=16, max_queue_delay_us=100_000), 1)
+    good = {"x": -np.ones((2, 4), dtype=np.float32)}  # 32 bytes
+    too_big = {"x": np.ones((30, 4), dtype=np.float32)}  # 480 bytes: over the cap alone
+    try:
+        with batcher._cond:
+            futures = [batcher.submit(f, _same, source="s") for f in (good, too_big, good)]
+        outcomes: list[object] = []
+        for future in futures:
+            try:
+                outcomes.append(future.result(60)["y"])
+            except Exception as error:
+                outcomes.append(type(error).__name__)
+    finally:
+        batcher.close()
+    for answered in (outcomes[0], outcomes[2]):
+        assert isinstance(answered, np.ndarray)
+        assert np.array_equal(answered, np.zeros((2, 4), dtype=np.float32))
+    assert outcomes[1] == "InputTooLarge"
+
+
+def test_cancelled_while_queued_fails_at_once(pool: WorkerPool) -> None:
+    remote = _remote(pool, _relu().program_bytes(), None)
+    batcher = Batcher(remote, LABEL, BatchPolicy(max_batch=64, max_queue_delay_us=5_000_000), 1)
+    cancel = Cancel()
+    try:
+        future: Future[object] = batcher.submit(
+            {"x": np.ones((1, 16), dtype=np.float32)}, _same, source="s", cancel=cancel
+        )
+        threading.Timer(0.05, cancel.set).start()
+        with pytest.raises(Exception) as caught:
+            future.result(2.0)  # long before the 5 s queue delay
+    finally:
+        batcher.close()
+    assert type(caught.value).__name__ == "RunCancelled"
+
+
+def test_only_proven_programs_batch(pool: WorkerPool) -> None:
+    relu = _remote(pool, _relu().program_bytes(), None)
+    fixed_weight = _remote(pool, _fc().program_bytes(), None)
+    default = Batchers(BatchPolicy(), slots=1)
+    forced = Batchers(BatchPolicy(), slots=1, batchable=assume_batchable)
+    try:
+        # Until the proof is merged no report says batchable: nothing batches by default.
+        assert proven_batchable(relu.program.report) is False
+        assert default.for_model(relu, LABEL) is None
+        assert forced.for_model(relu, LABEL) is not None
+        # An input without a batch axis (w[16, 4]) cannot be concatenated: never batched.
+        assert forced.for_model(fixed_weight, LABEL) is None
+        forced.set_override("tenant", "model", BatchPolicy(max_batch=1))
+        assert forced.for_model(relu, LABEL) is None
+    finally:
+        default.close()
+        forced.close()
+
+
+def _same(outputs: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
+    return outputs
+
+
+# -- through the HTTP server -----------------------------------------------------------------
+
+
+def _relu_built() -> Built:
+    return Built(_relu().program_bytes(), None)
+
+
+def test_http_requests_batch_and_metadata_says_so(client: TestClient) -> None:
+    state = client.app.state  # type: ignore[attr-defined]
+    state.batchers.close()
+    # TEST-ONLY OVERRIDE (module docstring): a 200 ms delay makes concurrent requests meet.
+    state.batchers = Batchers(
+        BatchPolicy(max_batch=8, max_queue_delay_us=200_000), slots=1, batchable=assume_batchable
+    )
+    key = new_tenant(client, "acme")
+    upload(client, key, "relu", _relu_built())
+    meta = client.get("/v2/models/relu", headers=auth(key)).json()
+    assert meta["parameters"]["dynamic_batching"] == {
+        "max_batch_size": 8,
+        "max_queue_delay_us": 200_000,
+        "preferred_batch_sizes": [],
+    }
+    rng = np.random.default_rng(7)
+    rows = [rng.standard_normal((1, 16)).astype(np.float32) for _ in range(6)]
+    answers: list[list[float]] = [[] for _ in rows]
+
+    def ask(i: int) -> None:
+        body = {
+            "inputs": [
+                {
+                    "name": "x",
+                    "shape": [1, 16],
+                    "datatype": "FP32",
+                    "data": rows[i].ravel().tolist(),
+                }
+            ]
+        }
+        response = client.post("/v2/models/relu/infer", json=body, headers=auth(key))
+        assert response.status_code == 200, response.text
+        answers[i] = response.json()["outputs"][0]["data"]
+
+    threads = [threading.Thread(target=ask, args=(i,)) for i in range(len(rows))]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(60)
+    for row, answer in zip(rows, answers, strict=True):
+        np.testing.assert_allclose(answer, np.maximum(row.ravel(), 0), rtol=1e-6)
+    (batcher,) = state.batchers._batchers.values()
+    assert batcher.batches < len(rows)
+
+
+def test_metrics_report_the_provider(client: TestClient) -> None:
+    text = client.get("/metrics", headers=auth(ADMIN_TOKEN)).text
+    lines = [line for line in text.splitlines() if line.startswith("graphgate_execution_provider{")]
+    on_cuda = gpu.why_not_cuda(True, gpu.library_status()) is None
+    expected = (
+        'graphgate_execution_provider{device="cuda:0",provider="CUDAExecutionProvider"} 1.0'
+        if on_cuda
+        else 'graphgate_execution_provider{device="cpu",provider="CPUExecutionProvider"} 1.0'
+    )
+    assert lines == [expected]
