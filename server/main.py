@@ -68,7 +68,9 @@ def start_services(app: FastAPI, settings: Settings) -> None:
         options=settings.session_options(),
         cache_size=settings.model_cache_size,
         lookup_ttl_s=settings.model_lookup_ttl_s,
-        storage_quota_bytes=settings.storage_quota_bytes,
+        storage_quota_for=lambda tenant_id: (
+            app.state.policies.quota_of(tenant_id).max_storage_bytes
+        ),
         publish=bus.publish,
         policy_for=lambda tenant_id: app.state.policies.policy_of(tenant_id),
     )
@@ -189,7 +191,9 @@ def create_app(settings: Settings) -> FastAPI:
         settings.tenant_max_concurrent,
         max_queued_inferences=settings.max_queued_inferences,
         compiles=CompileQueue(
-            settings.compile_threads, settings.tenant_max_compiles, settings.max_queued_compiles
+            settings.compile_threads,
+            settings.tenant_max_concurrent_uploads,
+            settings.max_queued_compiles,
         ),
     )
     app.state.limits, app.state.bus = shared_state(settings, app.state.limits)

@@ -188,12 +188,6 @@ class Settings(BaseSettings):
         description="threads that validate and compile uploads and checks (their own pool: "
         "compile work never takes the threads other routes use)",
     )
-    tenant_max_compiles: int = Field(
-        default=4,
-        ge=0,
-        description="uploads and checks of one tenant compiling or waiting at once; more is 429 "
-        "`TOO_MANY_COMPILES`; `0`: off",
-    )
     max_queued_compiles: int = Field(
         default=32,
         ge=1,
@@ -206,23 +200,18 @@ class Settings(BaseSettings):
         description="`/v2` inference requests of all tenants in flight at once; more is 503 "
         "`OVERLOADED`",
     )
-    storage_quota_bytes: int = Field(
-        default=0,
-        ge=0,
-        description="bytes of stored artifacts (program, params, ONNX) one tenant may hold; an "
-        "upload past it is 413 `STORAGE_QUOTA`; `0`: off",
-    )
     tenant_max_concurrent_uploads: int = Field(
         default=4,
         ge=0,
-        description="uploads and checks of one tenant in flight at once "
-        "(`TOO_MANY_CONCURRENT_UPLOADS`); `0`: off",
+        description="uploads and checks of one tenant compiling or waiting at once (the "
+        "default of its quota `max_concurrent_uploads`); more is 429 `TOO_MANY_COMPILES`; `0`: off",
     )
     tenant_max_storage_bytes: int = Field(
         default=0,
         ge=0,
-        description="bytes of a tenant's stored programs, parameters and ONNX files "
-        "(`QUOTA_EXCEEDED`); `0`: off",
+        description="bytes of a tenant's stored programs, parameters and ONNX files (the "
+        "default of its quota `max_storage_bytes`); an upload past it is 413 `STORAGE_QUOTA`; "
+        "`0`: off",
     )
     tenant_max_models: int = Field(
         default=0, ge=0, description="models a tenant may have (`QUOTA_EXCEEDED`); `0`: off"

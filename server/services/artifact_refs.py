@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import contextlib
 import threading
-from collections.abc import Iterable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from typing import Protocol
 
 from sqlalchemy import func, select, union
@@ -39,11 +39,15 @@ class CollectableStore(Protocol):
 
 class ArtifactRefs:
     def __init__(
-        self, sessions: sessionmaker[Session], artifacts: CollectableStore, quota_bytes: int = 0
+        self,
+        sessions: sessionmaker[Session],
+        artifacts: CollectableStore,
+        quota_of: Callable[[str], int] = lambda _tenant: 0,
     ) -> None:
         self._sessions = sessions
         self._artifacts = artifacts
-        self.quota_bytes = quota_bytes
+        # The tenant's quota `max_storage_bytes` (server/services/policies.py); 0: none.
+        self._quota_of = quota_of
         self._lock = threading.Lock()
 
     # -- upload ----------------------------------------------------------------------------
@@ -52,8 +56,8 @@ class ArtifactRefs:
         """In the transaction that adds a version naming `sizes`' artifacts (sha -> bytes):
         raises StorageQuotaExceeded past the tenant's quota (artifacts it stores already count
         once), else counts one more reference to each."""
-        if self.quota_bytes:
-            self._check_quota(s, tenant, sizes)
+        if quota := self._quota_of(tenant):
+            self._check_quota(s, tenant, sizes, quota)
         for sha, size in sizes.items():
             row = s.get(ArtifactRef, sha)
             if row is None:
@@ -121,15 +125,16 @@ class ArtifactRefs:
         )
         return int(s.scalar(total) or 0)
 
-    def _check_quota(self, s: Session, tenant: str, sizes: Mapping[str, int]) -> None:
+    def _check_quota(self, s: Session, tenant: str, sizes: Mapping[str, int], quota: int) -> None:
         stored = set(s.scalars(_tenant_shas(tenant)))
         used = self.usage(s, tenant)
         new = sum(size for sha, size in sizes.items() if sha not in stored)
-        if used + new > self.quota_bytes:
+        if used + new > quota:
             row = s.get(Tenant, tenant)
             raise StorageQuotaExceeded(
-                f"expected at most {self.quota_bytes} stored bytes for tenant "
-                f"{row.name if row else tenant}, got {used + new} with this upload"
+                f"quota max_storage_bytes: expected at most {quota} stored bytes for tenant "
+                f"{row.name if row else tenant}, got {used + new} with this upload "
+                f"({used} stored, {new} new)"
             )
 
 

@@ -43,7 +43,8 @@ class TooManyConcurrent(TooManyRequests):
 
 
 class TooManyCompiles(TooManyRequests):
-    """The tenant already has its maximum number of uploads and checks compiling or waiting."""
+    """The tenant already has its maximum number of uploads and checks compiling or waiting
+    (its quota `max_concurrent_uploads`)."""
 
     code = "TOO_MANY_COMPILES"
     reason = "compiles"
@@ -61,8 +62,8 @@ class Overloaded(ServiceError):
 
 
 class StorageQuotaExceeded(PayloadTooLarge):
-    """An upload that would take the tenant's stored artifact bytes past
-    `GRAPHGATE_STORAGE_QUOTA_BYTES`."""
+    """An upload that would take the tenant's stored artifact bytes past its quota
+    `max_storage_bytes` (default `GRAPHGATE_TENANT_MAX_STORAGE_BYTES`)."""
 
     code = "STORAGE_QUOTA"
 

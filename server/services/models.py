@@ -76,14 +76,16 @@ class ModelService:
         pool: WorkerPool | None = None,
         cache_size: int = 64,
         lookup_ttl_s: float = 5.0,
-        storage_quota_bytes: int = 0,
+        storage_quota_for: Callable[[str], int] | None = None,
         clock: Callable[[], float] = time.monotonic,
         publish: Callable[[dict[str, str]], None] | None = None,
         policy_for: Callable[[str], Policy] | None = None,
     ) -> None:
         self._sessions = sessions
         self._artifacts = artifacts
-        self._refs = ArtifactRefs(sessions, artifacts, storage_quota_bytes)
+        # The tenant's storage quota in bytes (0: none), checked where the artifact references
+        # are counted, in the transaction that adds the version (shared artifacts count once).
+        self._refs = ArtifactRefs(sessions, artifacts, storage_quota_for or (lambda _tenant: 0))
         self._policy = policy
         # The tenant's own policy (server/services/policies.py); `policy` for every tenant without.
         self._policy_for = policy_for or (lambda _tenant: policy)

@@ -12,8 +12,7 @@ from __future__ import annotations
 import json
 import math
 import threading
-from collections.abc import Iterator, Mapping
-from contextlib import contextmanager
+from collections.abc import Mapping
 from dataclasses import asdict, dataclass, fields, replace
 from datetime import datetime
 from typing import Any, Final
@@ -24,7 +23,7 @@ from sqlalchemy.orm import Session, sessionmaker
 from server.db.models import ArtifactRef, Model, ModelVersion, Tenant, TenantRules, utcnow
 from server.services.limits import Limits
 from server.services.models import BLOCKED, READY, ModelService
-from server.services.types import InvalidRules, NotFound, TooManyConcurrentUploads
+from server.services.types import InvalidRules, NotFound
 from server.storage import ArtifactStore
 from validator import Policy, ValidationFailed, validate
 from validator.ops import REGISTRY
@@ -113,8 +112,6 @@ class PolicyService:
         self._default_quota = default_quota
         self._rules: dict[str, _Rules] = {}  # tenant id -> its rules, when it has a row
         self.suspended: frozenset[str] = frozenset()  # tenant ids; read on every request
-        self._uploads: dict[str, int] = {}
-        self._lock = threading.Lock()
         self._write_lock = threading.Lock()
         self._load()
 
@@ -132,24 +129,6 @@ class PolicyService:
     def quota_of(self, tenant_id: str) -> Quota:
         rules = self._rules.get(tenant_id)
         return self._default_quota if rules is None else rules.quota
-
-    @contextmanager
-    def upload_slot(self, tenant_id: str) -> Iterator[None]:
-        """Holds one of the tenant's concurrent upload slots for the block."""
-        limit = self.quota_of(tenant_id).max_concurrent_uploads
-        with self._lock:
-            held = self._uploads.get(tenant_id, 0)
-            if limit and held >= limit:
-                raise TooManyConcurrentUploads(
-                    f"expected at most {limit} concurrent uploads for this tenant, got {held + 1}",
-                    1,
-                )
-            self._uploads[tenant_id] = held + 1
-        try:
-            yield
-        finally:
-            with self._lock:
-                self._uploads[tenant_id] -= 1
 
     # -- operator use cases ----------------------------------------------------------------
 
@@ -239,6 +218,8 @@ class PolicyService:
         for tenant_id, own in own_quota.items():
             self._limits.rate.override(tenant_id, own.get("rate_per_s"), own.get("burst"))
             self._limits.concurrency.override(tenant_id, own.get("max_concurrent"))
+            # Uploads and checks: the compile queue's per-tenant cap (429 TOO_MANY_COMPILES).
+            self._limits.compiles.slots.override(tenant_id, own.get("max_concurrent_uploads"))
 
     def _recheck(self, tenant_id: str, policy: Policy) -> tuple[tuple[str, ...], tuple[str, ...]]:
         blocked: list[str] = []

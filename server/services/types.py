@@ -191,7 +191,8 @@ class TenantSuspended(Forbidden):
 
 
 class QuotaExceeded(Forbidden):
-    """An upload over the tenant's quota: storage bytes, number of models or of versions."""
+    """An upload over the tenant's quota of models or of versions (storage bytes: 413
+    `STORAGE_QUOTA`)."""
 
     code = "QUOTA_EXCEEDED"
 
@@ -218,10 +219,3 @@ class InvalidRules(BadRequest):
     """A policy or quota change with an unknown field or a value out of range."""
 
     code = "INVALID_POLICY"
-
-
-class TooManyConcurrentUploads(TooManyRequests):
-    """The tenant already has its maximum number of uploads (or checks) in flight."""
-
-    code = "TOO_MANY_CONCURRENT_UPLOADS"
-    reason = "uploads"

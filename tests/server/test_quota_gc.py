@@ -20,7 +20,9 @@ OTHER = affine(5).built()  # about SMALL's size, other bytes
 
 def _settings(tmp_path: Path, quota: int = 0) -> Settings:
     return Settings(
-        data_dir=tmp_path / "data", admin_token=SecretStr(ADMIN_TOKEN), storage_quota_bytes=quota
+        data_dir=tmp_path / "data",
+        admin_token=SecretStr(ADMIN_TOKEN),
+        tenant_max_storage_bytes=quota,
     )
 
 
