@@ -74,10 +74,10 @@ def start_services(app: FastAPI, settings: Settings) -> None:
         publish=bus.publish,
         policy_for=lambda tenant_id: app.state.policies.policy_of(tenant_id),
     )
-    bus.subscribe(_invalidator(tenants, app.state.models))
     if orphans := app.state.models.sweep_artifacts():
         log.warning("removed %d artifacts no model version names (a killed upload's)", orphans)
     start_operator_services(app, settings, sessions, artifacts)
+    bus.subscribe(_invalidator(tenants, app.state.models, app.state.policies))
 
 
 def start_operator_services(
@@ -94,6 +94,7 @@ def start_operator_services(
         app.state.limits,
         default_policy=settings.policy(),
         default_quota=settings.quota(),
+        publish=app.state.bus.publish,
     )
     app.state.uploads = UploadService(
         sessions,
@@ -116,7 +117,9 @@ def pool_settings(settings: Settings) -> PoolSettings:
     return PoolSettings(settings.db_pool_size, settings.db_max_overflow, settings.db_pool_timeout_s)
 
 
-def _invalidator(tenants: TenantService, models: ModelService) -> Callable[[Event], None]:
+def _invalidator(
+    tenants: TenantService, models: ModelService, policies: PolicyService
+) -> Callable[[Event], None]:
     """What another replica's write (a bus message) drops from this process's caches."""
 
     def drop(event: Event) -> None:
@@ -125,8 +128,10 @@ def _invalidator(tenants: TenantService, models: ModelService) -> Callable[[Even
             tenants.drop_cached()
         if kind == "model":
             models.drop_lookups(event.get("tenant", ""), event.get("name", ""))
+        if kind == "policy":
+            policies.reload(event.get("tenant", ""))
         if kind == "all":
-            models.drop_lookups()
+            policies.reload()  # drops every lookup too
 
     return drop
 

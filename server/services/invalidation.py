@@ -23,7 +23,8 @@ import redis
 log = logging.getLogger("graphgate.invalidation")
 CHANNEL: Final = "graphgate:invalidate"
 # What a message says changed: {"kind": "keys"} (any key or tenant), {"kind": "model",
-# "tenant": ..., "name": ...} or {"kind": "all"} (this process resubscribed: forget everything).
+# "tenant": ..., "name": ...}, {"kind": "policy", "tenant": ...} (its policy, quota or suspension)
+# or {"kind": "all"} (this process resubscribed: forget everything).
 Event = dict[str, str]
 Handler = Callable[[Event], None]
 

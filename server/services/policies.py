@@ -3,8 +3,9 @@
 A tenant's row keeps only the fields an operator set; the rest come from the server's Settings
 (the defaults). Every tenant's rules are held in memory, read once at start and rewritten by
 every write of this service, so enforcing them costs a dict read on the hot path.
-NOTE: another process writing the same database is not seen until this one restarts; several
-replicas would add a change notification (as for the key and model caches).
+Every write publishes {"kind": "policy", "tenant": id} on the invalidation bus (server/services/
+invalidation.py); each replica then calls `reload` (server/main.py), so policy, quota and
+suspension changes reach every replica at once with Redis. Without it, one process only.
 """
 
 from __future__ import annotations
@@ -12,7 +13,7 @@ from __future__ import annotations
 import json
 import math
 import threading
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import asdict, dataclass, fields, replace
 from datetime import datetime
 from typing import Any, Final
@@ -103,6 +104,7 @@ class PolicyService:
         *,
         default_policy: Policy,
         default_quota: Quota,
+        publish: Callable[[dict[str, str]], None] | None = None,
     ) -> None:
         self._sessions = sessions
         self._artifacts = artifacts
@@ -113,6 +115,8 @@ class PolicyService:
         self._rules: dict[str, _Rules] = {}  # tenant id -> its rules, when it has a row
         self.suspended: frozenset[str] = frozenset()  # tenant ids; read on every request
         self._write_lock = threading.Lock()
+        self._load_lock = threading.Lock()  # a write here and a bus message may reload at once
+        self._publish = publish
         self._load()
 
     # -- the hot path: memory only ---------------------------------------------------------
@@ -149,6 +153,7 @@ class PolicyService:
                 tenant_id = row.tenant_id
             self._load()
             blocked, unblocked = self._recheck(tenant_id, policy)
+        self._announce(tenant_id)  # after the re-check: the statuses are committed
         return PolicyChange(self.show(tenant), blocked, unblocked)
 
     def set_quota(self, tenant: str, changes: Mapping[str, Any]) -> TenantRulesView:
@@ -158,7 +163,9 @@ class PolicyService:
                 overrides = {**json.loads(row.quota), **_quota_changes(changes)}
                 overrides = {k: v for k, v in overrides.items() if v is not None}
                 row.quota = json.dumps(overrides, sort_keys=True)
+                tenant_id = row.tenant_id
             self._load()
+        self._announce(tenant_id)
         return self.show(tenant)
 
     def suspend(self, tenant: str, suspended: bool) -> TenantRulesView:
@@ -166,8 +173,20 @@ class PolicyService:
             with self._sessions.begin() as s:
                 row = _rules_row(s, _tenant(s, tenant))
                 row.suspended = (row.suspended or utcnow()) if suspended else None
+                tenant_id = row.tenant_id
             self._load()
+        self._announce(tenant_id)
         return self.show(tenant)
+
+    def reload(self, tenant_id: str | None = None) -> None:
+        """Another replica changed a tenant's rules (`tenant_id`; None: maybe any): reads every
+        tenant's rules again and forgets the tenant's cached model lookups (versions may have
+        been blocked or unblocked)."""
+        self._load()
+        if tenant_id is None:
+            self._models.drop_lookups()
+        else:
+            self._models.forget_tenant(tenant_id)
 
     def storage_bytes(self, tenant_id: str) -> int:
         """Bytes of the tenant's stored artifacts (each distinct one once)."""
@@ -199,8 +218,16 @@ class PolicyService:
     def _quota_from(self, overrides: Mapping[str, Any]) -> Quota:
         return replace(self._default_quota, **overrides)
 
+    def _announce(self, tenant_id: str) -> None:
+        if self._publish is not None:
+            self._publish({"kind": "policy", "tenant": tenant_id})
+
     def _load(self) -> None:
         """Reads every tenant's rules into memory and hands the limiters their overrides."""
+        with self._load_lock:
+            self._load_locked()
+
+    def _load_locked(self) -> None:
         with self._sessions() as s:
             rows = s.scalars(select(TenantRules)).all()
             loaded = {

@@ -201,6 +201,53 @@ def test_revocation_and_delete_reach_the_other_replica_at_once(
         assert _eventually(lambda: _status(two, key) == 401)
 
 
+def test_policy_quota_and_suspension_reach_the_other_replica_at_once(
+    postgres_s3: Servers, redis_server: realservers.Server, tmp_path: Path
+) -> None:
+    settings = shared_settings(
+        postgres_s3, redis_server, auth_cache_ttl_s=300.0, model_lookup_ttl_s=300.0
+    ).model_copy(update={"data_dir": tmp_path})
+    with ExitStack() as stack:
+        one, two = replicas(stack, settings, 2)
+        key = new_tenant(one, "tenant-a")
+        upload(one, key, affine().built())
+        assert _status(two, key) == 200  # cached on two: key, lookup and compiled session
+
+        # a policy tightened on one blocks the version on two (its cached lookup is dropped)
+        assert _admin_put(one, "policy", max_flops_per_sample=1) == 200
+        assert _eventually(lambda: _status(two, key) == 409)
+        refused = _upload_status(two, key, "n")
+        assert refused == (422, "OVER_TENANT_POLICY")  # two validates with the new policy
+        assert _admin_put(one, "policy", max_flops_per_sample=None) == 200
+        assert _eventually(lambda: _status(two, key) == 200)
+
+        # a quota set on one holds on two
+        assert _admin_put(one, "quota", max_models=1) == 200
+        # (a new name each try: one uploaded before the message arrived must not hide it)
+        fresh = lambda: _upload_status(two, key, uuid.uuid4().hex[:8]) == (403, "QUOTA_EXCEEDED")
+        assert _eventually(fresh)
+
+        # suspended on one: refused on two; resumed: served again
+        suspend = one.post("/v1/admin/tenants/tenant-a/suspend", headers=auth(ADMIN_TOKEN))
+        assert suspend.status_code == 200, suspend.text
+        assert _eventually(lambda: _status(two, key) == 403)
+        resume = one.post("/v1/admin/tenants/tenant-a/resume", headers=auth(ADMIN_TOKEN))
+        assert resume.status_code == 200, resume.text
+        assert _eventually(lambda: _status(two, key) == 200)
+
+
+def _admin_put(client: TestClient, what: str, **changes: object) -> int:
+    url = f"/v1/admin/tenants/tenant-a/{what}"
+    return client.put(url, json=changes, headers=auth(ADMIN_TOKEN)).status_code
+
+
+def _upload_status(client: TestClient, key: str, name: str) -> tuple[int, str]:
+    built = affine().built()
+    files = {"program": built.program, "params": built.params or b""}
+    response = client.post("/v1/models", data={"name": name}, files=files, headers=auth(key))
+    return response.status_code, response.json().get("code", "")
+
+
 def test_rate_limit_holds_across_replicas(
     postgres_s3: Servers, redis_server: realservers.Server, tmp_path: Path
 ) -> None:
