@@ -200,6 +200,13 @@ class Settings(BaseSettings):
         description="`/v2` inference requests of all tenants in flight at once; more is 503 "
         "`OVERLOADED`",
     )
+    artifact_gc_grace_s: int = Field(
+        default=3600,
+        ge=0,
+        description="the start-up sweep deletes artifacts no model version names only when they "
+        "were last stored longer ago than this (younger ones may be another replica's upload "
+        "in flight)",
+    )
     tenant_max_concurrent_uploads: int = Field(
         default=4,
         ge=0,

@@ -34,6 +34,7 @@ class CollectableStore(Protocol):
     def put(self, data: bytes) -> str: ...
     def delete(self, sha: str) -> None: ...
     def list(self) -> Iterator[str]: ...
+    def list_aged(self) -> Iterator[tuple[str, float]]: ...
     def size(self, sha: str) -> int: ...
 
 
@@ -102,12 +103,20 @@ class ArtifactRefs:
 
     # -- start-up --------------------------------------------------------------------------
 
-    def sweep(self) -> int:
-        """Start-up only: deletes stored artifacts no row names (a crashed upload's or delete's),
-        and fills in the sizes rows do not know yet (rows counted by the migration)."""
+    def sweep(self, grace_s: float) -> int:
+        """Start-up only: deletes stored artifacts no row names (a crashed upload's or delete's)
+        and last stored more than `grace_s` ago, and fills in the sizes rows do not know yet
+        (rows counted by the migration).
+
+        The grace period is what makes this safe with replicas: another replica's upload in
+        flight has stored its artifacts but not yet committed the row naming them; they are
+        younger than the grace period (every store restarts an artifact's age) and stay.
+        """
+        # Listed before the rows are read: an artifact an upload commits in between is named.
+        aged = [sha for sha, age_s in self._artifacts.list_aged() if age_s > grace_s]
         with self._sessions() as s:
             known = set(s.scalars(select(ArtifactRef.sha256)))
-        orphans = [sha for sha in self._artifacts.list() if sha not in known]
+        orphans = [sha for sha in aged if sha not in known]
         removed = self.collect(orphans)
         with self._sessions.begin() as s:
             for row in s.scalars(select(ArtifactRef).where(ArtifactRef.size_bytes == 0)):

@@ -306,10 +306,11 @@ class ModelService:
             s.delete(model if version is None else doomed[0])
         return freed
 
-    def sweep_artifacts(self) -> int:
+    def sweep_artifacts(self, grace_s: float) -> int:
         """Start-up only: deletes artifacts no version names (a killed upload's, a crash
-        between a delete's commit and its file deletions); returns how many."""
-        return self._refs.sweep()
+        between a delete's commit and its file deletions) last stored more than `grace_s` ago
+        (younger ones may be another replica's upload in flight); returns how many."""
+        return self._refs.sweep(grace_s)
 
     def _model(self, s: Session, principal: Principal, name: str) -> Model:
         tenant = _tenant_of(principal)

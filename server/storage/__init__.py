@@ -36,6 +36,10 @@ class ArtifactStore(Protocol):
         """The sha256 of every stored artifact."""
         ...
 
+    def list_aged(self) -> Iterator[tuple[str, float]]:
+        """(sha256, seconds since it was last stored) of every stored artifact."""
+        ...
+
     def size(self, sha: str) -> int:
         """Bytes stored under `sha`; ArtifactMissing when absent."""
         ...

@@ -8,6 +8,7 @@ import hashlib
 import os
 import re
 import secrets
+import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Final
@@ -32,6 +33,9 @@ class Artifacts:
         sha = hashlib.sha256(data).hexdigest()
         final = self._path(sha)
         if final.is_file():
+            # Stored again: its age restarts, as garbage collection's grace period counts from
+            # the last store (a replica's start-up sweep never deletes what was just uploaded).
+            os.utime(final)
             return sha
         final.parent.mkdir(exist_ok=True)
         tmp = final.parent / f"{TMP_PREFIX}{secrets.token_hex(8)}"
@@ -68,6 +72,15 @@ class Artifacts:
         for path in self.root.glob("*/*"):
             if _SHA256.match(path.name) and path.parent.name == path.name[:2]:
                 yield path.name
+
+    def list_aged(self) -> Iterator[tuple[str, float]]:
+        """(sha256, seconds since its file was last written or stored again) of every artifact."""
+        now = time.time()
+        for sha in self.list():
+            try:
+                yield sha, now - self._path(sha).stat().st_mtime
+            except OSError:
+                continue  # deleted since it was listed
 
     def size(self, sha: str) -> int:
         """Bytes stored under `sha` (not verified), ArtifactMissing when absent."""

@@ -13,6 +13,7 @@ import hashlib
 import logging
 import re
 from collections.abc import Iterator
+from datetime import UTC, datetime
 from typing import Any, Final
 
 import boto3
@@ -89,15 +90,21 @@ class S3Artifacts:
 
     def list(self) -> Iterator[str]:
         """The sha256 of every object under the prefix (anything else there is ignored)."""
+        return (sha for sha, _age in self.list_aged())
+
+    def list_aged(self) -> Iterator[tuple[str, float]]:
+        """(sha256, seconds since its LastModified, by this machine's clock) of every object
+        under the prefix; every PUT restarts LastModified."""
         pages = self._call("get_paginator", "list_objects_v2").paginate(
             Bucket=self.bucket, Prefix=f"{self.prefix}/" if self.prefix else ""
         )
         try:
             for page in pages:
+                now = datetime.now(UTC)
                 for entry in page.get("Contents", ()):
                     name = str(entry["Key"]).rsplit("/", 1)[-1]
                     if _SHA256.match(name):
-                        yield name
+                        yield name, (now - entry["LastModified"]).total_seconds()
         except (BotoCoreError, ClientError) as error:
             log.warning("artifact store: listing failed: %s", error)
             raise StorageUnavailable("the artifact store is unavailable, retry") from None

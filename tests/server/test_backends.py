@@ -26,6 +26,7 @@ from server.main import create_app
 from server.services.limits import TooManyConcurrent
 from server.services.limits_redis import RedisConcurrencyLimiter, RedisRateLimiter
 from server.settings import Settings
+from server.storage.s3 import S3Artifacts
 from tests import realservers
 from tests.builders import Built, affine
 from tests.server.conftest import ADMIN_TOKEN, auth, new_tenant
@@ -117,6 +118,26 @@ def own_s3(postgres_s3: Servers) -> Iterator[realservers.Server]:
             yield server
         finally:
             server.stop()
+
+
+def test_start_up_sweep_on_s3_spares_young_orphans(postgres_s3: Servers, tmp_path: Path) -> None:
+    postgres, _s3 = postgres_s3
+    settings = Settings(
+        admin_token=SecretStr(ADMIN_TOKEN),
+        data_dir=tmp_path,
+        database_url=SecretStr(realservers.new_database(postgres)),
+        artifacts_url=f"s3://{realservers.S3_BUCKET}/{uuid.uuid4().hex}",
+    )
+    assert settings.artifacts_url is not None
+    store = S3Artifacts.from_url(settings.artifacts_url)
+    # another replica's upload, its artifacts stored and its row not committed yet
+    sha = store.put(b"an upload in flight")
+    ages = dict(store.list_aged())
+    assert -60 < ages[sha] < 60  # LastModified is the PUT's time (within clock skew)
+    with TestClient(create_app(settings)):
+        assert sha in set(store.list())
+    with TestClient(create_app(settings.model_copy(update={"artifact_gc_grace_s": 0}))):
+        assert sha not in set(store.list())  # an orphan past the grace period is swept
 
 
 def test_s3_down_fails_upload_with_503_and_nothing_visible_then_recovers(

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import hashlib
+import os
+import time
 from pathlib import Path
 
 from fastapi.testclient import TestClient
@@ -10,6 +12,7 @@ from pydantic import SecretStr
 
 from server.main import create_app
 from server.settings import Settings
+from server.storage.artifacts import Artifacts
 from tests.builders import Built, affine
 from tests.server.conftest import ADMIN_TOKEN, auth, new_tenant
 
@@ -18,11 +21,12 @@ LARGE = affine(64).built()
 OTHER = affine(5).built()  # about SMALL's size, other bytes
 
 
-def _settings(tmp_path: Path, quota: int = 0) -> Settings:
+def _settings(tmp_path: Path, quota: int = 0, grace_s: int = 3600) -> Settings:
     return Settings(
         data_dir=tmp_path / "data",
         admin_token=SecretStr(ADMIN_TOKEN),
         tenant_max_storage_bytes=quota,
+        artifact_gc_grace_s=grace_s,
     )
 
 
@@ -69,8 +73,29 @@ def test_orphan_artifacts_are_swept_at_start(tmp_path: Path) -> None:
     shard = tmp_path / "data" / "artifacts" / sha[:2]
     shard.mkdir(exist_ok=True)
     (shard / sha).write_bytes(orphan)
+    # Seconds old: it may be another replica's upload that has not committed its row yet.
+    with TestClient(create_app(_settings(tmp_path))):
+        assert _stored(tmp_path) == kept | {sha}
+    two_hours_ago = time.time() - 7200
+    os.utime(shard / sha, (two_hours_ago, two_hours_ago))
     with TestClient(create_app(_settings(tmp_path))):
         assert _stored(tmp_path) == kept
+
+
+def test_storing_an_artifact_again_restarts_its_age(tmp_path: Path) -> None:
+    with TestClient(create_app(_settings(tmp_path))) as client:
+        a = new_tenant(client, "a")
+        assert _upload(client, a, "m", SMALL) == 201
+        assert client.delete("/v1/models/m", headers=auth(a)).status_code == 204
+    store = Artifacts(tmp_path / "data" / "artifacts")
+    sha = store.put(SMALL.program)  # an upload in flight, between its files and its row
+    path = tmp_path / "data" / "artifacts" / sha[:2] / sha
+    os.utime(path, (time.time() - 7200, time.time() - 7200))
+    assert dict(store.list_aged())[sha] > 7000
+    store.put(SMALL.program)  # another upload of the same bytes
+    assert dict(store.list_aged())[sha] < 60
+    with TestClient(create_app(_settings(tmp_path))):
+        assert sha in _stored(tmp_path)
 
 
 def test_storage_quota_refuses_the_upload_that_crosses_it(tmp_path: Path) -> None:

@@ -30,6 +30,7 @@ BIG = mlp((2048, 2048, 2048)).built()
 @pytest.fixture
 def server(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Server]:
     monkeypatch.setenv("GRAPHGATE_SHUTDOWN_GRACE_S", "20")
+    monkeypatch.setenv("GRAPHGATE_ARTIFACT_GC_GRACE_S", "0")  # its orphans are seconds old
     s = Server(tmp_path / "data")
     s.start()
     yield s
