@@ -59,8 +59,8 @@ class ArtifactRefs:
         once), else counts one more reference to each."""
         if quota := self._quota_of(tenant):
             self._check_quota(s, tenant, sizes, quota)
-        for sha, size in sizes.items():
-            row = s.get(ArtifactRef, sha)
+        for sha, size in sorted(sizes.items()):  # locked in sha order, like `release`
+            row = s.get(ArtifactRef, sha, with_for_update=True)  # another replica's count
             if row is None:
                 s.add(ArtifactRef(sha256=sha, size_bytes=size, refs=1))
             else:
@@ -80,8 +80,8 @@ class ArtifactRefs:
         """In the transaction that deletes `versions`: drops their counts; returns the shas
         that reached 0 (their rows are deleted here), for `collect` once committed."""
         freed = []
-        for sha in (sha for v in versions for sha in _named(v)):
-            row = s.get(ArtifactRef, sha)
+        for sha in sorted(sha for v in versions for sha in _named(v)):
+            row = s.get(ArtifactRef, sha, with_for_update=True)
             if row is None:
                 continue
             row.refs -= 1

@@ -14,6 +14,7 @@ from collections.abc import Callable
 from typing import Final
 
 from sqlalchemy import select
+from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import Session, sessionmaker
 
 from executor import SessionOptions
@@ -52,6 +53,8 @@ _LookupKey = tuple[str, str, int | None]  # (tenant, name, version or None for t
 # Past this many cached lookups the lookup cache starts over (only lookups that found a ready
 # version are cached, so this takes that many models in use within one TTL).
 _MAX_LOOKUPS: Final = 10_000
+# A first upload of a name racing another replica's loses on the unique key once, then finds it.
+_REGISTER_TRIES: Final = 3
 
 
 class ModelService:
@@ -273,10 +276,34 @@ class ModelService:
         report: str,
         sizes: dict[str, int],
     ) -> int:
+        """Adds the version row and its artifact references in one transaction.
+
+        Replicas sharing PostgreSQL race here: the model row and the reference rows are read
+        FOR UPDATE, so each upload of a name gets its own version; two first uploads of a name
+        (or of the same bytes) both inserting a row collide on its unique key, and the loser
+        runs again, finding the winner's row. (SQLite serializes writers by itself.)
+        """
+        for attempt in range(_REGISTER_TRIES):
+            try:
+                return self._register_once(tenant, name, shas, report, sizes)
+            except IntegrityError:
+                if attempt == _REGISTER_TRIES - 1:
+                    raise
+        raise AssertionError("unreachable")
+
+    def _register_once(
+        self,
+        tenant: str,
+        name: str,
+        shas: tuple[str, str | None, str],
+        report: str,
+        sizes: dict[str, int],
+    ) -> int:
         with self._register_lock, self._sessions.begin() as s:
+            # Locks in one order everywhere (references by sha, then the model): no deadlock.
             self._refs.retain(s, tenant, sizes)
             query = select(Model).where(Model.tenant_id == tenant, Model.name == name)
-            model = s.scalars(query).first()
+            model = s.scalars(query.with_for_update()).first()
             if model is None:
                 model = Model(id=uuid.uuid4().hex, tenant_id=tenant, name=name, next_version=1)
                 s.add(model)

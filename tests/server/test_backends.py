@@ -5,12 +5,15 @@ invalidation between two apps that share PostgreSQL, S3 and Redis (two replicas 
 
 from __future__ import annotations
 
+import hashlib
 import os
 import subprocess
 import sys
+import threading
 import time
 import uuid
 from collections.abc import Callable, Iterator
+from concurrent.futures import ThreadPoolExecutor
 from contextlib import ExitStack
 from pathlib import Path
 
@@ -118,6 +121,44 @@ def own_s3(postgres_s3: Servers) -> Iterator[realservers.Server]:
             yield server
         finally:
             server.stop()
+
+
+def test_concurrent_uploads_of_one_name_on_two_replicas_get_distinct_versions(
+    postgres_s3: Servers, tmp_path: Path
+) -> None:
+    postgres, _s3 = postgres_s3
+    settings = Settings(
+        admin_token=SecretStr(ADMIN_TOKEN),
+        data_dir=tmp_path,
+        database_url=SecretStr(realservers.new_database(postgres)),
+        artifacts_url=f"s3://{realservers.S3_BUCKET}/{uuid.uuid4().hex}",
+    )
+    built = affine().built()  # the same bytes each time: the artifact references race too
+    files = {"program": built.program, "params": built.params or b""}
+    with ExitStack() as stack:
+        one, two = replicas(stack, settings, 2)
+        key = new_tenant(one, "tenant-a")
+        start = threading.Barrier(6)
+
+        def post(client: TestClient) -> tuple[int, object]:
+            start.wait(10)
+            response = client.post("/v1/models", data={"name": "m"}, files=files, headers=auth(key))
+            return response.status_code, response.json().get("version", response.text)
+
+        with ThreadPoolExecutor(6) as pool:
+            answers = list(pool.map(post, [one, two] * 3))
+        assert [status for status, _ in answers] == [201] * 6, answers
+        assert sorted(version for _, version in answers) == [1, 2, 3, 4, 5, 6]  # type: ignore[type-var]
+
+        # every version counted its references: the bytes stay until the last one goes
+        program = hashlib.sha256(built.program).hexdigest()
+        store = S3Artifacts.from_url(str(settings.artifacts_url))
+        for version in range(1, 6):
+            url = f"/v1/models/m/versions/{version}"
+            assert (one, two)[version % 2].delete(url, headers=auth(key)).status_code == 204
+        assert program in set(store.list())
+        assert two.delete("/v1/models/m/versions/6", headers=auth(key)).status_code == 204
+        assert program not in set(store.list())
 
 
 def test_start_up_sweep_on_s3_spares_young_orphans(postgres_s3: Servers, tmp_path: Path) -> None:
