@@ -34,7 +34,7 @@ from server.services.types import (
     UploadedModel,
 )
 from server.storage import ArtifactStore
-from server.workers import PoolSettings, WorkerPool
+from server.workers import PoolSettings, WorkerPool, WorkerStats
 
 # NOTE: compiled in a worker process (server/workers): the server holds its signature only.
 from server.workers import RemoteModel as CompiledModel
@@ -231,6 +231,10 @@ class ModelService:
         with self._cache_lock:
             found = {(m.tenant_id, m.name, m.version): m for m, _, _ in self._lookups.values()}
         return list(found.values())
+
+    def worker_sessions(self) -> list[WorkerStats]:
+        """What each idle worker holds compiled (content key -> bytes, provider)."""
+        return self._pool.session_stats()
 
     def forget_tenant(self, tenant_id: str) -> None:
         """After a tenant's versions changed status (a policy change): drop its cached lookups

@@ -9,7 +9,7 @@ from server.workers.errors import (
     WorkerOutOfMemory,
     WorkerUnavailable,
 )
-from server.workers.pool import Cancel, PoolSettings, RemoteModel, WorkerPool
+from server.workers.pool import Cancel, PoolSettings, RemoteModel, WorkerPool, WorkerStats
 
 __all__ = [
     "Cancel",
@@ -20,5 +20,6 @@ __all__ = [
     "WorkerCrashed",
     "WorkerOutOfMemory",
     "WorkerPool",
+    "WorkerStats",
     "WorkerUnavailable",
 ]

@@ -140,6 +140,16 @@ class Cancel:
             callback()
 
 
+@dataclass(frozen=True, slots=True)
+class WorkerStats:
+    """One worker's compiled sessions: content key -> (bytes it costs, provider)."""
+
+    pid: int
+    cached_bytes: int
+    rss_bytes: int
+    sessions: dict[str, tuple[int, str]]
+
+
 class _Died(Exception):
     def __init__(self, exitcode: int | None) -> None:
         super().__init__(f"exit status {exitcode}")
@@ -269,6 +279,33 @@ class WorkerPool:
         idle = {id(w) for w in list(self._idle.queue)}
         with self._lock:
             return sorted(w.pid for w in self._workers if id(w) not in idle and w.pid)
+
+    def session_stats(self) -> list[WorkerStats]:
+        """Each idle worker's sessions (the operator console); busy workers are skipped rather
+        than waited for. Takes the idle workers for the few milliseconds the answers take."""
+        taken: list[_Worker] = []
+        while True:
+            try:
+                taken.append(self._idle.get_nowait())
+            except queue.Empty:
+                break
+        found: list[WorkerStats] = []
+        for worker in taken:
+            try:
+                reply = self._check(worker.call(("stats", next(self._seq)), 10.0))
+            except _Died as died:
+                self._replace(worker, died, None)
+                continue
+            except TimeoutError:
+                self._replace(worker, _Died(None), None)
+                continue
+            except BaseException:
+                self._idle.put(worker)
+                raise
+            self._idle.put(worker)
+            _keys, total, rss, sessions = reply[2]
+            found.append(WorkerStats(worker.pid or 0, total, rss, sessions))
+        return found
 
     def cached_keys(self) -> list[str]:
         """The content keys a worker (the next idle one) holds compiled, oldest use first."""

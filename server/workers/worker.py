@@ -94,6 +94,10 @@ class SessionCache:
     def keys(self) -> list[str]:
         return list(self._models)
 
+    def sessions(self) -> dict[str, tuple[int, str]]:
+        """Content key -> (bytes it costs, the provider its session runs on)."""
+        return {key: (cost, model.provider) for key, (model, cost) in self._models.items()}
+
     def _drop(self, key: str) -> None:
         if (old := self._models.pop(key, None)) is not None:
             self.total -= old[1]
@@ -132,7 +136,8 @@ class Worker:
                 self.compile(*message[2:])
                 return ("ok", seq, None)
             if kind == "stats":
-                return ("ok", seq, (self.cache.keys(), self.cache.total, rss_bytes()))
+                stats = (self.cache.keys(), self.cache.total, rss_bytes(), self.cache.sessions())
+                return ("ok", seq, stats)
             return ("err", seq, RuntimeError(f"unknown message {kind!r}"))
         except (OutOfMemory, MemoryError):
             self._out_of_memory(seq)
