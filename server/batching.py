@@ -86,9 +86,8 @@ class BatchPolicy:
 
 
 def proven_batchable(report: Report) -> bool:
-    """The validator's batch-independence proof (issue 13 item 1, `report.batchable`).
-    NOTE: read with getattr until that branch is merged; then `report.batchable` here."""
-    return bool(getattr(report, "batchable", False))
+    """The validator's batch-independence proof (validator/batch.py, `report.batchable`)."""
+    return report.batchable
 
 
 def batch_axis_everywhere(report: Report) -> bool:
@@ -348,7 +347,7 @@ class Batchers:
     """The batcher of every model version that batches, made on first use.
 
     `batchable(report)` decides which programs may batch: the validator's proof by default.
-    Tests that need batching before that proof exists pass their own predicate (marked as a
+    Tests that need a program the proof refuses pass their own predicate (marked as a
     test-only override there)."""
 
     def __init__(

@@ -1,11 +1,9 @@
 """The dynamic batcher (server/batching.py) against real worker processes.
 
-TEST-ONLY OVERRIDE: the validator's batch-independence proof (`report.batchable`, issue 13
-item 1) is not on this branch yet. These tests mark models batchable themselves: the
-conformance CNNs below are row-independent in eval mode (batch_norm uses its stored
-statistics), so batching them must not change a single output. Once the proof is merged,
-`test_batched_equals_unbatched` should run over every model the proof marks batchable
-(`proven_batchable`) instead of this hand-picked list.
+Which programs batch is the validator's batch-independence proof (`report.batchable`): the
+equality test runs conformance models the proof marks batchable (tests/validator/
+test_batchable.py's BATCHABILITY), through the server's own `Batchers`. TEST-ONLY OVERRIDE
+(`assume_batchable`) only where a test needs a program the proof refuses.
 """
 
 from __future__ import annotations
@@ -27,11 +25,12 @@ from tests.conformance import models
 from tests.conformance.paddle_util import Saved
 from tests.server.conftest import ADMIN_TOKEN, auth, new_tenant
 from tests.server.test_models_api import upload
+from tests.validator.test_batchable import BATCHABILITY
 from validator import Policy, Report
 
 LABEL = ("tenant", "model", 1)
-# Row-independent in eval mode (see the module docstring): the test-only override's list.
-ROW_INDEPENDENT: dict[str, Callable[[], Saved]] = {
+# Proven batchable (BATCHABILITY), and small enough to run in CI's default set.
+PROVEN: dict[str, Callable[[], Saved]] = {
     "lenet": models.lenet,
     "squeezenet1_1": models.squeezenet1_1,
     "mobilenet_v2": models.mobilenet_v2,
@@ -39,7 +38,7 @@ ROW_INDEPENDENT: dict[str, Callable[[], Saved]] = {
 
 
 def assume_batchable(report: Report) -> bool:
-    """TEST-ONLY OVERRIDE of `proven_batchable` (see the module docstring)."""
+    """TEST-ONLY OVERRIDE of `proven_batchable`: for programs the proof refuses."""
     return True
 
 
@@ -86,10 +85,11 @@ def _images(saved_inputs: int, rows: int, size: int, seed: int) -> np.ndarray:
     return rng.standard_normal((rows, saved_inputs, size, size), dtype=np.float32)
 
 
-@pytest.mark.parametrize("name", sorted(ROW_INDEPENDENT))
+@pytest.mark.parametrize("name", sorted(PROVEN))
 def test_batched_equals_unbatched(pool: WorkerPool, name: str) -> None:
-    saved = ROW_INDEPENDENT[name]()
+    saved = PROVEN[name]()
     remote = _remote(pool, saved.program, saved.params)
+    assert BATCHABILITY[name] is None and proven_batchable(remote.program.report)
     spec = remote.program.inputs[0]
     channels, size = spec.dims[1], spec.dims[2]
     # Requests of 1, 2 and 3 rows: concatenated into batches, split back.
@@ -98,13 +98,15 @@ def test_batched_equals_unbatched(pool: WorkerPool, name: str) -> None:
         for seed, rows in enumerate([1, 2, 3, 1, 2, 1, 1, 3])
     ]
     alone = [remote.run(feeds) for feeds in requests]
-    batcher = Batcher(remote, LABEL, BatchPolicy(max_batch=8, max_queue_delay_us=200_000), 1)
+    batchers = Batchers(BatchPolicy(max_batch=8, max_queue_delay_us=200_000), slots=1)
+    batcher = batchers.for_model(remote, LABEL)  # the server's choice: by the proof
+    assert batcher is not None
     try:
         with batcher._cond:  # every request queued before the dispatcher looks
             futures = [batcher.submit(f, _same, source=str(i)) for i, f in enumerate(requests)]
         together = [f.result(60) for f in futures]
     finally:
-        batcher.close()
+        batchers.close()
     assert batcher.batches < len(requests), "the requests were expected to share batches"
     for single, batched in zip(alone, together, strict=True):
         assert single.keys() == batched.keys()
@@ -209,14 +211,16 @@ def test_only_proven_programs_batch(pool: WorkerPool) -> None:
     default = Batchers(BatchPolicy(), slots=1)
     forced = Batchers(BatchPolicy(), slots=1, batchable=assume_batchable)
     try:
-        # Until the proof is merged no report says batchable: nothing batches by default.
-        assert proven_batchable(relu.program.report) is False
-        assert default.for_model(relu, LABEL) is None
-        assert forced.for_model(relu, LABEL) is not None
-        # An input without a batch axis (w[16, 4]) cannot be concatenated: never batched.
+        # relu is row-independent: proven, it batches by default
+        assert proven_batchable(relu.program.report) is True
+        assert default.for_model(relu, LABEL) is not None
+        # w[16, 4] has no batch axis: the proof refuses it, so it does not batch by default...
+        assert proven_batchable(fixed_weight.program.report) is False
+        assert default.for_model(fixed_weight, LABEL) is None
+        # ...and, forced past the proof, still never: it cannot be concatenated
         assert forced.for_model(fixed_weight, LABEL) is None
-        forced.set_override("tenant", "model", BatchPolicy(max_batch=1))
-        assert forced.for_model(relu, LABEL) is None
+        default.set_override("tenant", "model", BatchPolicy(max_batch=1))
+        assert default.for_model(relu, LABEL) is None
     finally:
         default.close()
         forced.close()
@@ -236,10 +240,8 @@ def _relu_built() -> Built:
 def test_http_requests_batch_and_metadata_says_so(client: TestClient) -> None:
     state = client.app.state  # type: ignore[attr-defined]
     state.batchers.close()
-    # TEST-ONLY OVERRIDE (module docstring): a 200 ms delay makes concurrent requests meet.
-    state.batchers = Batchers(
-        BatchPolicy(max_batch=8, max_queue_delay_us=200_000), slots=1, batchable=assume_batchable
-    )
+    # relu is proven batchable; a 200 ms delay makes concurrent requests meet.
+    state.batchers = Batchers(BatchPolicy(max_batch=8, max_queue_delay_us=200_000), slots=1)
     key = new_tenant(client, "acme")
     upload(client, key, "relu", _relu_built())
     meta = client.get("/v2/models/relu", headers=auth(key)).json()
