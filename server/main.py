@@ -15,7 +15,7 @@ from server.batching import Batchers
 from server.body_limit import BodyLimit
 from server.db.engine import PoolSettings, open_database
 from server.metrics import InferenceMetrics
-from server.routes import admin, health, inference, metrics, models
+from server.routes import admin, batching, health, inference, metrics, models
 from server.services.invalidation import Bus, Event, LocalBus
 from server.services.limits import CompileQueue, Limits
 from server.services.metrics import Metrics, TenantNames
@@ -170,5 +170,6 @@ def create_app(settings: Settings) -> FastAPI:
     app.include_router(models.router)
     app.include_router(inference.router)
     app.include_router(admin.router)
+    app.include_router(batching.router)
     app.include_router(metrics.router)
     return app

@@ -122,4 +122,5 @@ def _version_json(version: StoredVersion) -> dict[str, Any]:
             "onnx": version.onnx_sha256,
         },
         "report": version.report,
+        "batching": version.batching,  # the admin's override; null: the server's defaults
     }
