@@ -518,8 +518,8 @@ def findings(anatomy: dict[str, float], service_ms: float) -> list[str]:
         f"{_ms(resolve_db)} (the model row and all its versions).",
         f"- The inference itself: +{_ms(infer - ready)} (infer over ready: reading the body, "
         "the concurrency slot, metrics, and the V2 service, which takes "
-        f"{_ms(service_ms)} of it in-process: decode, run, encode; a tiny model on a small "
-        "body runs on the event loop, so no thread hop).",
+        f"{_ms(service_ms)} of it in-process: decode, run, encode; a small body decodes on the "
+        "event loop, the run is in a worker process).",
         f"- The client: the same infer through httpx2.Client takes {_ms(via_httpx)}, "
         f"{_ms(via_httpx - infer)} more than through http.client; that is the client library's "
         "cost, not the server's.",

@@ -120,13 +120,6 @@ class Settings(BaseSettings):
         description="seconds a model-name lookup stays cached; this process's uploads and "
         "deletes drop it at once, other replicas' within the TTL; `0`: off",
     )
-    inline_max_flops: int = Field(
-        default=2_000_000,
-        ge=0,
-        description="a small, uncompressed request to a model under this many FLOPs per batch "
-        "runs on the event loop, not a worker thread (a thread hop costs more); `0`: always a "
-        "thread",
-    )
     # -- per tenant (README "Limits and metrics"); 0 turns either off --------------------------
     tenant_rate_per_s: float = Field(
         default=200.0,
