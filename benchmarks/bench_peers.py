@@ -27,9 +27,11 @@ Writes benchmarks/results/peers.md.
 from __future__ import annotations
 
 import argparse
+import functools
 import json
 import os
 import platform
+import queue
 import socket
 import statistics
 import subprocess
@@ -258,34 +260,52 @@ class Cell:
     per_s: float
 
 
-def measure(calls: list[Callable[[], np.ndarray]], requests: int) -> Cell:
-    """len(calls) clients at once, `requests` in all; latencies of every request."""
-    latencies: list[float] = []
-    lock = threading.Lock()
-    each = max(1, requests // len(calls))
+class Clients:
+    """c client threads, each with its own connection made in that thread (tritonclient.http is
+    gevent-based: a client serves only the thread that made it), kept across rounds."""
 
-    def client(call: Callable[[], np.ndarray]) -> None:
-        mine = []
-        for _ in range(each):
-            start = time.perf_counter()
-            call()
-            mine.append(time.perf_counter() - start)
-        with lock:
-            latencies.extend(mine)
+    def __init__(self, make: Callable[[], Callable[[], np.ndarray]], c: int) -> None:
+        self._jobs: list[queue.Queue[int | None]] = [queue.Queue() for _ in range(c)]
+        self._done: queue.Queue[list[float] | BaseException] = queue.Queue()
+        for jobs in self._jobs:
+            threading.Thread(target=self._client, args=(make, jobs), daemon=True).start()
 
-    threads = [threading.Thread(target=client, args=(c,)) for c in calls]
-    start = time.perf_counter()
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join()
-    wall = time.perf_counter() - start
-    ordered = sorted(latencies)
-    return Cell(
-        1e3 * ordered[len(ordered) // 2],
-        1e3 * ordered[min(len(ordered) - 1, int(len(ordered) * 0.99))],
-        len(ordered) / wall,
-    )
+    def _client(self, make: Callable[[], Callable[[], np.ndarray]], jobs: Any) -> None:
+        call = make()
+        while (count := jobs.get()) is not None:
+            try:
+                mine = []
+                for _ in range(count):
+                    start = time.perf_counter()
+                    call()
+                    mine.append(time.perf_counter() - start)
+                self._done.put(mine)
+            except BaseException as error:
+                self._done.put(error)
+
+    def measure(self, requests: int) -> Cell:
+        """All clients at once, `requests` in all; latencies of every request."""
+        each = max(1, requests // len(self._jobs))
+        start = time.perf_counter()
+        for jobs in self._jobs:
+            jobs.put(each)
+        latencies: list[float] = []
+        for _ in self._jobs:
+            got = self._done.get()
+            if isinstance(got, BaseException):
+                raise got
+            latencies.extend(got)
+        wall = time.perf_counter() - start
+        ordered = sorted(latencies)
+        return Cell(
+            1e3 * ordered[len(ordered) // 2],
+            1e3 * ordered[min(len(ordered) - 1, int(len(ordered) * 0.99))],
+            len(ordered) / wall,
+        )
+
+    def close(self) -> None:
+        for jobs in self._jobs:
+            jobs.put(None)
 
 
 def check(target: Target, case: Case, sig: dict[str, Any], raw: ort.InferenceSession) -> None:
@@ -328,7 +348,7 @@ def run(args: argparse.Namespace) -> None:
             Target("graphgate+batching", batch_url,
                    headers={"Authorization": f"Bearer {batch_key}"}),
         ]  # fmt: skip
-        for peer in args.peers.split(","):
+        for peer in filter(None, args.peers.split(",")):
             port = free_ports(3)
             python = str(venv(peer, not args.no_install))
             ready = f"http://127.0.0.1:{port}/v2/models/{chosen[0].key}/ready"
@@ -350,17 +370,20 @@ def run(args: argparse.Namespace) -> None:
         for case in chosen:
             for c in concurrencies:
                 callers = {
-                    t.name: [caller(t, case, sigs[case.key], raws[case.key]) for _ in range(c)]
+                    t.name: Clients(functools.partial(caller, t, case, sigs[case.key],
+                                                      raws[case.key]), c)
                     for t in targets
-                }
-                for calls in callers.values():  # warm-up: connections, sessions, batchers
-                    measure(calls, min(case.requests, 4 * c))
+                }  # fmt: skip
+                for clients in callers.values():  # warm-up: connections, sessions, batchers
+                    clients.measure(min(case.requests, 4 * c))
                 for r in range(args.rounds):
                     order = targets if r % 2 == 0 else targets[::-1]
                     for t in order:
-                        cell = measure(callers[t.name], case.requests)
+                        cell = callers[t.name].measure(case.requests)
                         results.setdefault((case.key, c, t.name), []).append(cell)
                         print(f"{case.key} c={c} round {r} {t.name}: {cell}", flush=True)
+                for clients in callers.values():
+                    clients.close()
         write(args, chosen, concurrencies, targets, results)
 
 

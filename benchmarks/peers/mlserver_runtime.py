@@ -19,5 +19,7 @@ class OnnxRuntime(MLModel):
     async def predict(self, payload: InferenceRequest) -> InferenceResponse:
         feeds = {i.name: NumpyCodec.decode_input(i) for i in payload.inputs}
         values = self._session.run(self._outputs, feeds)
-        outputs = [NumpyCodec.encode_output(n, v) for n, v in zip(self._outputs, values, strict=True)]
+        outputs = [
+            NumpyCodec.encode_output(n, v) for n, v in zip(self._outputs, values, strict=True)
+        ]
         return InferenceResponse(model_name=self.name, outputs=outputs)

@@ -8,14 +8,17 @@ import asyncio
 import json
 import sys
 
-BODY = json.dumps({
-    "model_name": "noop", "outputs": [
-        {"name": "y", "datatype": "FP32", "shape": [1, 16], "data": [0.0] * 16}
-    ],
-}).encode()
+BODY = json.dumps(
+    {
+        "model_name": "noop",
+        "outputs": [{"name": "y", "datatype": "FP32", "shape": [1, 16], "data": [0.0] * 16}],
+    }
+).encode()
 ANSWER = (
     b"HTTP/1.1 200 OK\r\ncontent-type: application/json\r\ncontent-length: "
-    + str(len(BODY)).encode() + b"\r\n\r\n" + BODY
+    + str(len(BODY)).encode()
+    + b"\r\n\r\n"
+    + BODY
 )
 READY = b"HTTP/1.1 200 OK\r\ncontent-length: 0\r\n\r\n"
 

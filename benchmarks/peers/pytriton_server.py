@@ -31,15 +31,23 @@ def main() -> None:
     config = TritonConfig(http_port=port, grpc_port=port + 1, metrics_port=port + 2)
     with Triton(config=config) as triton:
         for name, (path, sig) in models(directory).items():
-            inputs = [Tensor(name=t["name"], dtype=DTYPES[t["datatype"]], shape=tuple(t["shape"][1:])) for t in sig["inputs"]]
-            outputs = [Tensor(name=t["name"], dtype=DTYPES[t["datatype"]], shape=tuple(t["shape"][1:])) for t in sig["outputs"]]
+            inputs = [
+                Tensor(name=t["name"], dtype=DTYPES[t["datatype"]], shape=tuple(t["shape"][1:]))
+                for t in sig["inputs"]
+            ]
+            outputs = [
+                Tensor(name=t["name"], dtype=DTYPES[t["datatype"]], shape=tuple(t["shape"][1:]))
+                for t in sig["outputs"]
+            ]
             # "Without dynamic batching": Triton still merges what is queued at once when a
             # model declares a batch dim, so the plain model takes one request at a time.
             plain = ModelConfig(batching=False)
             full = [Tensor(name=t.name, dtype=t.dtype, shape=(-1, *t.shape)) for t in inputs]
             full_out = [Tensor(name=t.name, dtype=t.dtype, shape=(-1, *t.shape)) for t in outputs]
             triton.bind(name, _unbatched(path), full, full_out, config=plain, strict=False)
-            dynamic = ModelConfig(max_batch_size=32, batcher=DynamicBatcher(max_queue_delay_microseconds=200))
+            dynamic = ModelConfig(
+                max_batch_size=32, batcher=DynamicBatcher(max_queue_delay_microseconds=200)
+            )
             triton.bind(f"{name}_db", infer_fn(path), inputs, outputs, config=dynamic, strict=False)
         triton.serve()
 
