@@ -17,7 +17,7 @@ class OnnxModel(kserve.Model):
         self._outputs = [o.name for o in self._session.get_outputs()]
         self.ready = True
 
-    def predict(self, payload: InferRequest, headers: Any = None) -> InferResponse:
+    def predict(self, payload: InferRequest, headers: Any = None) -> InferResponse:  # noqa: ARG002
         feeds = {i.name: i.as_numpy() for i in payload.inputs}
         values = self._session.run(self._outputs, feeds)
         response = InferResponse(response_id="", model_name=self.name, infer_outputs=[])
