@@ -17,7 +17,7 @@ from server.db.engine import PoolSettings, open_database
 from server.metrics import InferenceMetrics
 from server.routes import admin, batching, health, inference, metrics, models
 from server.services.invalidation import Bus, Event, LocalBus
-from server.services.limits import CompileQueue, Limits
+from server.services.limits import CompileQueue, Limits, compile_threads
 from server.services.metrics import Metrics, TenantNames
 from server.services.models import ModelService
 from server.services.tenants import TenantService, announce_admin_token
@@ -152,7 +152,9 @@ def create_app(settings: Settings) -> FastAPI:
         settings.tenant_max_concurrent,
         max_queued_inferences=settings.max_queued_inferences,
         compiles=CompileQueue(
-            settings.compile_threads, settings.tenant_max_compiles, settings.max_queued_compiles
+            compile_threads(settings.compile_threads, settings.workers),
+            settings.tenant_max_compiles,
+            settings.max_queued_compiles,
         ),
     )
     app.state.limits, app.state.bus = shared_state(settings, app.state.limits)

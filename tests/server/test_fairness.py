@@ -59,8 +59,8 @@ class Load:
     samples: int  # tenant B's requests measured, idle and under load
 
 
-SMALL: Final = Load(checks=8, inferences=16, program_ops=1000, samples=300)
-FULL: Final = Load(checks=40, inferences=64, program_ops=3000, samples=2000)
+SMALL: Final = Load(checks=8, inferences=16, program_ops=1000, samples=150)
+FULL: Final = Load(checks=40, inferences=64, program_ops=3000, samples=400)
 
 
 @dataclass(frozen=True, slots=True)
@@ -86,8 +86,9 @@ class Figures:
         return RATIO_BOUND * self.idle_ms["p99"] + SLACK_MS
 
 
-def _flood(url: str, key: str, load: Load, stop: Any, statuses: Any) -> None:
-    """Tenant A's load (runs in its own process): checks and inferences until `stop` is set."""
+def _flood(url: str, key: str, load: Load, running: Any, stop: Any, statuses: Any) -> None:
+    """Tenant A's load (runs in its own process): checks and inferences until `stop` is set;
+    `running` is set once every one of its clients has had an answer."""
     program = large_program(load.program_ops)
     counts: Counter[str] = Counter()
     lock = threading.Lock()
@@ -105,6 +106,8 @@ def _flood(url: str, key: str, load: Load, stop: Any, statuses: Any) -> None:
                     outcome = type(e).__name__
                 with lock:
                     counts[f"{kind} {outcome}"] += 1
+                    if sum(counts.values()) >= load.checks + load.inferences:
+                        running.set()
                 if outcome in ("429", "503"):  # back off as Retry-After asks, briefly
                     time.sleep(0.05)
 
@@ -148,11 +151,14 @@ def measure_fairness(server: Server, load: Load) -> Figures:
 
     ctx = multiprocessing.get_context("spawn")
     with ctx.Manager() as manager:
-        stop, a_statuses = manager.Event(), manager.dict()
-        flood = ctx.Process(target=_flood, args=(server.url, key_a, load, stop, a_statuses))
+        running, stop, a_statuses = manager.Event(), manager.Event(), manager.dict()
+        flood = ctx.Process(
+            target=_flood, args=(server.url, key_a, load, running, stop, a_statuses)
+        )
         flood.start()
         try:
-            time.sleep(3.0)  # the flood's clients connected and its checks compiling
+            assert running.wait(120), "tenant A's load never got going"
+            time.sleep(1.0)  # its clients all busy, its checks compiling
             loaded, list_loaded, b_statuses = _measure(server.url, key_b, load.samples)
         finally:
             stop.set()
