@@ -18,11 +18,11 @@ from tests.server.test_fairness import FULL, RATIO_BOUND, SLACK_MS, SMALL, Figur
 from tests.server.test_serve_process import Server
 
 RESULTS = Path(__file__).parent / "results" / "fairness.md"
-# Settings compared (environment of the server): the defaults, and compile work held to one
-# thread so that at most one of the two workers compiles at a time.
+# Settings compared (environment of the server): the defaults (2 workers, so 1 compile thread:
+# server/services/limits.compile_threads), and 3 workers with 2 compile threads.
 CONFIGS: dict[str, dict[str, str]] = {
-    "defaults (2 workers, 2 compile threads)": {},
-    "GRAPHGATE_COMPILE_THREADS=1": {"GRAPHGATE_COMPILE_THREADS": "1"},
+    "defaults (2 workers, 1 compiling at most)": {},
+    "3 workers, 2 compile threads": {"GRAPHGATE_WORKERS": "3", "GRAPHGATE_COMPILE_THREADS": "2"},
 }
 
 

@@ -69,7 +69,7 @@ class BatchPolicy:
     """How one model version batches. `max_batch` counts rows (0: no batching)."""
 
     max_batch: int = 32
-    max_queue_delay_us: int = 200
+    max_queue_delay_us: int = 0
     preferred_batch_sizes: tuple[int, ...] = ()
 
     def to_json(self) -> dict[str, object]:
@@ -78,6 +78,17 @@ class BatchPolicy:
             "max_queue_delay_us": self.max_queue_delay_us,
             "preferred_batch_sizes": list(self.preferred_batch_sizes),
         }
+
+    @classmethod
+    def from_json(cls, stored: Mapping[str, object]) -> BatchPolicy:
+        """A policy as `to_json` writes it (an admin's stored override)."""
+        sizes = stored.get("preferred_batch_sizes") or ()
+        assert isinstance(sizes, list | tuple)
+        return cls(
+            int(str(stored["max_batch_size"])),
+            int(str(stored["max_queue_delay_us"])),
+            tuple(int(size) for size in sizes),
+        )
 
     @property
     def target(self) -> int:
@@ -190,12 +201,13 @@ class Batcher:
         future = self.submit(feeds, _same, source=source, deadline=deadline, cancel=cancel)
         return wait(future, deadline)
 
-    def close(self) -> None:
+    def close(self, wait: bool = True) -> None:
+        """Takes no new requests; the queued ones still run (the thread drains, then ends)."""
         with self._cond:
             self._closed = True
             self._cond.notify()
-        self._thread.join(5.0)
-        self._runner.shutdown(wait=False)
+        if wait:
+            self._thread.join(5.0)
 
     # -- the dispatcher thread -------------------------------------------------------------
 
@@ -204,6 +216,7 @@ class Batcher:
             self._slots.acquire()
             batch = self._next_batch()
             if batch is None:
+                self._runner.shutdown(wait=False)  # running batches finish
                 return
             if not batch:
                 self._slots.release()
@@ -217,8 +230,8 @@ class Batcher:
         with self._cond:
             while not self._rows and not self._closed:
                 self._cond.wait()
-            if self._closed:
-                return None
+            if not self._rows:
+                return None  # closed and drained
             close_at = min(q[0].arrived for q in self._queues.values() if q) + delay
             while self._rows < self.policy.target and not self._closed:
                 left = close_at - time.monotonic()
@@ -348,7 +361,8 @@ class Batchers:
 
     `batchable(report)` decides which programs may batch: the validator's proof by default.
     Tests that need a program the proof refuses pass their own predicate (marked as a
-    test-only override there)."""
+    test-only override there). A model version's own policy (the admin's override, stored
+    with the version: `LoadedModel.batching`) replaces the server's `policy`."""
 
     def __init__(
         self,
@@ -359,36 +373,34 @@ class Batchers:
         self.policy = policy
         self._slots = slots
         self._batchable = batchable
-        self._overrides: dict[tuple[str, str], BatchPolicy] = {}
         self._batchers: dict[tuple[object, ...], Batcher] = {}
         self._lock = threading.Lock()
 
-    def policy_for(self, report: Report, tenant: str = "", name: str = "") -> BatchPolicy | None:
+    def policy_for(
+        self, report: Report, override: Mapping[str, object] | None = None
+    ) -> BatchPolicy | None:
         """The policy this model batches with, or None when it does not batch."""
         if not (self._batchable(report) and batch_axis_everywhere(report)):
             return None
-        policy = self._overrides.get((tenant, name), self.policy)
+        policy = self.policy if override is None else BatchPolicy.from_json(override)
         return policy if policy.max_batch > 1 else None
 
-    def set_override(self, tenant: str, name: str, policy: BatchPolicy | None) -> None:
-        """A model's own policy (None: back to the server's); applies to batchers made next."""
-        with self._lock:
-            if policy is None:
-                self._overrides.pop((tenant, name), None)
-            else:
-                self._overrides[(tenant, name)] = policy
-            for key in [k for k in self._batchers if k[:2] == (tenant, name)]:
-                self._batchers.pop(key).close()
-
-    def for_model(self, model: RemoteModel, label: Label) -> Batcher | None:
-        policy = self.policy_for(model.program.report, label[0], label[1])
+    def for_model(
+        self, model: RemoteModel, label: Label, override: Mapping[str, object] | None = None
+    ) -> Batcher | None:
+        policy = self.policy_for(model.program.report, override)
         if policy is None:
             return None
-        key = (*label, model.key)
+        key = (*label, model.key, policy)
         with self._lock:
             batcher = self._batchers.get(key)
-            if batcher is None:
-                batcher = self._batchers[key] = Batcher(model, label, policy, self._slots)
+            if batcher is not None:
+                return batcher
+            # A changed policy: the version's old batcher drains and ends on its own.
+            stale = [k for k in self._batchers if k[:3] == label and k != key]
+            for old in stale:
+                self._batchers.pop(old).close(wait=False)
+            batcher = self._batchers[key] = Batcher(model, label, policy, self._slots)
             return batcher
 
     def close(self) -> None:

@@ -17,11 +17,20 @@ from server.body_limit import BodyLimit
 from server.console import app as console
 from server.db.engine import PoolSettings, open_database
 from server.metrics import InferenceMetrics
-from server.routes import admin, admin_operator, health, inference, metrics, models, openapi
+from server.routes import (
+    admin,
+    admin_operator,
+    batching,
+    health,
+    inference,
+    metrics,
+    models,
+    openapi,
+)
 from server.services.admins import AdminService
 from server.services.audit import AuditService
 from server.services.invalidation import Bus, Event, LocalBus
-from server.services.limits import CompileQueue, Limits
+from server.services.limits import CompileQueue, Limits, compile_threads
 from server.services.metrics import Metrics, TenantNames
 from server.services.models import ModelService
 from server.services.policies import PolicyService
@@ -196,7 +205,7 @@ def create_app(settings: Settings) -> FastAPI:
         settings.tenant_max_concurrent,
         max_queued_inferences=settings.max_queued_inferences,
         compiles=CompileQueue(
-            settings.compile_threads,
+            compile_threads(settings.compile_threads, settings.workers),
             settings.tenant_max_concurrent_uploads,
             settings.max_queued_compiles,
         ),
@@ -218,6 +227,7 @@ def create_app(settings: Settings) -> FastAPI:
     app.include_router(admin.router)
     app.include_router(admin_operator.router)
     app.include_router(openapi.router)
+    app.include_router(batching.router)
     app.include_router(metrics.router)
     app.mount(console.PREFIX, console.build(app.state))  # last: the API's routes match first
     return app

@@ -121,13 +121,6 @@ class Settings(BaseSettings):
         description="seconds a model-name lookup stays cached; this process's uploads and "
         "deletes drop it at once, other replicas' within the TTL; `0`: off",
     )
-    inline_max_flops: int = Field(
-        default=2_000_000,
-        ge=0,
-        description="a small, uncompressed request to a model under this many FLOPs per batch "
-        "runs on the event loop, not a worker thread (a thread hop costs more); `0`: always a "
-        "thread",
-    )
     # -- per tenant (README "Limits and metrics"); 0 turns either off --------------------------
     tenant_rate_per_s: float = Field(
         default=200.0,
@@ -335,11 +328,13 @@ class Settings(BaseSettings):
         "`0` or `1`: no batching",
     )
     batch_max_queue_delay_us: int = Field(
-        default=200,
+        # 0: no wait at low load (one request, no worker busy, runs at once); under load the
+        # requests that queue while every worker is busy still go out together.
+        default=0,
         ge=0,
         le=1_000_000,
         description="microseconds the oldest request of a batch waits for others while a "
-        "worker is free",
+        "worker is free (requests that queued while every worker was busy batch anyway)",
     )
     batch_preferred_sizes: tuple[int, ...] = Field(
         default=(),

@@ -33,7 +33,7 @@ async def model_metadata(model: LoadedModelDep, request: Request) -> dict[str, A
     policy = (
         None
         if batchers is None
-        else batchers.policy_for(model.compiled.program.report, model.tenant_id, model.name)
+        else batchers.policy_for(model.compiled.program.report, model.batching)
     )
     answer: dict[str, Any] = {
         "name": meta.name,
@@ -106,7 +106,9 @@ async def _answer(
 
 def _batcher(request: Request, model: LoadedModel) -> Batcher | None:
     batchers: batching.Batchers | None = getattr(request.app.state, "batchers", None)
-    return None if batchers is None else batchers.for_model(model.compiled, model.label)
+    if batchers is None:
+        return None
+    return batchers.for_model(model.compiled, model.label, model.batching)
 
 
 async def _unless_disconnected(

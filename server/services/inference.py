@@ -23,9 +23,6 @@ DEFAULT_MAX_BODY_BYTES: Final = 64 * 1024 * 1024  # Triton's --http-max-input-si
 # Bigger ones (a JSON tensor of 150k floats takes ~13 ms) and compressed ones (which may
 # inflate up to the body cap) are decoded off the event loop.
 INLINE_MAX_BODY_BYTES: Final = 16 * 1024
-# With few FLOPs the outputs are small too (an op without a cost rule counts its output
-# elements); this bounds what a tiny run allocates and encodes on the event loop.
-INLINE_MAX_ACTIVATION_BYTES: Final = 256 * 1024
 TIMEOUT_HEADER: Final = "graphgate-timeout-ms"
 
 
@@ -140,29 +137,3 @@ def decodes_cheaply(body: bytes, headers: Mapping[str, str]) -> bool:
         return False
     encoding = next((v for k, v in headers.items() if k.lower() == "content-encoding"), None)
     return (encoding or "identity").strip().lower() == "identity"
-
-
-def runs_cheaply(model: LoadedModel, request: InferRequest, max_flops: int) -> bool:
-    """Whether running `request` is cheaper than a thread hop: the validator's FLOPs and
-    activation estimates per sample, times the batch, under `max_flops` and
-    INLINE_MAX_ACTIVATION_BYTES. Never for outputs sized by input data (no static bound)."""
-    report = model.compiled.program.report
-    if max_flops <= 0 or report.data_dependent:
-        return False
-    batch = _batch(model, request)
-    return (
-        report.flops_per_sample * batch <= max_flops
-        and report.peak_activation_bytes_per_sample * batch <= INLINE_MAX_ACTIVATION_BYTES
-    )
-
-
-def _batch(model: LoadedModel, request: InferRequest) -> int:
-    """The request's batch: the largest first dim of a feed whose first dim is variable (the
-    validator measures per-sample figures over that dim), else 1."""
-    feeds = request.feeds
-    sizes = [
-        int(feeds[spec.name].shape[0])
-        for spec in model.compiled.program.inputs
-        if spec.dims and spec.dims[0] < 0 and spec.name in feeds and feeds[spec.name].ndim
-    ]
-    return max([1, *sizes])

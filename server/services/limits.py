@@ -251,6 +251,19 @@ class CompileQueue:
         self._pool.shutdown(wait=True, cancel_futures=True)
 
 
+def compile_threads(threads: int, workers: int) -> int:
+    """How many uploads and checks compile at once: `threads`, but at most one worker fewer
+    than there are workers (and at least one).
+
+    NOTE: compiles and inferences run in the same worker processes; with every worker compiling
+    a large program, every tenant's inference waits for a compile to end. Measured with 2
+    workers and one tenant's 8 checks of a 1,000-op program: another tenant's inference p99 went
+    from 39 ms idle to 6 s with 2 compile threads, and stayed at its idle p99 with 1
+    (benchmarks/results/fairness.md).
+    """
+    return max(1, min(threads, workers - 1))
+
+
 @dataclass(frozen=True, slots=True)
 class Limits:
     """The limits one app enforces, keyed by tenant id."""

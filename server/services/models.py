@@ -10,8 +10,8 @@ import threading
 import time
 import uuid
 from collections import OrderedDict
-from collections.abc import Callable
-from typing import Final
+from collections.abc import Callable, Mapping
+from typing import Any, Final
 
 from sqlalchemy import select
 from sqlalchemy.exc import IntegrityError
@@ -161,6 +161,21 @@ class ModelService:
         if tenant is None or not self._pool.quarantine.release((tenant.id, name, version)):
             raise NotFound(f"no quarantined version {version} of {tenant_name}/{name}")
 
+    def set_batching(
+        self, tenant_name: str, name: str, version: int, batching: Mapping[str, Any] | None
+    ) -> None:
+        """Admin: stores a version's dynamic batching override (None: the server's defaults);
+        every replica's lookups of the model are dropped, so the next request batches so."""
+        with self._sessions.begin() as s:
+            tenant = s.scalars(select(Tenant).where(Tenant.name == tenant_name)).first()
+            if tenant is None:
+                raise NotFound(f"no tenant {tenant_name!r}")
+            owner = Principal(tenant_id=tenant.id, key_id="", is_admin=False)
+            row = self._version(self._model(s, owner, name), version)
+            row.batching = None if batching is None else json.dumps(dict(batching))
+            tenant_id = tenant.id
+        self._invalidate(tenant_id, name)
+
     def _with_quarantine(self, tenant: str, stored: StoredModel) -> StoredModel:
         held = self._pool.quarantine.holds
         versions = tuple(
@@ -211,18 +226,19 @@ class ModelService:
                     f"model {name!r} version {row.version} is blocked by its tenant's policy"
                 )
             found = (model.tenant_id, model.name, row.version)
+            batching = _batching(row)
             # The policy is part of the key: the same bytes validated under another tenant's
             # policy are another compiled model (its loop bound and byte caps apply at run time).
             key = (row.program_sha256, row.params_sha256, self._policy_for(model.tenant_id))
         lookup = (model.tenant_id, name, version)
         if (hit := self._cached(key)) is not None:
-            return self._settle(lookup, LoadedModel(*found, hit), key, generation)
+            return self._settle(lookup, LoadedModel(*found, hit, batching), key, generation)
         with self._cache_lock:
             build_lock = self._build_locks.setdefault(key, threading.Lock())
         with build_lock:  # one compile per program, however many requests wait for it
             if (hit := self._cached(key)) is None:
                 hit = self._rebuild(*key)
-            return self._settle(lookup, LoadedModel(*found, hit), key, generation)
+            return self._settle(lookup, LoadedModel(*found, hit, batching), key, generation)
 
     # -- helpers ---------------------------------------------------------------------------
 
@@ -464,4 +480,9 @@ def _stored_version(row: ModelVersion) -> StoredVersion:
         params_sha256=row.params_sha256,
         onnx_sha256=row.onnx_sha256,
         report=json.loads(row.report),
+        batching=_batching(row),
     )
+
+
+def _batching(row: ModelVersion) -> dict[str, Any] | None:
+    return None if row.batching is None else dict(json.loads(row.batching))

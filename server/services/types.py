@@ -32,6 +32,7 @@ class LoadedModel:
     name: str
     version: int
     compiled: RemoteModel
+    batching: Mapping[str, Any] | None = None  # the admin's override (server/batching.py)
 
     @property
     def label(self) -> tuple[str, str, int]:
@@ -63,6 +64,7 @@ class StoredVersion:
     params_sha256: str | None
     onnx_sha256: str
     report: Mapping[str, Any]
+    batching: Mapping[str, Any] | None = None  # the admin's batching override, if any
 
 
 @dataclass(frozen=True, slots=True)

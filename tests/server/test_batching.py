@@ -219,8 +219,10 @@ def test_only_proven_programs_batch(pool: WorkerPool) -> None:
         assert default.for_model(fixed_weight, LABEL) is None
         # ...and, forced past the proof, still never: it cannot be concatenated
         assert forced.for_model(fixed_weight, LABEL) is None
-        default.set_override("tenant", "model", BatchPolicy(max_batch=1))
-        assert default.for_model(relu, LABEL) is None
+        # A version's own policy: max batch 1 turns batching off for it alone.
+        off = {"max_batch_size": 1, "max_queue_delay_us": 0, "preferred_batch_sizes": []}
+        assert default.for_model(relu, LABEL, off) is None
+        assert default.for_model(relu, ("tenant", "model", 2)) is not None
     finally:
         default.close()
         forced.close()
@@ -290,3 +292,71 @@ def test_metrics_report_the_provider(client: TestClient) -> None:
         else 'graphgate_execution_provider{device="cpu",provider="CPUExecutionProvider"} 1.0'
     )
     assert lines == [expected]
+
+
+def test_admin_sets_a_versions_batching(client: TestClient) -> None:
+    state = client.app.state  # type: ignore[attr-defined]
+    state.batchers.close()
+    # TEST-ONLY OVERRIDE (module docstring).
+    state.batchers = Batchers(BatchPolicy(), slots=1, batchable=assume_batchable)
+    key = new_tenant(client, "acme")
+    upload(client, key, "relu", _relu_built())
+    upload(client, key, "relu", _relu_built())
+    policy = {"max_batch_size": 16, "max_queue_delay_us": 500, "preferred_batch_sizes": [4, 8]}
+    url = "/v1/admin/models/acme/relu/1/batching"
+    # Tenants may not set it, even on their own models.
+    assert client.put(url, json=policy, headers=auth(key)).status_code == 403
+    answer = client.put(url, json=policy, headers=auth(ADMIN_TOKEN))
+    assert answer.status_code == 200, answer.text
+    # Visible in the model listing (per version) and in version 1's V2 metadata only.
+    versions = client.get("/v1/models/relu", headers=auth(key)).json()["versions"]
+    assert [v["batching"] for v in versions] == [policy, None]
+    v1 = client.get("/v2/models/relu/versions/1", headers=auth(key)).json()
+    v2 = client.get("/v2/models/relu/versions/2", headers=auth(key)).json()
+    assert v1["parameters"]["dynamic_batching"] == policy
+    assert v2["parameters"]["dynamic_batching"] == {
+        "max_batch_size": 32,
+        "max_queue_delay_us": 200,
+        "preferred_batch_sizes": [],
+    }
+    # Requests to version 1 run in a batcher with its own policy.
+    row = [0.5] * 16
+    body = {"inputs": [{"name": "x", "shape": [1, 16], "datatype": "FP32", "data": row}]}
+    ran = client.post("/v2/models/relu/versions/1/infer", json=body, headers=auth(key))
+    assert ran.status_code == 200, ran.text
+    assert [b.policy.max_batch for b in state.batchers._batchers.values()] == [16]
+    # Back to the server's defaults.
+    assert client.delete(url, headers=auth(ADMIN_TOKEN)).status_code == 200
+    v1 = client.get("/v2/models/relu/versions/1", headers=auth(key)).json()
+    assert v1["parameters"]["dynamic_batching"]["max_batch_size"] == 32
+
+
+@pytest.mark.parametrize(
+    ("policy", "complaint"),
+    [
+        ({"max_batch_size": 4, "max_queue_delay_us": 0, "preferred_batch_sizes": [8]}, "got [8]"),
+        ({"max_batch_size": 8, "max_queue_delay_us": 0, "preferred_batch_sizes": [4, 2]}, "4, 2"),
+        ({"max_batch_size": 5000, "max_queue_delay_us": 0}, "max_batch_size"),
+        ({"max_batch_size": 8, "max_queue_delay_us": -1}, "max_queue_delay_us"),
+        ({"max_batch_size": 8, "max_queue_delay_us": 0, "delay": 1}, "delay"),
+    ],
+)
+def test_bad_batching_is_a_400(
+    client: TestClient, policy: dict[str, object], complaint: str
+) -> None:
+    key = new_tenant(client, "acme")
+    upload(client, key, "relu", _relu_built())
+    answer = client.put(
+        "/v1/admin/models/acme/relu/1/batching", json=policy, headers=auth(ADMIN_TOKEN)
+    )
+    assert answer.status_code == 400, answer.text
+    assert complaint in answer.json()["error"]
+
+
+@pytest.mark.parametrize("path", ["nobody/relu/1", "acme/other/1", "acme/relu/9"])
+def test_batching_of_a_missing_version_is_a_404(client: TestClient, path: str) -> None:
+    key = new_tenant(client, "acme")
+    upload(client, key, "relu", _relu_built())
+    policy = {"max_batch_size": 8, "max_queue_delay_us": 0}
+    answer = client.put(f"/v1/admin/models/{path}/batching", json=policy, headers=auth(ADMIN_TOKEN))
+    assert answer.status_code == 404, answer.text

@@ -18,7 +18,7 @@ from fastapi.testclient import TestClient
 from pydantic import SecretStr
 
 from server.main import create_app
-from server.services.limits import CompileQueue, Overloaded, TooManyCompiles
+from server.services.limits import CompileQueue, Overloaded, TooManyCompiles, compile_threads
 from server.settings import Settings
 from server.v2 import codec
 from tests.builders import affine
@@ -256,3 +256,10 @@ def test_a_client_leaving_mid_multipart_upload_is_499_in_one_log_line(
     assert not [r for r in caplog.records if r.levelno >= logging.ERROR]
     models = client.get("/v1/models", headers=auth(key)).json()
     assert models == {"models": []}
+
+
+@pytest.mark.parametrize(
+    ("threads", "workers", "expected"), [(2, 2, 1), (2, 1, 1), (2, 3, 2), (4, 8, 4), (1, 8, 1)]
+)
+def test_compiles_leave_a_worker_to_inferences(threads: int, workers: int, expected: int) -> None:
+    assert compile_threads(threads, workers) == expected
