@@ -3,15 +3,19 @@ migrated to the newest schema by the same Alembic revisions."""
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Final
+from typing import Any, Final, TypeVar
 
 from alembic import command
 from alembic.config import Config
 from sqlalchemy import Engine, create_engine, event, text
 from sqlalchemy.engine import make_url
+from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import Session, sessionmaker
+
+T = TypeVar("T")
 
 _MIGRATIONS: Final = Path(__file__).resolve().parent.parent / "migrations"
 POSTGRES_DRIVERS: Final = ("postgresql", "postgresql+psycopg")
@@ -81,3 +85,16 @@ def _pragmas(dbapi_connection: Any, _record: Any) -> None:
     cursor.execute("PRAGMA synchronous=FULL")
     cursor.execute("PRAGMA foreign_keys=ON")
     cursor.close()
+
+
+def retry_on_conflict(step: Callable[[], T], attempts: int = 3) -> T:
+    """Runs an idempotent start-up step (create-if-missing) that replicas starting together
+    may race on: the loser of an insert race sees a unique violation, and on the next try
+    finds the winner's row and does nothing."""
+    for attempt in range(attempts):
+        try:
+            return step()
+        except IntegrityError:
+            if attempt == attempts - 1:
+                raise
+    raise AssertionError("unreachable")

@@ -16,6 +16,7 @@ from typing import Final
 from sqlalchemy import select
 from sqlalchemy.orm import Session, sessionmaker
 
+from server.db.engine import retry_on_conflict
 from server.db.models import ApiKey, Tenant, utcnow
 from server.services.types import (
     Conflict,
@@ -75,16 +76,19 @@ class TenantService:
     def ensure_admin(self, token: str | None) -> str | None:
         """Start-up: installs `token` as the admin key, or makes one on first start and returns it."""
         try:
-            with self._sessions.begin() as s:
-                if token is not None:
-                    s.merge(ApiKey(key_id=ENV_ADMIN_KEY_ID, role="admin", hash=_digest(token)))
-                    return None
-                active = select(ApiKey).where(ApiKey.role == "admin", ApiKey.revoked.is_(None))
-                if s.scalars(active).first() is not None:
-                    return None
-                return self._new_key(s, None, "admin")
+            return retry_on_conflict(lambda: self._ensure_admin(token))
         finally:
             self._invalidate()
+
+    def _ensure_admin(self, token: str | None) -> str | None:
+        with self._sessions.begin() as s:
+            if token is not None:
+                s.merge(ApiKey(key_id=ENV_ADMIN_KEY_ID, role="admin", hash=_digest(token)))
+                return None
+            active = select(ApiKey).where(ApiKey.role == "admin", ApiKey.revoked.is_(None))
+            if s.scalars(active).first() is not None:
+                return None
+            return self._new_key(s, None, "admin")
 
     def create_tenant(self, name: str) -> IssuedKey:
         """A tenant and its first key; the key is in the answer and never again."""
