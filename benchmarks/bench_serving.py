@@ -16,10 +16,15 @@ for raw onnxruntime, V2 binary tensors (binary outputs) and V2 JSON (JSON output
 blocks that take turns. Reports p50, p99, throughput (1 / mean), and the goals: added p50 for
 the small model over binary <= 1 ms, ResNet50 throughput server/raw >= 0.9, JSON/binary time for
 a 1x3x224x224 input <= 10x. ResNet50 is also run by 2 callers at once (throughput at its peak).
-To show where the added time goes it times requests that cross more and more of the path
-(health, model ready, infer), the key check and model lookup (from the in-memory caches, as
-every request after the first finds them, and from the database, as on a miss), and the layers
-of a request in this process (scope checks, V2 decode and encode). Writes benchmarks/results/serving.md.
+The server runs at its defaults: every inference in a worker process (server/workers), and
+the models here are batchable, so their requests pass the dynamic batcher (alone, a request
+waits out its queue delay). To show where the added time goes it times requests that cross
+more and more of the path (health, model ready, infer) and, in this process with a real worker
+pool, the hot path's pieces: the key check and model lookup (from the in-memory caches, as every
+request after the first finds them, and from the database, as on a miss), the worker round
+trip (RemoteModel.run: shared-memory arena, pipe, the run in the worker), and the layers of a
+request (session.run, the executor's scope checks as the worker runs them, the round trip, the
+V2 service with decode and encode). Writes benchmarks/results/serving.md.
 """
 
 from __future__ import annotations
@@ -55,12 +60,14 @@ from graph_proto.types import DType  # noqa: E402
 from server.cli_user import decode_infer_response, encode_infer_request  # noqa: E402
 from server.services import inference  # noqa: E402
 from server.services.types import LoadedModel  # noqa: E402
+from server.workers import PoolSettings, WorkerPool  # noqa: E402
 from tests.builders import GraphBuilder, V, mlp  # noqa: E402
-from validator import validate  # noqa: E402
+from validator import DEFAULT_POLICY, validate  # noqa: E402
 
 ADMIN_TOKEN = "bench-admin-token-0123456789abcdef0123456789"
 HEADER_LENGTH = "Inference-Header-Content-Length"
-Runner = Callable[[], None]
+Runner = Callable[[], object]  # what it returns is not used
+CPU_ONLY = SessionOptions(use_cuda=False)  # the raw baseline's provider
 
 
 class Connection:
@@ -328,24 +335,52 @@ def resnet_rates(
 # -- where the time goes (in this process, no HTTP) ----------------------------------------
 
 
-def layers(case: Case, runs: int) -> dict[str, float]:
-    """Median ms of each layer a request crosses, without HTTP: session.run, CompiledModel.run
-    (scope checks), and the V2 service (decode + run + encode), binary and JSON."""
-    compiled = compile(validate(case.program, case.params), SessionOptions(use_cuda=False))
-    model = LoadedModel("t", case.key, 1, compiled)
+@contextmanager
+def worker_pool() -> Iterator[WorkerPool]:
+    """A real worker pool in this process (one worker: one request at a time here)."""
+    pool = WorkerPool(PoolSettings(workers=1))
+    pool.start()
+    try:
+        yield pool
+    finally:
+        pool.stop()
+
+
+SERVICE_BINARY = "V2 service, binary (decode, worker run, encode)"
+
+
+def layers(case: Case, runs: int, pool: WorkerPool) -> dict[str, float]:
+    """Median ms of each layer a request crosses, without HTTP: session.run and the executor's
+    CompiledModel.run (scope checks) in this process, as a worker runs them; RemoteModel.run
+    (the worker round trip: arena, pipe, CompiledModel.run in the worker, outputs copied
+    back); and the V2 service (decode, worker run, encode), binary and JSON, unbatched."""
+    local = compile(validate(case.program, case.params), CPU_ONLY)
+    remote = pool.compile(
+        case.program, case.params, DEFAULT_POLICY, CPU_ONLY, lambda: (case.program, case.params)
+    )
+    model = LoadedModel("t", case.key, 1, remote)
     feeds = {case.feed: case.x}
     binary_body, binary_headers = encode_infer_request(feeds)
     json_body = json_request(case)
     steps: dict[str, Runner] = {
-        "session.run": lambda: compiled.session.run(None, feeds),
-        "CompiledModel.run (scope checks)": lambda: compiled.run(feeds),
-        "V2 service, binary (decode, run, encode)": lambda: inference.infer(
-            model, binary_body, binary_headers
+        "session.run": lambda: local.session.run(None, feeds),
+        "CompiledModel.run (scope checks)": lambda: local.run(feeds),
+        "RemoteModel.run (worker round trip)": lambda: remote.run(feeds, label=model.label),
+        SERVICE_BINARY: lambda: inference.infer(model, binary_body, binary_headers),
+        "V2 service, JSON (decode, worker run, encode)": lambda: inference.infer(
+            model, json_body, {}
         ),
-        "V2 service, JSON (decode, run, encode)": lambda: inference.infer(model, json_body, {}),
     }
     times = timed(steps, runs, max(1, runs // 5))
     return {name: statistics.median(t) * 1e3 for name, t in times.items()}
+
+
+LIVE, READY = "GET /v2/health/live", "GET /v2/models/{name}/ready"
+INFER, VIA_HTTPX = "POST /v2/models/{name}/infer (binary)", "the same through httpx2.Client"
+KEY_CACHED = "key check, cached (TenantService.authenticate)"
+MODEL_CACHED = "model lookup, cached (ModelService.resolve)"
+ROUND_TRIP = "worker round trip (RemoteModel.run, unbatched)"
+KEY_DB, MODEL_DB = "key check, database (cache off)", "model lookup, database (cache off)"
 
 
 def served_anatomy(conn: Connection, client: httpx2.Client, case: Case) -> dict[str, float]:
@@ -353,20 +388,22 @@ def served_anatomy(conn: Connection, client: httpx2.Client, case: Case) -> dict[
     the last one through httpx2.Client."""
     binary, _ = binary_runner(conn, case)
     steps: dict[str, Runner] = {
-        "GET /v2/health/live": lambda: conn.request("GET", "/v2/health/live"),
-        "GET /v2/models/{name}/ready": lambda: conn.request("GET", f"/v2/models/{case.key}/ready"),
-        "POST /v2/models/{name}/infer (binary)": binary,
-        "the same through httpx2.Client": httpx_binary_runner(client, case),
+        LIVE: lambda: conn.request("GET", "/v2/health/live"),
+        READY: lambda: conn.request("GET", f"/v2/models/{case.key}/ready"),
+        INFER: binary,
+        VIA_HTTPX: httpx_binary_runner(client, case),
     }
     times = timed(steps, case.runs, max(5, case.runs // 10))
     return {name: float(np.percentile(t, 50)) * 1e3 for name, t in times.items()}
 
 
-def lookups(data_dir: Path, key: str, name: str, runs: int) -> dict[str, float]:
-    """p50 ms of the key check and the model lookup every inference makes (in this process, on
-    the server's data directory): from the in-memory caches (a hit, as every request after the
-    first), and from the database (services with the caches off, as on a miss or TTL expiry;
-    the compiled session itself stays cached)."""
+def lookups(data_dir: Path, key: str, case: Case, runs: int) -> dict[str, float]:
+    """p50 ms of the hot path's pieces every inference crosses (in this process, on the
+    server's data directory, with a real worker pool): the key check and the model lookup
+    from the in-memory caches (a hit, as every request after the first), the worker round
+    trip of the model they resolve (RemoteModel.run), and the key check and model lookup from
+    the database (services with the caches off, as on a miss or TTL expiry; the compiled model
+    itself stays cached)."""
     from server.db.engine import open_database
     from server.services.models import ModelService
     from server.services.tenants import TenantService
@@ -374,21 +411,22 @@ def lookups(data_dir: Path, key: str, name: str, runs: int) -> dict[str, float]:
 
     sessions = open_database(data_dir / "graphgate.db")
     artifacts = Artifacts(data_dir / "artifacts")
-    tenants, models = TenantService(sessions), ModelService(sessions, artifacts)
-    tenants_db = TenantService(sessions, cache_ttl_s=0)
-    models_db = ModelService(sessions, artifacts, lookup_ttl_s=0)
-    principal = tenants.authenticate(key)
-    models.resolve(principal, name, None)  # compiles once; then it is cached
-    models_db.resolve(principal, name, None)
-    steps: dict[str, Runner] = {
-        "key check, cached (TenantService.authenticate)": lambda: tenants.authenticate(key),
-        "model lookup, cached (ModelService.resolve)": lambda: models.resolve(
-            principal, name, None
-        ),
-        "key check, database (cache off)": lambda: tenants_db.authenticate(key),
-        "model lookup, database (cache off)": lambda: models_db.resolve(principal, name, None),
-    }
-    times = timed(steps, runs, max(5, runs // 10))
+    name, feeds = case.key, {case.feed: case.x}
+    with worker_pool() as pool:
+        tenants, models = TenantService(sessions), ModelService(sessions, artifacts, pool=pool)
+        tenants_db = TenantService(sessions, cache_ttl_s=0)
+        models_db = ModelService(sessions, artifacts, pool=pool, lookup_ttl_s=0)
+        principal = tenants.authenticate(key)
+        loaded = models.resolve(principal, name, None)  # compiles once; then it is cached
+        models_db.resolve(principal, name, None)
+        steps: dict[str, Runner] = {
+            KEY_CACHED: lambda: tenants.authenticate(key),
+            MODEL_CACHED: lambda: models.resolve(principal, name, None),
+            ROUND_TRIP: lambda: loaded.compiled.run(feeds, label=loaded.label),
+            KEY_DB: lambda: tenants_db.authenticate(key),
+            MODEL_DB: lambda: models_db.resolve(principal, name, None),
+        }
+        times = timed(steps, runs, max(5, runs // 10))
     return {step: float(np.percentile(t, 50)) * 1e3 for step, t in times.items()}
 
 
@@ -427,7 +465,10 @@ def report(
         "",
         "A real `graphgate serve` process on loopback (uvicorn with uvloop and httptools, "
         "access log off (the default); per-tenant rate "
-        "limit off so the benchmark's own rate is not throttled, concurrency cap at its default), "
+        "limit off so the benchmark's own rate is not throttled, everything else at its default: "
+        "every inference runs in a worker process (2 workers, tensors through a shared-memory "
+        "arena), and these models are batchable, so each request passes the dynamic batcher, "
+        "which holds a lone request for its queue delay (200 us) before dispatch), "
         "one client on a persistent keep-alive connection (`http.client`, the leanest Python "
         "client; httpx2's extra cost is in the anatomy below), batch 1, one request at a time. "
         "Raw: the ONNX downloaded from the server's `/v1/models/{name}/versions/1/onnx`, run "
@@ -469,12 +510,15 @@ def report(
         "",
         "## Where the time goes (this process, no HTTP)",
         "",
-        "Median of each layer a request crosses, on the same models: onnxruntime's "
-        "`session.run`, `CompiledModel.run` (per-request scope: feed and output checks), and "
-        "`server.services.inference.infer` (V2 decode, run, encode), for binary and JSON bodies. "
-        "The rest of the served p50 is HTTP: uvicorn, FastAPI routing and dependencies (key "
-        "check, model lookup, limits, metrics), a threadpool hop (none for a tiny model on a "
-        "small body) and loopback TCP.",
+        "Median of each layer a request crosses, on the same models, with a real worker pool "
+        "(one worker) in this process: onnxruntime's `session.run` and the executor's "
+        "`CompiledModel.run` (per-request scope: feed and output checks), run here as a worker "
+        "runs them; `RemoteModel.run`, the worker round trip (feeds into the shared-memory "
+        "arena, a pipe message, `CompiledModel.run` in the worker, outputs copied back); and "
+        "`server.services.inference.infer` (V2 decode, worker run, encode) for binary and JSON "
+        "bodies, unbatched. The rest of the served p50 is the batcher's queue delay and HTTP: "
+        "uvicorn, the infer endpoint (key check, rate limit, concurrency slot, model lookup, "
+        "metrics), a threadpool hop to wait for the worker, and loopback TCP.",
         "",
         "| model | " + " | ".join(next(iter(breakdown.values()))) + " | served p50 binary / JSON |",
         "|---|" + "---|" * (len(next(iter(breakdown.values()))) + 1),
@@ -489,22 +533,29 @@ def report(
         "## Anatomy of a small-model request",
         "",
         "p50 of requests that cross more and more of the path, through the same server and "
-        "client (blocks taking turns), and of the key check and model lookup every inference "
-        "makes, from the in-memory caches and from the database (timed in this process on the "
-        "server's data directory after it stopped; SQLite via SQLAlchemy ORM):",
+        "client (blocks taking turns), and of the hot path's pieces every inference crosses, "
+        "timed in this process on the server's data directory after it stopped, with a real "
+        "worker pool: the key check and model lookup from the in-memory caches and from the "
+        "database (SQLite via SQLAlchemy ORM), and the worker round trip of the model the "
+        "lookup resolves:",
         "",
         "| step | p50 |",
         "|---|---|",
         *(f"| {step} | {_ms(ms)} |" for step, ms in anatomy.items()),
         "",
-        *findings(anatomy, breakdown["small"]["V2 service, binary (decode, run, encode)"]),
+        *findings(anatomy, breakdown["small"]),
     ]
     return "\n".join(lines) + "\n"
 
 
-def findings(anatomy: dict[str, float], service_ms: float) -> list[str]:
+def findings(anatomy: dict[str, float], layer_ms: dict[str, float]) -> list[str]:
     """What the anatomy says about the small model's added p50 (the measured figures only)."""
-    live, ready, infer, via_httpx, auth, resolve, auth_db, resolve_db = anatomy.values()
+    live, ready, infer, via_httpx = (anatomy[k] for k in (LIVE, READY, INFER, VIA_HTTPX))
+    auth, resolve, auth_db, resolve_db = (
+        anatomy[k] for k in (KEY_CACHED, MODEL_CACHED, KEY_DB, MODEL_DB)
+    )
+    round_trip, service_ms = anatomy[ROUND_TRIP], layer_ms[SERVICE_BINARY]
+    in_process = layer_ms["CompiledModel.run (scope checks)"]
     return [
         "Where the small model's added p50 goes:",
         "",
@@ -516,10 +567,13 @@ def findings(anatomy: dict[str, float], service_ms: float) -> list[str]:
         f"{_ms(auth)}, model {_ms(resolve)}); a miss (the first request of a key or model, or "
         f"one after the TTL) reads the database in the threadpool: key {_ms(auth_db)}, model "
         f"{_ms(resolve_db)} (the model row and all its versions).",
+        f"- The worker round trip: {_ms(round_trip)} for the resolved model's RemoteModel.run "
+        f"(arena, pipe, the run in the worker), against {_ms(in_process)} for the same "
+        "CompiledModel.run in this process: the rest is the cost of crash isolation.",
         f"- The inference itself: +{_ms(infer - ready)} (infer over ready: reading the body, "
-        "the concurrency slot, metrics, and the V2 service, which takes "
-        f"{_ms(service_ms)} of it in-process: decode, run, encode; a tiny model on a small "
-        "body runs on the event loop, so no thread hop).",
+        "the concurrency slot, the batcher's queue delay, a threadpool hop, metrics, and the V2 "
+        f"service, which takes {_ms(service_ms)} of it unbatched in-process: decode, worker "
+        "round trip, encode; a small body decodes on the event loop).",
         f"- The client: the same infer through httpx2.Client takes {_ms(via_httpx)}, "
         f"{_ms(via_httpx - infer)} more than through http.client; that is the client library's "
         "cost, not the server's.",
@@ -572,11 +626,12 @@ def main() -> None:
             if "small" in chosen:
                 anatomy = served_anatomy(conn, client, all_cases[0])
         if "small" in chosen:
-            anatomy |= lookups(Path(tmp) / "data", key, "small", args.small_runs // 2)
+            anatomy |= lookups(Path(tmp) / "data", key, all_cases[0], args.small_runs // 2)
             print(f"  {anatomy}", flush=True)
     if set(results) != {"small", "resnet50", "transport"}:
         return  # a partial run (--models): the figures above, no report
-    breakdown = {c.key: layers(c, c.runs // 2) for c in all_cases}
+    with worker_pool() as pool:
+        breakdown = {c.key: layers(c, c.runs // 2, pool) for c in all_cases}
     text = report(args, results, breakdown, labels, diffs, anatomy, rates)
     RESULTS.write_text(text)
     print(text)

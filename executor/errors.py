@@ -74,3 +74,29 @@ class OutputMismatch(RuntimeError):
     """An output's shape differs from the re-inferred one: a bug in graphgate, never the caller's."""
 
     code = "OUTPUT_MISMATCH"
+
+
+class RequestOverBudget(ExecutionError):
+    """The request's FLOPs or live activations at its input shapes are over the tenant's policy;
+    nothing ran."""
+
+    code = "REQUEST_OVER_BUDGET"
+
+
+class DeadlineExceeded(ExecutionError):
+    """The request ran past its deadline (the policy's, or a shorter one the client asked for);
+    onnxruntime was stopped."""
+
+    code = "DEADLINE_EXCEEDED"
+
+
+class RunCancelled(ExecutionError):
+    """The client went away; its run was stopped."""
+
+    code = "CANCELLED"
+
+
+class OutOfMemory(MemoryError):
+    """onnxruntime could not allocate: the worker is over its memory cap."""
+
+    code = "WORKER_OUT_OF_MEMORY"

@@ -3,9 +3,11 @@
 from __future__ import annotations
 
 import logging
+import math
 import threading
+import time
 from collections import OrderedDict
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Final
 
@@ -14,11 +16,20 @@ import onnxruntime as ort
 
 from executor import gate
 from executor.convert import lower
-from executor.errors import IncompatibleInputs, SizeUnbounded, TensorTooLarge
+from executor.errors import (
+    DeadlineExceeded,
+    IncompatibleInputs,
+    OutOfMemory,
+    RequestOverBudget,
+    RunCancelled,
+    SizeUnbounded,
+    TensorTooLarge,
+)
 from executor.lower import LoweringError
 from executor.runtime_checks import RuntimeChecks
 from executor.scope import DEFAULT_MAX_REQUEST_BYTES, Scope, check_outputs
 from validator import Code, Scalar, TensorType, ValidatedProgram
+from validator.budget import over_request_budget, request_cost
 from validator.infer import tensor_bytes
 from validator.runtime import RuntimeShapeError, reinfer
 
@@ -39,6 +50,8 @@ _RUN_ERRORS: Final = (
     ort.capi.onnxruntime_pybind11_state.InvalidArgument,
     ort.capi.onnxruntime_pybind11_state.RuntimeException,
 )
+# How onnxruntime words a failed allocation (std::bad_alloc, its arena's own message).
+_ALLOCATION_FAILED: Final = ("bad_alloc", "bad allocation", "Failed to allocate")
 
 
 @dataclass(frozen=True, slots=True)
@@ -47,6 +60,10 @@ class SessionOptions:
     inter_op_threads: int = 1
     use_cuda: bool = True
     max_request_bytes: int = DEFAULT_MAX_REQUEST_BYTES
+    cuda_device_id: int = 0
+    cuda_mem_limit_bytes: int = 0  # 0: onnxruntime's default (no limit)
+    cuda_arena_extend_strategy: str = "kSameAsRequested"
+    cuda_graphs: bool = False  # only ever for fixed-shape models (see cuda_provider_options)
 
 
 class SessionRefused(LoweringError):
@@ -63,6 +80,30 @@ def choose_providers(use_cuda: bool) -> list[str]:
     return [CPU]
 
 
+def cuda_provider_options(options: SessionOptions, fixed_shape: bool) -> dict[str, str]:
+    """The CUDA provider's options: the device, the per-process memory cap and the arena's
+    growth (a worker shares the GPU with others: its arena must not take it all), and CUDA
+    graphs, which replay one captured launch sequence and so need every shape fixed."""
+    provider: dict[str, str] = {
+        "device_id": str(options.cuda_device_id),
+        "arena_extend_strategy": options.cuda_arena_extend_strategy,
+    }
+    if options.cuda_mem_limit_bytes > 0:
+        provider["gpu_mem_limit"] = str(options.cuda_mem_limit_bytes)
+    if options.cuda_graphs and fixed_shape:
+        provider["enable_cuda_graph"] = "1"
+    return provider
+
+
+def device_of(provider: str, options: SessionOptions) -> str:
+    """Where a session's tensors live: `cuda:N` or `cpu` (metadata and /metrics)."""
+    return f"cuda:{options.cuda_device_id}" if provider == CUDA else "cpu"
+
+
+def _fixed_shape(program: ValidatedProgram) -> bool:
+    return all(d >= 0 for spec in program.inputs for d in spec.dims)
+
+
 @dataclass(eq=False)
 class CompiledModel:
     """A validated program lowered to ONNX with its session; immutable after compile()."""
@@ -74,13 +115,26 @@ class CompiledModel:
     output_names: tuple[str, ...]  # ONNX graph outputs: the fetches in col order, then hidden
     max_request_bytes: int
     checks: RuntimeChecks = field(default_factory=RuntimeChecks)
+    device: str = "cpu"
+    # IO binding: feeds copied to the device once, outputs back once (CUDA; settable for tests)
+    bind_io: bool = False
+    cuda_graph: bool = False  # captured: every run uses the same device buffers (one at a time)
+    _bound: _BoundBuffers | None = None
     _shapes: OrderedDict[tuple[object, ...], dict[str, TensorType]] = field(
         default_factory=OrderedDict
     )
     _lock: threading.Lock = field(default_factory=threading.Lock)
 
-    def run(self, feeds: Mapping[str, np.ndarray]) -> dict[str, np.ndarray]:
-        """Checks the feeds, runs, checks the fetches; returns them by Paddle var name."""
+    def run(
+        self,
+        feeds: Mapping[str, np.ndarray],
+        *,
+        deadline: float | None = None,
+        cancelled: Callable[[], bool] | None = None,
+    ) -> dict[str, np.ndarray]:
+        """Checks the feeds and the request's cost, runs, checks the fetches; returns them by
+        Paddle var name. `deadline` (time.monotonic()) and `cancelled` stop onnxruntime
+        mid-run (DeadlineExceeded, RunCancelled)."""
         scope = Scope(self.program.inputs, self.max_request_bytes)
         checked = scope.feed_all(feeds)
         sizes = self._size_values(checked)
@@ -88,9 +142,14 @@ class CompiledModel:
         expected = self._expected_types(fed_shapes, sizes)
         checks = self.checks
         checks.before_run(checked, fed_shapes)
+        stop = _Stop(deadline, cancelled)
         try:
-            values = self.session.run(list(self.output_names), checked, _QUIET_RUN)
+            with stop.watched():
+                values = self._session_run(checked, stop.options)
         except _RUN_ERRORS as e:
+            stop.raise_if_fired()
+            if any(words in str(e) for words in _ALLOCATION_FAILED):
+                raise OutOfMemory("onnxruntime could not allocate memory for this run") from None
             shapes = {name: t.shape for name, t in expected.items()}
             raise checks.explain(str(e), checked, shapes) from None
         fetched = len(self.program.outputs)
@@ -104,6 +163,42 @@ class CompiledModel:
         }
         check_outputs(outputs, {spec.name: expected[spec.name] for spec in self.program.outputs})
         return outputs
+
+    def _session_run(
+        self, feeds: Mapping[str, np.ndarray], options: ort.RunOptions
+    ) -> list[np.ndarray]:
+        if not self.bind_io:
+            return list(self.session.run(list(self.output_names), feeds, options))
+        if self.cuda_graph:
+            with self._lock:  # the graph replays on fixed buffers: one run at a time
+                return self._run_graph(feeds, options)
+        return self._run_bound(feeds, options)
+
+    def _run_bound(
+        self, feeds: Mapping[str, np.ndarray], options: ort.RunOptions
+    ) -> list[np.ndarray]:
+        """Each feed copied host->device once by onnxruntime, each output produced on the
+        device and copied back once (without binding, CPU fallbacks may copy more)."""
+        kind, device_id = _device_parts(self.device)
+        binding = self.session.io_binding()
+        for name, value in feeds.items():
+            binding.bind_cpu_input(name, np.ascontiguousarray(value))
+        for name in self.output_names:
+            binding.bind_output(name, kind, device_id)
+        self.session.run_with_iobinding(binding, options)
+        return list(binding.copy_outputs_to_cpu())
+
+    def _run_graph(
+        self, feeds: Mapping[str, np.ndarray], options: ort.RunOptions
+    ) -> list[np.ndarray]:
+        """CUDA graphs: the device buffers are made at the first run and refilled in place."""
+        if self._bound is None:
+            self._bound = _BoundBuffers.make(self.session, feeds, self.output_names, self.device)
+        self._bound.fill(feeds)
+        self.session.run_with_iobinding(self._bound.binding, options)
+        values = [value.numpy() for value in self._bound.outputs]
+        # On the host numpy() may alias the bound buffer, which the next run overwrites.
+        return values if self.device.startswith("cuda") else [v.copy() for v in values]
 
     def _size_values(self, feeds: Mapping[str, np.ndarray]) -> dict[str, tuple[Scalar, ...]]:
         """Values of small feeds (ints, or floats such as scales), when some size depends on them."""
@@ -136,11 +231,35 @@ class CompiledModel:
         except RuntimeShapeError as e:
             raise IncompatibleInputs(f"the inputs do not fit the program: {e}") from None
         self._check_data_dependent(types)
+        if taken is None:
+            self._check_budget(shapes, values, types)
         with self._lock:
             self._shapes[key] = types
             if len(self._shapes) > _SHAPE_CACHE_SIZE:
                 self._shapes.popitem(last=False)
         return types
+
+    def _check_budget(
+        self,
+        shapes: Mapping[str, tuple[int, ...]],
+        values: Mapping[str, tuple[Scalar, ...]],
+        types: Mapping[str, TensorType],
+    ) -> None:
+        """The run-time budget (threats.md: dynamic dims): the validator's cost model at these
+        concrete shapes, against the tenant's policy, before anything runs."""
+        program = self.program
+        feeds = {
+            spec.name: TensorType(spec.dtype, tuple(shapes[spec.name]), values.get(spec.name))
+            for spec in program.inputs
+        }
+        params = {name: program.types[name] for name in program.params}
+        fetches = [spec.name for spec in program.outputs]
+        batch = max([1, *(shapes[s.name][0] for s in program.inputs if s.dims and s.dims[0] < 0)])
+        out_bytes = sum(tensor_bytes(types[name]) for name in fetches if types[name].known)
+        cost = request_cost(program.ops, feeds, params, fetches, batch, program.policy, out_bytes)
+        problem = cost if isinstance(cost, str) else over_request_budget(cost, program.policy)
+        if problem is not None:
+            raise RequestOverBudget(problem)
 
     def _check_data_dependent(self, types: Mapping[str, TensorType]) -> None:
         """Tensors sized by input data are bounded before anything runs (threats.md 3.3)."""
@@ -160,6 +279,48 @@ class CompiledModel:
                 )
 
 
+def _device_parts(device: str) -> tuple[str, int]:
+    kind, _, index = device.partition(":")
+    return kind, int(index or 0)
+
+
+@dataclass(eq=False)
+class _BoundBuffers:
+    """Device-resident inputs and outputs at fixed addresses (what a CUDA graph replays on)."""
+
+    binding: ort.IOBinding
+    inputs: dict[str, ort.OrtValue]
+    outputs: list[ort.OrtValue]
+
+    @classmethod
+    def make(
+        cls,
+        session: ort.InferenceSession,
+        feeds: Mapping[str, np.ndarray],
+        output_names: tuple[str, ...],
+        device: str,
+    ) -> _BoundBuffers:
+        kind, device_id = _device_parts(device)
+        binding = session.io_binding()
+        inputs = {
+            name: ort.OrtValue.ortvalue_from_numpy(np.ascontiguousarray(v), kind, device_id)
+            for name, v in feeds.items()
+        }
+        for name, value in inputs.items():
+            binding.bind_ortvalue_input(name, value)
+        for name in output_names:
+            binding.bind_output(name, kind, device_id)
+        session.run_with_iobinding(binding, _QUIET_RUN)  # allocates the outputs, once
+        outputs = list(binding.get_outputs())
+        for name, value in zip(output_names, outputs, strict=True):
+            binding.bind_ortvalue_output(name, value)
+        return cls(binding, inputs, outputs)
+
+    def fill(self, feeds: Mapping[str, np.ndarray]) -> None:
+        for name, value in feeds.items():
+            self.inputs[name].update_inplace(np.ascontiguousarray(value))
+
+
 def _quiet_run() -> ort.RunOptions:
     """A failed run is the caller's error, reported typed: onnxruntime must not log it to stderr."""
     options = ort.RunOptions()
@@ -172,16 +333,129 @@ def _quiet_run() -> ort.RunOptions:
 _QUIET_RUN: Final = _quiet_run()
 
 
+class _Stop:
+    """A run's deadline and cancellation: the watchdog sets `terminate` on its own RunOptions
+    (onnxruntime checks it between nodes, loop bodies included); none: the shared options."""
+
+    __slots__ = ("cancelled", "deadline", "fired", "options")
+
+    def __init__(self, deadline: float | None, cancelled: Callable[[], bool] | None) -> None:
+        self.deadline = deadline
+        self.cancelled = cancelled
+        self.fired: type[Exception] | None = None
+        self.options = _QUIET_RUN if deadline is None and cancelled is None else _quiet_run()
+        if deadline is not None and time.monotonic() >= deadline:
+            self.fired = DeadlineExceeded
+            self.raise_if_fired()
+
+    def watched(self) -> _Watched:
+        return _Watched(self)
+
+    def check(self, now: float) -> bool:
+        """Fires when due; True once fired."""
+        if self.fired is None:
+            if self.deadline is not None and now >= self.deadline:
+                self.fired = DeadlineExceeded
+            elif self.cancelled is not None and self.cancelled():
+                self.fired = RunCancelled
+            if self.fired is not None:
+                self.options.terminate = True
+        return self.fired is not None
+
+    def raise_if_fired(self) -> None:
+        if self.fired is DeadlineExceeded:
+            raise DeadlineExceeded("the request ran past its deadline and was stopped")
+        if self.fired is RunCancelled:
+            raise RunCancelled("the client went away; the run was stopped")
+
+
+class _Watched:
+    def __init__(self, stop: _Stop) -> None:
+        self.stop = stop
+
+    def __enter__(self) -> None:
+        if self.stop.options is not _QUIET_RUN:
+            _WATCHDOG.add(self.stop)
+
+    def __exit__(self, *exc: object) -> None:
+        if self.stop.options is not _QUIET_RUN:
+            _WATCHDOG.remove(self.stop)
+
+
+class _Watchdog:
+    """One daemon thread for every watched run: wakes at the nearest deadline, or every
+    POLL_S while a run can be cancelled (its flag is polled, not signalled).
+
+    Waking it costs more than a tiny run (a GIL hand-off, ~0.1 ms), so `add` wakes it only
+    when it would otherwise sleep past the new run's first check; and after the last
+    cancellable run it keeps polling for LINGER_S, so back-to-back runs never wake it."""
+
+    POLL_S: Final = 0.005
+    LINGER_S: Final = 1.0
+
+    def __init__(self) -> None:
+        self._runs: set[_Stop] = set()
+        self._wake = threading.Condition()
+        self._thread: threading.Thread | None = None
+        self._due = math.inf  # when the thread wakes next, at the latest
+        self._polled_until = 0.0  # it polls every POLL_S until then
+
+    def add(self, stop: _Stop) -> None:
+        now = time.monotonic()
+        first = math.inf if stop.deadline is None else stop.deadline
+        if stop.cancelled is not None:
+            first = min(first, now + self.POLL_S)
+            self._polled_until = now + self.LINGER_S
+        with self._wake:
+            self._runs.add(stop)
+            if self._thread is None:
+                self._thread = threading.Thread(target=self._loop, name="ort-watchdog", daemon=True)
+                self._thread.start()
+            if first < self._due:
+                self._due = first
+                self._wake.notify()
+
+    def remove(self, stop: _Stop) -> None:
+        with self._wake:
+            self._runs.discard(stop)
+
+    def _loop(self) -> None:
+        with self._wake:
+            while True:
+                now = time.monotonic()
+                for stop in [s for s in self._runs if s.check(now)]:
+                    self._runs.discard(stop)
+                timeout = self._timeout(now)
+                self._due = math.inf if timeout is None else now + timeout
+                self._wake.wait(timeout)
+
+    def _timeout(self, now: float) -> float | None:
+        if now < self._polled_until or any(s.cancelled is not None for s in self._runs):
+            return self.POLL_S
+        deadlines = [s.deadline for s in self._runs if s.deadline is not None]
+        return max(0.0, min(deadlines) - now) if deadlines else None
+
+
+_WATCHDOG: Final = _Watchdog()
+
+
 def _session(
-    model: bytes, options: ort.SessionOptions, providers: list[str]
+    model: bytes,
+    options: ort.SessionOptions,
+    providers: list[str],
+    cuda_options: Mapping[str, str] | None = None,
 ) -> ort.InferenceSession:
     if providers[0] != CUDA:
         return ort.InferenceSession(model, options, providers=providers)
+    with_options: list[str | tuple[str, dict[str, str]]] = [
+        (CUDA, dict(cuda_options or {})),
+        *providers[1:],
+    ]
     # Without CUDA libraries onnxruntime logs a multi-line error at its default level while
     # falling back to CPU; quiet its process-wide logger for that moment and log once ourselves.
     ort.set_default_logger_severity(4)
     try:
-        return ort.InferenceSession(model, options, providers=providers)
+        return ort.InferenceSession(model, options, providers=with_options)
     finally:
         ort.set_default_logger_severity(2)
 
@@ -203,8 +477,10 @@ def compile(program: ValidatedProgram, options: SessionOptions = SessionOptions(
     session_options.inter_op_num_threads = options.inter_op_threads
     session_options.log_severity_level = 3  # a missing CUDA library is our one log line, below
     providers = choose_providers(options.use_cuda)
+    graphs = options.cuda_graphs and _fixed_shape(program)
+    cuda_options = cuda_provider_options(options, graphs)
     try:
-        session = _session(model_bytes, session_options, providers)
+        session = _session(model_bytes, session_options, providers, cuda_options)
     except _ORT_ERRORS as e:
         # e.g. no kernel for a dtype (onnxruntime's CPU has no float64 Conv): refused, typed.
         raise SessionRefused(
@@ -222,4 +498,7 @@ def compile(program: ValidatedProgram, options: SessionOptions = SessionOptions(
         output_names,
         options.max_request_bytes,
         lowered.checks,
+        device=device_of(chosen, options),
+        bind_io=chosen == CUDA,
+        cuda_graph=chosen == CUDA and graphs,
     )

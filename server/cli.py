@@ -9,7 +9,7 @@ from typing import Annotated, Any, Final, NoReturn
 
 import typer
 
-from server import cli_admin, cli_user
+from server import cli_admin, cli_ops, cli_user
 from server.cli_tenants import tenants
 
 app = typer.Typer(
@@ -228,12 +228,49 @@ def serve(
 
     overrides = {"host": host, "port": port, "data_dir": data_dir}
     settings = Settings.model_validate({k: v for k, v in overrides.items() if v is not None})
-    uvicorn.run(
-        create_app(settings),
-        host=settings.host,
-        port=settings.port,
-        access_log=settings.access_log,
+    server = _draining_server(uvicorn.Config(create_app(settings), **uvicorn_options(settings)))
+    server.run()
+    if not server.started:
+        raise typer.Exit(3)  # uvicorn.run's STARTUP_FAILURE
+
+
+def _draining_server(config: Any) -> Any:
+    """uvicorn's Server, but a SIGTERM it drained ends the process with status 0: SIGTERM is the
+    orchestrator's normal stop, and uvicorn would raise it again after the drain (status -15)."""
+    import signal
+
+    import uvicorn
+
+    class DrainingServer(uvicorn.Server):
+        def handle_exit(self, sig: int, frame: Any) -> None:
+            super().handle_exit(sig, frame)
+            if sig == signal.SIGTERM:
+                self._captured_signals.remove(sig)  # NOTE: private; what it re-raises at exit
+
+    return DrainingServer(config)
+
+
+def uvicorn_options(settings: Any) -> dict[str, Any]:
+    """uvicorn's options from the settings: our HTTP protocol (server/http_limits.py) with its
+    caps and timeouts, and the SIGTERM grace period (uvicorn stops accepting, then waits for
+    in-flight requests up to it)."""
+    from server.http_limits import HttpLimits, protocol_class
+
+    limits = HttpLimits(
+        max_header_bytes=settings.max_header_bytes,
+        max_headers=settings.max_headers,
+        max_request_line_bytes=settings.max_request_line_bytes,
+        header_timeout_s=settings.header_timeout_s,
+        body_timeout_s=settings.body_timeout_s,
     )
+    return {
+        "host": settings.host,
+        "port": settings.port,
+        "access_log": settings.access_log,
+        "http": protocol_class(limits),
+        "timeout_keep_alive": settings.keep_alive_timeout_s,
+        "timeout_graceful_shutdown": settings.shutdown_grace_s,
+    }
 
 
 app.add_typer(tenants, name="tenants")
@@ -242,6 +279,7 @@ app.add_typer(cli_admin.policy, name="policy")
 app.add_typer(cli_admin.quota, name="quota")
 app.add_typer(cli_admin.audit, name="audit")
 cli_user.register(app)
+cli_ops.register(app)
 
 if __name__ == "__main__":
     app()

@@ -48,6 +48,16 @@ def revoke_key(key_id: str, url: UrlOpt = DEFAULT_URL, admin_token: TokenOpt = "
     typer.echo(f"key {body['key_id']} revoked at {body['revoked']}")
 
 
+@tenants.command("release")
+def release(
+    tenant: str, model: str, version: int, url: UrlOpt = DEFAULT_URL, admin_token: TokenOpt = ""
+) -> None:
+    """Releases a quarantined model version (one that crashed its workers) so it runs again."""
+    path = f"/v1/admin/quarantine/{tenant}/{model}/{version}/release"
+    body = _call("POST", url, path, admin_token)
+    typer.echo(f"{body['tenant']}/{body['name']} version {body['version']} released")
+
+
 def _call(
     method: str, url: str, path: str, token: str, body: dict[str, Any] | None = None
 ) -> dict[str, Any]:

@@ -144,6 +144,6 @@ def _throttle_counted(request: Request, principal: Principal) -> Iterator[None]:
 def _version(raw: str | None) -> int | None:
     if raw is None:
         return None
-    if not raw.isdigit() or len(raw) > 9:
+    if not (raw.isascii() and raw.isdigit()) or len(raw) > 9:  # "²" is a digit, not a number
         raise BadRequest(f"model version must be a positive integer, got {raw!r}")
     return int(raw)

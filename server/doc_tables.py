@@ -21,7 +21,7 @@ from typing import Final, TypeVar
 
 from pydantic_core import PydanticUndefined
 
-from server import errors
+from server import errors, http_limits
 from server.console import sessions as console_sessions
 from server.services import limits
 from server.services.types import ServiceError, TooManyRequests
@@ -88,6 +88,8 @@ def documented_errors() -> list[ErrorDoc]:
         code = str(getattr(kind, "code", ""))
         if code and code not in found:
             found[code] = ErrorDoc(errors.status_of(kind), code, _meaning_of_code(code))
+    for code, (status, meaning) in http_limits.CODES.items():  # answered before the app
+        found[code] = ErrorDoc(status, code, meaning)
     found[errors.INTERNAL[0]] = ErrorDoc(500, *errors.INTERNAL)
     order = list(found)
     return sorted(found.values(), key=lambda e: (e.status, order.index(e.code)))

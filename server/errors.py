@@ -15,10 +15,18 @@ from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
 from starlette.exceptions import HTTPException
+from starlette.requests import ClientDisconnect
 
 from executor import ExecutionError
-from executor.errors import InputTooLarge, TensorTooLarge
+from executor.errors import (
+    DeadlineExceeded,
+    InputTooLarge,
+    RequestOverBudget,
+    RunCancelled,
+    TensorTooLarge,
+)
 from server import request_state
+from server.services.limits import Overloaded
 from server.services.types import (
     BadRequest,
     Conflict,
@@ -30,6 +38,8 @@ from server.services.types import (
     TooManyRequests,
     Unauthorized,
 )
+from server.storage import StorageUnavailable
+from server.workers import CompileTimeout, WorkerUnavailable
 
 log = logging.getLogger("graphgate.server")
 
@@ -44,10 +54,17 @@ STATUS: Final[tuple[tuple[type[Exception], int], ...]] = (
     (PayloadTooLarge, 413),
     (ModelRejected, 422),
     (TooManyRequests, 429),
+    (WorkerUnavailable, 503),
+    (CompileTimeout, 422),
+    (Overloaded, 503),
     (ServiceError, 400),
     (InputTooLarge, 413),
     (TensorTooLarge, 413),
+    (RequestOverBudget, 413),
+    (DeadlineExceeded, 504),
+    (RunCancelled, 499),
     (ExecutionError, 400),
+    (StorageUnavailable, 503),
 )
 # Errors Starlette and FastAPI raise themselves (no route, no such method, an unreadable body).
 HTTP_CODES: Final[Mapping[int, tuple[str, str]]] = {
@@ -66,6 +83,8 @@ HTTP_CODES: Final[Mapping[int, tuple[str, str]]] = {
     405: ("METHOD_NOT_ALLOWED", "the route exists, not with this method"),
     413: ("PAYLOAD_TOO_LARGE", "an upload or request body over its byte cap"),
     415: ("UNSUPPORTED_MEDIA_TYPE", "a body in a content type the route does not take"),
+    # nginx's convention: no client reads it, the metrics and the log count it apart from errors
+    499: ("CLIENT_DISCONNECTED", "the client went away before its request body was read"),
 }
 INTERNAL: Final = (
     "INTERNAL",
@@ -106,13 +125,16 @@ async def _domain_error(request: Request, exc: Exception) -> JSONResponse:
 def _headers(exc: Exception) -> dict[str, str] | None:
     if isinstance(exc, Unauthorized):
         return {"WWW-Authenticate": "Bearer"}
-    if isinstance(exc, TooManyRequests):
+    if isinstance(exc, TooManyRequests | Overloaded):
         return {"Retry-After": str(exc.retry_after_s)}
     return None
 
 
 async def _http_error(request: Request, exc: Exception) -> JSONResponse:
     assert isinstance(exc, HTTPException)
+    if isinstance(exc.__cause__, ClientDisconnect):
+        # FastAPI turns a client leaving mid multipart form into "error parsing the body" (400)
+        return await _disconnected(request, exc.__cause__)
     code, _meaning = HTTP_CODES.get(exc.status_code, ("HTTP_ERROR", ""))
     return error_response(exc.status_code, str(exc.detail), _noted(request, code), exc.headers)
 
@@ -125,6 +147,13 @@ async def _bad_request(request: Request, exc: Exception) -> JSONResponse:
     return error_response(400, message, _noted(request, HTTP_CODES[400][0]))
 
 
+async def _disconnected(request: Request, _exc: Exception) -> JSONResponse:
+    # Not a server error: one line, no traceback; the answer goes nowhere but to the metrics.
+    code = _noted(request, HTTP_CODES[499][0])
+    log.info("client disconnected mid-request: %s %s", request.method, request.url.path)
+    return error_response(499, "client disconnected", code)
+
+
 async def _internal(request: Request, exc: Exception) -> JSONResponse:
     # NOTE: never a traceback or a native error string in the body; the log has the details.
     log.error("unhandled error on %s %s", request.method, request.url.path, exc_info=exc)
@@ -134,6 +163,7 @@ async def _internal(request: Request, exc: Exception) -> JSONResponse:
 def install(app: FastAPI) -> None:
     app.add_exception_handler(HTTPException, _http_error)
     app.add_exception_handler(RequestValidationError, _bad_request)
+    app.add_exception_handler(ClientDisconnect, _disconnected)
     for kind, _status in STATUS:
         app.add_exception_handler(kind, _domain_error)
     app.add_exception_handler(Exception, _internal)

@@ -3,40 +3,66 @@
 from __future__ import annotations
 
 import logging
-from collections.abc import AsyncIterator
-from contextlib import asynccontextmanager
+from collections.abc import AsyncIterator, Callable
+from contextlib import AbstractAsyncContextManager, asynccontextmanager
+from pathlib import Path
+from typing import Final
 
 from fastapi import FastAPI
 from sqlalchemy.orm import Session, sessionmaker
 
-from server import errors, paths
+from server import errors, gpu, paths
+from server.batching import Batchers
 from server.body_limit import BodyLimit
 from server.console import app as console
-from server.db.engine import open_database
+from server.db.engine import PoolSettings, open_database
 from server.metrics import InferenceMetrics
-from server.routes import admin, admin_operator, health, inference, metrics, models, openapi
+from server.routes import (
+    admin,
+    admin_operator,
+    batching,
+    health,
+    inference,
+    metrics,
+    models,
+    openapi,
+)
 from server.services.admins import AdminService
 from server.services.audit import AuditService
-from server.services.limits import Limits
+from server.services.invalidation import Bus, Event, LocalBus
+from server.services.limits import CompileQueue, Limits, compile_threads
 from server.services.metrics import Metrics, TenantNames
 from server.services.models import ModelService
 from server.services.policies import PolicyService
 from server.services.tenants import TenantService, announce_admin_token
 from server.services.uploads import UploadService
 from server.settings import Settings
-from server.storage.artifacts import Artifacts
+from server.storage import ArtifactStore, open_artifacts
+from server.workers import WorkerPool
 
 log = logging.getLogger("graphgate.server")
+Lifespan = Callable[[FastAPI], AbstractAsyncContextManager[None]]
+# A limit check on the hot path waits at most this long for Redis, then falls back to the
+# process's own limiter (server/services/limits_redis.py).
+REDIS_TIMEOUT_S: Final = 0.5
 
 
 def start_services(app: FastAPI, settings: Settings) -> None:
     """Opens the data directory: migrates the database, sweeps temp files, ensures an admin key."""
     settings.data_dir.mkdir(parents=True, exist_ok=True)
-    sessions = open_database(settings.data_dir / "graphgate.db")
-    artifacts = Artifacts(settings.data_dir / "artifacts")
+    if settings.use_cuda:
+        gpu.preload()
+    on_cuda = gpu.why_not_cuda(settings.use_cuda, gpu.library_status()) is None
+    app.state.metrics.set_provider(
+        "CUDAExecutionProvider" if on_cuda else "CPUExecutionProvider",
+        "cuda:0" if on_cuda else "cpu",
+    )
+    sessions = open_database(database_location(settings), pool_settings(settings))
+    artifacts = open_artifacts(settings.artifacts_url, settings.data_dir)
     if swept := artifacts.sweep():
         log.warning("removed %d temporary files left by an interrupted write", swept)
-    tenants = TenantService(sessions, cache_ttl_s=settings.auth_cache_ttl_s)
+    bus: Bus = app.state.bus
+    tenants = TenantService(sessions, cache_ttl_s=settings.auth_cache_ttl_s, publish=bus.publish)
     token = settings.admin_token.get_secret_value() if settings.admin_token else None
     if (created := tenants.ensure_admin(token)) is not None:
         announce_admin_token(created)
@@ -46,17 +72,25 @@ def start_services(app: FastAPI, settings: Settings) -> None:
     app.state.models = ModelService(
         sessions,
         artifacts,
+        pool=app.state.workers,
         policy=settings.policy(),
         options=settings.session_options(),
         cache_size=settings.model_cache_size,
         lookup_ttl_s=settings.model_lookup_ttl_s,
+        storage_quota_for=lambda tenant_id: (
+            app.state.policies.quota_of(tenant_id).max_storage_bytes
+        ),
+        publish=bus.publish,
         policy_for=lambda tenant_id: app.state.policies.policy_of(tenant_id),
     )
+    if orphans := app.state.models.sweep_artifacts(settings.artifact_gc_grace_s):
+        log.warning("removed %d artifacts no model version names (a killed upload's)", orphans)
     start_operator_services(app, settings, sessions, artifacts)
+    bus.subscribe(_invalidator(tenants, app.state.models, app.state.policies))
 
 
 def start_operator_services(
-    app: FastAPI, settings: Settings, sessions: sessionmaker[Session], artifacts: Artifacts
+    app: FastAPI, settings: Settings, sessions: sessionmaker[Session], artifacts: ArtifactStore
 ) -> None:
     """Operators, the audit log, per-tenant rules and the audited uploads (server/services/)."""
     app.state.audit = AuditService(sessions)
@@ -69,6 +103,7 @@ def start_operator_services(
         app.state.limits,
         default_policy=settings.policy(),
         default_quota=settings.quota(),
+        publish=app.state.bus.publish,
     )
     app.state.uploads = UploadService(
         sessions,
@@ -80,19 +115,102 @@ def start_operator_services(
     console.start(app.state, sessions, artifacts)
 
 
+def database_location(settings: Settings) -> Path | str:
+    """The PostgreSQL URL when one is set, else the SQLite file in the data directory."""
+    if settings.database_url is not None:
+        return settings.database_url.get_secret_value()
+    return settings.data_dir / "graphgate.db"
+
+
+def pool_settings(settings: Settings) -> PoolSettings:
+    return PoolSettings(settings.db_pool_size, settings.db_max_overflow, settings.db_pool_timeout_s)
+
+
+def _invalidator(
+    tenants: TenantService, models: ModelService, policies: PolicyService
+) -> Callable[[Event], None]:
+    """What another replica's write (a bus message) drops from this process's caches."""
+
+    def drop(event: Event) -> None:
+        kind = event.get("kind")
+        if kind in ("keys", "all"):
+            tenants.drop_cached()
+        if kind == "model":
+            models.drop_lookups(event.get("tenant", ""), event.get("name", ""))
+        if kind == "policy":
+            policies.reload(event.get("tenant", ""))
+        if kind == "all":
+            policies.reload()  # drops every lookup too
+
+    return drop
+
+
+def shared_state(settings: Settings, local: Limits) -> tuple[Limits, Bus]:
+    """`local` limits and no bus, or (with GRAPHGATE_REDIS_URL) both through Redis."""
+    if settings.redis_url is None:
+        return local, LocalBus()
+    import redis
+
+    from server.services.invalidation import RedisBus
+    from server.services.limits_redis import redis_limits
+
+    client = redis.Redis.from_url(
+        settings.redis_url.get_secret_value(),
+        socket_timeout=REDIS_TIMEOUT_S,
+        socket_connect_timeout=REDIS_TIMEOUT_S,
+    )
+    return redis_limits(client, local), RedisBus(client)
+
+
+def with_workers(lifespan: Lifespan, settings: Settings) -> Lifespan:
+    """`lifespan` inside the worker pool's: the workers start before the services (which
+    compile in them) and stop after."""
+
+    @asynccontextmanager
+    async def run(app: FastAPI) -> AsyncIterator[None]:
+        app.state.workers = WorkerPool(settings.worker_settings())
+        app.state.workers.start()
+        # Batching happens before dispatch: at most one batch in flight per worker.
+        app.state.batchers = Batchers(settings.batch_policy(), slots=settings.workers)
+        try:
+            async with lifespan(app):
+                yield
+        finally:
+            app.state.batchers.close()
+            app.state.workers.stop()
+
+    return run
+
+
 def create_app(settings: Settings) -> FastAPI:
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
         start_services(app, settings)
-        yield
+        try:
+            yield
+        finally:
+            app.state.bus.close()
 
     app = FastAPI(
-        title="graphgate", lifespan=lifespan, docs_url=None, redoc_url=None, openapi_url=None
+        title="graphgate",
+        lifespan=with_workers(lifespan, settings),
+        docs_url=None,
+        redoc_url=None,
+        openapi_url=None,
     )
     app.state.settings = settings
     app.state.limits = Limits.build(
-        settings.tenant_rate_per_s, settings.tenant_rate_burst, settings.tenant_max_concurrent
+        settings.tenant_rate_per_s,
+        settings.tenant_rate_burst,
+        settings.tenant_max_concurrent,
+        max_queued_inferences=settings.max_queued_inferences,
+        compiles=CompileQueue(
+            compile_threads(settings.compile_threads, settings.workers),
+            settings.tenant_max_concurrent_uploads,
+            settings.max_queued_compiles,
+        ),
     )
+    app.state.limits, app.state.bus = shared_state(settings, app.state.limits)
     app.state.metrics = Metrics()  # its own registry: apps in one process never collide
     errors.install(app)
     app.add_middleware(
@@ -109,6 +227,7 @@ def create_app(settings: Settings) -> FastAPI:
     app.include_router(admin.router)
     app.include_router(admin_operator.router)
     app.include_router(openapi.router)
+    app.include_router(batching.router)
     app.include_router(metrics.router)
     app.mount(console.PREFIX, console.build(app.state))  # last: the API's routes match first
     return app

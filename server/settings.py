@@ -9,13 +9,15 @@ Policy's and SessionOptions' own, read from them rather than copied.
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Final
+from typing import Final, Literal
 
 from pydantic import Field, SecretStr, field_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 from executor import SessionOptions
+from server.batching import BatchPolicy
 from server.services.policies import Quota
+from server.workers.pool import PoolSettings
 from validator import DEFAULT_POLICY, Policy
 from validator.policy import LOOP_TRIPS_CEILING
 
@@ -61,6 +63,32 @@ class Settings(BaseSettings):
         # As in Triton: /metrics counts every request, and a line each costs ~0.15 ms.
         description="uvicorn's line per request (`/metrics` counts every request anyway)",
     )
+    # -- scale-out backends (README "Scale-out"); unset, everything lives in `data_dir` --------
+    database_url: SecretStr | None = Field(
+        default=None,
+        description="metadata in PostgreSQL (`postgresql+psycopg://USER:PASSWORD@HOST/DB`) "
+        "instead of SQLite in `data_dir`; migrated at start under an advisory lock",
+    )
+    db_pool_size: int = Field(
+        default=10, ge=1, description="PostgreSQL connections each process keeps open"
+    )
+    db_max_overflow: int = Field(
+        default=10, ge=0, description="PostgreSQL connections opened past the pool under load"
+    )
+    db_pool_timeout_s: float = Field(
+        default=10.0, gt=0, description="seconds a request waits for a PostgreSQL connection"
+    )
+    artifacts_url: str | None = Field(
+        default=None,
+        pattern=r"^s3://[a-z0-9][a-z0-9.-]{1,61}[a-z0-9](/.*)?$",
+        description="artifacts in S3-compatible storage (`s3://bucket/prefix`; endpoint and "
+        "credentials from the standard `AWS_*` variables) instead of `data_dir`",
+    )
+    redis_url: SecretStr | None = Field(
+        default=None,
+        description="`redis://HOST:6379/0`: tenant limits shared by every replica and cache "
+        "invalidation published to all of them at once; unset, both are per process",
+    )
     # -- bodies and caches --------------------------------------------------------------------
     max_upload_bytes: int = Field(
         default=256 * 1024 * 1024, ge=1, description="bytes of a `/v1/models` or `/v1/check` body"
@@ -93,13 +121,6 @@ class Settings(BaseSettings):
         description="seconds a model-name lookup stays cached; this process's uploads and "
         "deletes drop it at once, other replicas' within the TTL; `0`: off",
     )
-    inline_max_flops: int = Field(
-        default=2_000_000,
-        ge=0,
-        description="a small, uncompressed request to a model under this many FLOPs per batch "
-        "runs on the event loop, not a worker thread (a thread hop costs more); `0`: always a "
-        "thread",
-    )
     # -- per tenant (README "Limits and metrics"); 0 turns either off --------------------------
     tenant_rate_per_s: float = Field(
         default=200.0,
@@ -116,17 +137,81 @@ class Settings(BaseSettings):
         description="`/v2` inference requests of one tenant in flight at once, from auth until "
         "the answer is computed (body read, decoded and run); `0`: off",
     )
+    # -- HTTP connections, queues, shutdown and storage (README "Hardening") -------------------
+    max_header_bytes: int = Field(
+        default=64 * 1024,
+        ge=1024,
+        description="bytes of a request head (request line and headers); more is 431 "
+        "`HEADER_TOO_LARGE`",
+    )
+    max_headers: int = Field(
+        default=100, ge=1, description="headers in one request; more is 431 `TOO_MANY_HEADERS`"
+    )
+    max_request_line_bytes: int = Field(
+        default=8 * 1024,
+        ge=256,
+        description="bytes of a request's URL; more is 414 `REQUEST_LINE_TOO_LONG`",
+    )
+    header_timeout_s: float = Field(
+        default=10.0,
+        gt=0,
+        description="seconds a client has to send a whole request head (408 `HEADER_TIMEOUT`)",
+    )
+    body_timeout_s: float = Field(
+        default=30.0,
+        gt=0,
+        description="seconds without a body byte before an unfinished body is answered 408 "
+        "`BODY_TIMEOUT` and its connection closed",
+    )
+    keep_alive_timeout_s: int = Field(
+        default=5,
+        ge=1,
+        description="seconds an idle connection (before its first request or between two) is "
+        "kept open",
+    )
+    shutdown_grace_s: int = Field(
+        default=30,
+        ge=0,
+        description="on SIGTERM: seconds in-flight requests get to finish after the server "
+        "stops accepting, before it exits anyway",
+    )
+    compile_threads: int = Field(
+        default=2,
+        ge=1,
+        description="threads that validate and compile uploads and checks (their own pool: "
+        "compile work never takes the threads other routes use)",
+    )
+    max_queued_compiles: int = Field(
+        default=32,
+        ge=1,
+        description="uploads and checks of all tenants compiling or waiting at once; more is 503 "
+        "`OVERLOADED`",
+    )
+    max_queued_inferences: int = Field(
+        default=256,
+        ge=1,
+        description="`/v2` inference requests of all tenants in flight at once; more is 503 "
+        "`OVERLOADED`",
+    )
+    artifact_gc_grace_s: int = Field(
+        default=3600,
+        ge=0,
+        description="the start-up sweep deletes artifacts no model version names only when they "
+        "were last stored longer ago than this (younger ones may be another replica's upload "
+        "in flight)",
+    )
     tenant_max_concurrent_uploads: int = Field(
         default=4,
         ge=0,
-        description="uploads and checks of one tenant in flight at once "
-        "(`TOO_MANY_CONCURRENT_UPLOADS`); `0`: off",
+        description="uploads and checks of one tenant compiling or waiting at once (the "
+        "default of its quota `max_concurrent_uploads`); more is 429 `TOO_MANY_COMPILES`; `0`: off",
     )
     tenant_max_storage_bytes: int = Field(
         default=0,
         ge=0,
-        description="bytes of a tenant's stored programs, parameters and ONNX files "
-        "(`QUOTA_EXCEEDED`); `0`: off",
+        description="bytes of a tenant's stored programs, parameters and ONNX files (the "
+        "default of its quota `max_storage_bytes`); an upload past it is 413 `STORAGE_QUOTA`; "
+        "`0`: off",
     )
     tenant_max_models: int = Field(
         default=0, ge=0, description="models a tenant may have (`QUOTA_EXCEEDED`); `0`: off"
@@ -234,12 +319,103 @@ class Settings(BaseSettings):
         "`LOGIN_RATE_LIMITED`; `0`: off",
     )
 
+    # -- dynamic batching and the CUDA provider (README "Batching", "GPU") ------------------
+    batch_max_size: int = Field(
+        default=32,
+        ge=0,
+        description="rows one batch of a model the validator proves batchable may hold "
+        "(requests with equal non-batch dims are concatenated, run once, split back); "
+        "`0` or `1`: no batching",
+    )
+    batch_max_queue_delay_us: int = Field(
+        # 0: no wait at low load (one request, no worker busy, runs at once); under load the
+        # requests that queue while every worker is busy still go out together.
+        default=0,
+        ge=0,
+        le=1_000_000,
+        description="microseconds the oldest request of a batch waits for others while a "
+        "worker is free (requests that queued while every worker was busy batch anyway)",
+    )
+    batch_preferred_sizes: tuple[int, ...] = Field(
+        default=(),
+        description="batch sizes (rows) a batch closes at without waiting further; empty: "
+        "`batch_max_size`",
+    )
+    cuda_mem_limit_mb: int = Field(
+        default=0,
+        ge=0,
+        description="GPU memory each worker's CUDA arena may take, in MiB (`0`: no limit)",
+    )
+    cuda_arena_extend_strategy: Literal["kNextPowerOfTwo", "kSameAsRequested"] = Field(
+        default="kSameAsRequested",
+        description="how the CUDA arena grows: by what a run asks for, or to the next power of two",
+    )
+    cuda_graphs: bool = Field(
+        default=False,
+        description="capture a CUDA graph per fixed-shape model (every input dim static): "
+        "fewer kernel launches, the first run slower",
+    )
+
     @field_validator("admin_token")
     @classmethod
     def _strong_admin_token(cls, value: SecretStr | None) -> SecretStr | None:
         if value is not None and len(value.get_secret_value()) < 32:
             raise ValueError("admin_token must be at least 32 characters")
         return value
+
+    # -- worker processes, deadlines (README "Isolation") -----------------------------------
+    workers: int = Field(
+        default=2,
+        ge=1,
+        le=256,
+        description="worker processes compiling and running models (the server process "
+        "runs none); a worker that dies is replaced",
+    )
+    worker_memory_mb: int = Field(
+        default=8192,
+        ge=0,
+        description="address-space cap of each worker (RLIMIT_AS); a request that takes a "
+        "worker over it fails with 503 `WORKER_OUT_OF_MEMORY` and the worker is replaced; "
+        "`0`: no cap",
+    )
+    worker_session_cache_mb: int = Field(
+        default=2048,
+        ge=1,
+        description="compiled sessions each worker keeps, in MiB (weights or measured RSS "
+        "growth of compile and first run; least recently used dropped first)",
+    )
+    compile_timeout_s: float = Field(
+        default=120.0,
+        gt=0,
+        description="seconds a compile (validate, lower, gate, session) may take in its "
+        "worker; past it the worker is replaced and the upload fails `COMPILE_TIMEOUT`",
+    )
+    infer_timeout_s: float = Field(
+        default=30.0,
+        gt=0,
+        description="the deadline of every inference; a client may ask for less (V2 "
+        "`parameters.timeout` in microseconds, or `Graphgate-Timeout-Ms`); past it 504 "
+        "`DEADLINE_EXCEEDED`",
+    )
+    quarantine_crashes: int = Field(
+        default=3,
+        ge=1,
+        description="worker crashes by one model version, within `quarantine_window_s`, that "
+        "quarantine it (503 `MODEL_QUARANTINED` until an admin releases it)",
+    )
+    quarantine_window_s: float = Field(
+        default=600.0, gt=0, description="the window those crashes are counted in"
+    )
+
+    def worker_settings(self) -> PoolSettings:
+        return PoolSettings(
+            workers=self.workers,
+            memory_cap_bytes=self.worker_memory_mb * 1024**2,
+            session_cache_bytes=self.worker_session_cache_mb * 1024**2,
+            compile_timeout_s=self.compile_timeout_s,
+            quarantine_crashes=self.quarantine_crashes,
+            quarantine_window_s=self.quarantine_window_s,
+        )
 
     def policy(self) -> Policy:
         """The validator's Policy: POLICY_FIELDS from here, the rest its defaults."""
@@ -263,4 +439,12 @@ class Settings(BaseSettings):
             inter_op_threads=self.ort_inter_op_threads,
             use_cuda=self.use_cuda,
             max_request_bytes=self.max_request_bytes,
+            cuda_mem_limit_bytes=self.cuda_mem_limit_mb * 1024**2,
+            cuda_arena_extend_strategy=self.cuda_arena_extend_strategy,
+            cuda_graphs=self.cuda_graphs,
+        )
+
+    def batch_policy(self) -> BatchPolicy:
+        return BatchPolicy(
+            self.batch_max_size, self.batch_max_queue_delay_us, self.batch_preferred_sizes
         )

@@ -421,3 +421,49 @@ def _diag(code: Code, op: BoundOp, message: str) -> Diagnostic:
     return Diagnostic(
         code=code, message=message, block=op.block, op_index=op.index, op_type=op.op_type
     )
+
+
+@dataclass(frozen=True, slots=True)
+class RequestCost:
+    """What one request costs at its concrete input shapes (the run-time budget's figures)."""
+
+    batch: int
+    flops: int
+    peak_activation_bytes: int
+    output_bytes: int
+
+
+def request_cost(
+    ops: Sequence[BoundOp],
+    feeds: Mapping[str, TensorType],
+    params: Mapping[str, TensorType],
+    fetches: Sequence[str],
+    batch: int,
+    policy: Policy,
+    output_bytes: int,
+) -> RequestCost | str:
+    """The request's figures with every feed dim concrete, or why a tensor is over the policy's
+    caps at these shapes. Dims still unknown (loops, branches) count at max_dynamic_dim, a
+    while at its trip bound: figures are upper bounds, as at upload."""
+    try:
+        cost = _measure_at(ops, feeds, batch, params, fetches, policy)
+    except _Rejected as rejected:
+        return rejected.diagnostic.message
+    return RequestCost(batch, cost.flops, cost.peak_activation_bytes, output_bytes)
+
+
+def over_request_budget(cost: RequestCost, policy: Policy) -> str | None:
+    """Why a request's figures are over the policy (per sample of its batch, as at upload)."""
+    flops_cap = policy.max_flops_per_sample * cost.batch
+    if cost.flops > flops_cap:
+        return (
+            f"expected at most {flops_cap:.1e} FLOPs, got {cost.flops:.1e} for these input "
+            f"shapes (batch {cost.batch})"
+        )
+    bytes_cap = policy.max_activation_bytes_per_sample * cost.batch
+    if cost.peak_activation_bytes > bytes_cap:
+        return (
+            f"expected at most {bytes_cap:.1e} bytes of live activations, got "
+            f"{cost.peak_activation_bytes:.1e} for these input shapes (batch {cost.batch})"
+        )
+    return None

@@ -32,8 +32,9 @@ class LoadedRow:
     tenant: str
     name: str
     version: int
-    provider: str
-    onnx_bytes: int
+    provider: str  # "" when no idle worker holds its session (evicted, or workers busy)
+    memory_bytes: int  # ONNX weights plus first-run arena growth, summed over the workers
+    workers: int  # idle workers holding a session of it
 
 
 @dataclass(frozen=True, slots=True)
@@ -57,12 +58,19 @@ HEIGHT: Final = 120
 def overview(metrics: Metrics, models: ModelService, use_cuda: bool) -> Overview:
     points = metrics.minutes.last_hour()
     names = metrics.tenant_label
-    loaded = [
-        LoadedRow(
-            names(m.tenant_id), m.name, m.version, m.compiled.provider, len(m.compiled.onnx_bytes)
+    # Sessions live in the worker processes: each holds its own copy of what it has run.
+    held: dict[str, list[tuple[int, str]]] = {}
+    for worker in models.worker_sessions():
+        for key, session in worker.sessions.items():
+            held.setdefault(key, []).append(session)
+    loaded = []
+    for m in reversed(models.loaded()):
+        copies = held.get(m.compiled.key, [])
+        provider = copies[0][1] if copies else ""
+        total = sum(cost for cost, _provider in copies)
+        loaded.append(
+            LoadedRow(names(m.tenant_id), m.name, m.version, provider, total, len(copies))
         )
-        for m in reversed(models.loaded())
-    ]
     tenants, tenant_errors, models_seen, model_errors = _traffic(metrics)
     return Overview(
         charts=_charts(points),
@@ -71,7 +79,7 @@ def overview(metrics: Metrics, models: ModelService, use_cuda: bool) -> Overview
         top_tenants=_top(tenants, tenant_errors),
         top_models=_top(models_seen, model_errors),
         providers=choose_providers(use_cuda),
-        running_on=sorted({row.provider for row in loaded}),
+        running_on=sorted({row.provider for row in loaded if row.provider}),
         loaded=loaded,
         uptime_s=time.time() - STARTED,
         version=_version(),

@@ -17,7 +17,8 @@ from sqlalchemy import func, select
 from sqlalchemy.orm import Session, sessionmaker
 
 from server.db.models import ApiKey, Model, ModelVersion, Tenant, TenantRules
-from server.storage.artifacts import Artifacts
+from server.storage import ArtifactStore
+from server.storage.artifacts import ArtifactMissing
 
 MODELS_PER_PAGE: Final = 50
 
@@ -72,7 +73,7 @@ class VersionDetail:
 
 
 class ConsoleQueries:
-    def __init__(self, sessions: sessionmaker[Session], artifacts: Artifacts) -> None:
+    def __init__(self, sessions: sessionmaker[Session], artifacts: ArtifactStore) -> None:
         self._sessions = sessions
         self._artifacts = artifacts
         self._sizes: dict[str, int] = {}  # sha256 -> bytes: artifacts never change
@@ -198,7 +199,11 @@ class ConsoleQueries:
     def _size(self, sha: str) -> int:
         size = self._sizes.get(sha)
         if size is None:
-            size = self._sizes[sha] = self._artifacts.size(sha)
+            try:
+                size = self._artifacts.size(sha)
+            except ArtifactMissing:
+                size = 0  # deleted since the page's query: shown as nothing stored
+            self._sizes[sha] = size
         return size
 
 

@@ -31,7 +31,7 @@ LAST_SEEN_GRANULARITY: Final = timedelta(seconds=15)  # fewer writes: one per 15
 
 
 class ConsoleSession(Base):
-    """One login of an operator (migration 0003); `id_hash` is the sha256 of the cookie."""
+    """One login of an operator (migration 0004); `id_hash` is the sha256 of the cookie."""
 
     __tablename__ = "console_sessions"
 

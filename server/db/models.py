@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from datetime import UTC, datetime
 
-from sqlalchemy import ForeignKey, String, Text, UniqueConstraint
+from sqlalchemy import BigInteger, ForeignKey, String, Text, UniqueConstraint
 from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column, relationship
 
 
@@ -70,11 +70,24 @@ class ModelVersion(Base):
     params_sha256: Mapped[str | None] = mapped_column(String(64))
     onnx_sha256: Mapped[str] = mapped_column(String(64))
     report: Mapped[str] = mapped_column(Text)  # the validator's report, JSON
+    # The admin's dynamic batching override (server/batching.py BatchPolicy JSON); NULL: defaults.
+    batching: Mapped[str | None] = mapped_column(Text, default=None)
     created: Mapped[datetime] = mapped_column(default=utcnow)
     model: Mapped[Model] = relationship(back_populates="versions")
 
 
-# -- the operator's side (migration 0002) -----------------------------------------------------
+class ArtifactRef(Base):
+    """How many version rows name an artifact, and its size: the artifact is deleted when the
+    count reaches 0 (row first, then the file), and tenants' storage quotas add the sizes up."""
+
+    __tablename__ = "artifact_refs"
+
+    sha256: Mapped[str] = mapped_column(String(64), primary_key=True)
+    size_bytes: Mapped[int] = mapped_column(BigInteger)
+    refs: Mapped[int]
+
+
+# -- the operator's side (migration 0003) -----------------------------------------------------
 
 
 class Admin(Base):

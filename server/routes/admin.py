@@ -8,7 +8,7 @@ from typing import Any
 from fastapi import APIRouter, Depends, status
 from pydantic import BaseModel, Field
 
-from server.deps import TenantsDep, require_admin
+from server.deps import ModelsDep, TenantsDep, require_admin
 from server.deps_admin import ActorDep, AuditDep, WriterDep
 from server.routes.json import iso
 from server.routes.schemas import ERRORS
@@ -54,6 +54,22 @@ def revoke_key(
     revoked = tenants.revoke_key(key_id)
     audit.record(actor, "key.revoke", key_id)
     return _key_json(revoked)
+
+
+@router.post("/quarantine/{tenant}/{name}/{version}/release")
+def release_quarantine(
+    tenant: str,
+    name: str,
+    version: int,
+    models: ModelsDep,
+    _: WriterDep,
+    audit: AuditDep,
+    actor: ActorDep,
+) -> dict[str, Any]:
+    """Lets a model version that crashed its workers run again."""
+    models.release(tenant, name, version)
+    audit.record(actor, "model.release", f"{name}/{version}", tenant=tenant)
+    return {"tenant": tenant, "name": name, "version": version, "status": "ready"}
 
 
 def _tenant_json(tenant: TenantInfo) -> dict[str, Any]:

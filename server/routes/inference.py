@@ -2,18 +2,23 @@
 
 from __future__ import annotations
 
+import asyncio
+from collections.abc import Awaitable
 from typing import Any
 
 from fastapi import APIRouter, Request, Response
 from starlette.concurrency import run_in_threadpool
 from starlette.routing import Route
 
+from server import batching
+from server.batching import Batcher
 from server.deps import LoadedModelDep, get_loaded_model, get_principal, inference_slot
 from server.paths import V2_INFER_PATHS, V2_MODELS
 from server.services import inference
 from server.services.types import LoadedModel
 from server.settings import Settings
 from server.v2 import codec
+from server.workers import Cancel
 
 router = APIRouter(prefix=V2_MODELS, tags=["inference"])
 
@@ -22,15 +27,24 @@ router = APIRouter(prefix=V2_MODELS, tags=["inference"])
 # plain `def` route would cost a thread hop.
 @router.get("/{name}")
 @router.get("/{name}/versions/{version}")
-async def model_metadata(model: LoadedModelDep) -> dict[str, Any]:
+async def model_metadata(model: LoadedModelDep, request: Request) -> dict[str, Any]:
     meta = inference.metadata(model)
-    return {
+    batchers: batching.Batchers | None = getattr(request.app.state, "batchers", None)
+    policy = (
+        None
+        if batchers is None
+        else batchers.policy_for(model.compiled.program.report, model.batching)
+    )
+    answer: dict[str, Any] = {
         "name": meta.name,
         "versions": [str(meta.version)],
         "platform": meta.platform,
         "inputs": [codec.tensor_metadata(spec) for spec in meta.inputs],
         "outputs": [codec.tensor_metadata(spec) for spec in meta.outputs],
     }
+    if policy is not None:  # how this version batches (server/batching.py)
+        answer["parameters"] = {"dynamic_batching": policy.to_json()}
+    return answer
 
 
 @router.get("/{name}/ready")
@@ -44,9 +58,9 @@ async def model_ready(model: LoadedModelDep) -> dict[str, Any]:
 # ~0.3 ms a request here (benchmarks/results/serving.md), more than everything else a tiny
 # model's request does. The same steps, in the same order, with the same functions: the caller
 # (key check, rate limit), the tenant's concurrency slot (held while the body is read, decoded
-# and run), the model, then the body. Decoding and running are CPU-bound, so they go to the
-# threadpool in one hop, except a small uncompressed body (decoded here) for a tiny model (run
-# here too): a thread hop costs more than either.
+# and run), the model, then the body. Decoding is CPU-bound: a small uncompressed body is
+# decoded here, bigger ones in the threadpool. Every run is in a worker process
+# (server/workers), waited for in the threadpool while this watches for the client leaving.
 async def infer(request: Request) -> Response:
     state = request.app.state
     settings: Settings = state.settings
@@ -55,22 +69,64 @@ async def infer(request: Request) -> Response:
         name = request.path_params["name"]
         model = await get_loaded_model(request, name, principal, state.models)
         body = await request.body()  # capped by server/body_limit.py as it streams
-        content, headers = await _answer(model, body, request, settings)
+        content, headers = await _answer(model, body, request, settings, principal.key_id)
     return Response(content, headers=headers)
 
 
 async def _answer(
-    model: LoadedModel, body: bytes, request: Request, settings: Settings
+    model: LoadedModel, body: bytes, request: Request, settings: Settings, source: str
 ) -> tuple[bytes, dict[str, str]]:
     cap = settings.max_infer_bytes
+    timeout_s = settings.infer_timeout_s
+    cancel = Cancel()
+    batcher = _batcher(request, model)
     if not inference.decodes_cheaply(body, request.headers):
-        return await run_in_threadpool(
-            inference.infer, model, body, request.headers, max_body_bytes=cap
+        work = run_in_threadpool(
+            inference.infer,
+            model,
+            body,
+            request.headers,
+            max_body_bytes=cap,
+            timeout_s=timeout_s,
+            cancel=cancel,
+            batcher=batcher,
+            source=source,
         )
-    decoded = inference.decode(model, body, request.headers, max_body_bytes=cap)
-    if inference.runs_cheaply(model, decoded, settings.inline_max_flops):
-        return inference.run(model, decoded)
-    return await run_in_threadpool(inference.run, model, decoded)
+    elif batcher is not None:  # no thread waits: the batch thread encodes and wakes the loop
+        decoded = inference.decode(model, body, request.headers, max_body_bytes=cap)
+        deadline = inference.deadline(decoded, request.headers, timeout_s)
+        queued = inference.submit(batcher, model, decoded, deadline, cancel, source)
+        work = batching.wait_async(queued, deadline)
+    else:
+        decoded = inference.decode(model, body, request.headers, max_body_bytes=cap)
+        deadline = inference.deadline(decoded, request.headers, timeout_s)
+        work = run_in_threadpool(inference.run, model, decoded, deadline, cancel)
+    return await _unless_disconnected(request, work, cancel)
+
+
+def _batcher(request: Request, model: LoadedModel) -> Batcher | None:
+    batchers: batching.Batchers | None = getattr(request.app.state, "batchers", None)
+    if batchers is None:
+        return None
+    return batchers.for_model(model.compiled, model.label, model.batching)
+
+
+async def _unless_disconnected(
+    request: Request, work: Awaitable[tuple[bytes, dict[str, str]]], cancel: Cancel
+) -> tuple[bytes, dict[str, str]]:
+    """Awaits the run; a client that disconnects meanwhile cancels it (queued or running)."""
+    watch = asyncio.ensure_future(_disconnect(request, cancel))
+    try:
+        return await work
+    finally:
+        watch.cancel()
+
+
+async def _disconnect(request: Request, cancel: Cancel) -> None:
+    # The body is read: the next message is the disconnect, whenever it comes.
+    while (await request.receive())["type"] != "http.disconnect":
+        pass
+    cancel.set()
 
 
 router.routes.extend(Route(path, infer, methods=["POST"]) for path in V2_INFER_PATHS)

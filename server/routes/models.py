@@ -2,25 +2,35 @@
 
 from __future__ import annotations
 
-from typing import Annotated, Any
+import json
+from typing import Annotated, Any, Final
 
-from fastapi import APIRouter, File, Form, Response, UploadFile, status
+from fastapi import APIRouter, File, Form, Request, Response, UploadFile, status
 
 from server.deps import MetricsDep, ModelsDep, PrincipalDep
 from server.deps_admin import ActorDep, UploadsDep
 from server.paths import CHECK, MODELS, V1
 from server.routes.json import iso
 from server.routes.schemas import ERRORS, UPLOAD_ERRORS
+from server.services.limits import CompileQueue
 from server.services.types import StoredModel, StoredVersion
 
 router = APIRouter(prefix=V1, tags=["models"], responses=ERRORS)
+JSON: Final = "application/json"
 ProgramPart = Annotated[UploadFile, File(description="The .pdmodel (ProgramDesc) bytes.")]
 ParamsPart = Annotated[UploadFile | None, File(description="The .pdiparams bytes.")]
 
 
-# NOTE: `def` routes: validation and compilation are CPU-bound, so they run in the threadpool.
-@router.post(MODELS, status_code=status.HTTP_201_CREATED, responses=UPLOAD_ERRORS)
-def upload_model(
+# NOTE: `async def` routes: validation and compilation are CPU-bound, so they run in the compile
+# queue's own pool (server/services/limits.py), under the tenant's compile cap; the shared
+# threadpool, and so every other route, never waits behind them. The answer is serialised there
+# too: a report of a few thousand ops took the event loop (and every tenant's requests) for
+# hundreds of milliseconds when FastAPI encoded it (benchmarks/results/fairness.md).
+@router.post(
+    MODELS, status_code=status.HTTP_201_CREATED, response_class=Response, responses=UPLOAD_ERRORS
+)
+async def upload_model(
+    request: Request,
     principal: PrincipalDep,
     uploads: UploadsDep,
     actor: ActorDep,
@@ -28,27 +38,42 @@ def upload_model(
     name: Annotated[str, Form()],
     program: ProgramPart,
     params: ParamsPart = None,
-) -> dict[str, Any]:
+) -> Response:
+    program_bytes, params_bytes = await program.read(), await _read(params)
+
+    def upload() -> bytes:
+        uploaded = uploads.upload(principal, actor, name, program_bytes, params_bytes)
+        return _json_bytes(
+            {
+                "name": uploaded.name,
+                "version": uploaded.version,
+                "status": uploaded.status,
+                "report": uploaded.report.to_json(),
+            }
+        )
+
     with metrics.upload(principal.tenant_id):
-        uploaded = uploads.upload(principal, actor, name, program.file.read(), _read(params))
-    return {
-        "name": uploaded.name,
-        "version": uploaded.version,
-        "status": uploaded.status,
-        "report": uploaded.report.to_json(),
-    }
+        content = await _compiles(request).run(principal.tenant_id or "", upload)
+    return Response(content, status.HTTP_201_CREATED, media_type=JSON)
 
 
-@router.post(CHECK, responses=UPLOAD_ERRORS)
-def check_model(
+@router.post(CHECK, response_class=Response, responses=UPLOAD_ERRORS)
+async def check_model(
+    request: Request,
     principal: PrincipalDep,
     uploads: UploadsDep,
     actor: ActorDep,
     program: ProgramPart,
     params: ParamsPart = None,
-) -> dict[str, Any]:
-    report = uploads.check(principal, actor.tenant, program.file.read(), _read(params))
-    return {"valid": True, "report": report.to_json()}
+) -> Response:
+    program_bytes, params_bytes = await program.read(), await _read(params)
+
+    def check() -> bytes:
+        report = uploads.check(principal, actor.tenant, program_bytes, params_bytes)
+        return _json_bytes({"valid": True, "report": report.to_json()})
+
+    content = await _compiles(request).run(principal.tenant_id or "", check)
+    return Response(content, media_type=JSON)
 
 
 @router.get("/models")
@@ -88,8 +113,17 @@ def download_onnx(name: str, version: int, principal: PrincipalDep, models: Mode
     )
 
 
-def _read(part: UploadFile | None) -> bytes | None:
-    return None if part is None else part.file.read()
+async def _read(part: UploadFile | None) -> bytes | None:
+    return None if part is None else await part.read()
+
+
+def _json_bytes(document: dict[str, Any]) -> bytes:
+    return json.dumps(document, separators=(",", ":")).encode()
+
+
+def _compiles(request: Request) -> CompileQueue:
+    compiles: CompileQueue = request.app.state.limits.compiles
+    return compiles
 
 
 def _latest_json(model: StoredModel) -> dict[str, Any]:
@@ -111,4 +145,5 @@ def _version_json(version: StoredVersion) -> dict[str, Any]:
             "onnx": version.onnx_sha256,
         },
         "report": version.report,
+        "batching": version.batching,  # the admin's override; null: the server's defaults
     }

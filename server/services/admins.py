@@ -14,6 +14,7 @@ from typing import Final
 from sqlalchemy import select
 from sqlalchemy.orm import Session, sessionmaker
 
+from server.db.engine import retry_on_conflict
 from server.db.models import Admin, ApiKey, utcnow
 from server.services.audit import DENIED, Actor, AuditService
 from server.services.tenants import OPERATOR_ROLES, TENANT_NAME, TenantService
@@ -52,13 +53,16 @@ class AdminService:
 
     def ensure_root(self) -> None:
         """Start-up: the operator `root` exists and owns every admin key that has no operator."""
+        retry_on_conflict(self._ensure_root)
+        self._tenants.forget_cached_keys()
+
+    def _ensure_root(self) -> None:
         with self._sessions.begin() as s:
             if s.get(Admin, ROOT) is None:
                 s.add(Admin(name=ROOT, role="admin"))
             unnamed = select(ApiKey).where(ApiKey.role == "admin", ApiKey.admin.is_(None))
             for key in s.scalars(unnamed):
                 key.admin = ROOT
-        self._tenants.forget_cached_keys()
 
     def create(self, name: str, role: str) -> IssuedAdminKey:
         if not TENANT_NAME.match(name):

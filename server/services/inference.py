@@ -2,12 +2,20 @@
 
 from __future__ import annotations
 
+import time
 from collections.abc import Mapping
+from concurrent.futures import Future
+from functools import partial
 from typing import Final
 
-from server.services.types import LoadedModel, ModelMetadata
+import numpy as np
+
+from server import batching
+from server.batching import Batcher
+from server.services.types import BadRequest, LoadedModel, ModelMetadata
 from server.v2 import codec
 from server.v2.codec import InferRequest
+from server.workers import Cancel
 
 PLATFORM: Final = "onnxruntime_onnx"
 DEFAULT_MAX_BODY_BYTES: Final = 64 * 1024 * 1024  # Triton's --http-max-input-size default
@@ -15,9 +23,7 @@ DEFAULT_MAX_BODY_BYTES: Final = 64 * 1024 * 1024  # Triton's --http-max-input-si
 # Bigger ones (a JSON tensor of 150k floats takes ~13 ms) and compressed ones (which may
 # inflate up to the body cap) are decoded off the event loop.
 INLINE_MAX_BODY_BYTES: Final = 16 * 1024
-# With few FLOPs the outputs are small too (an op without a cost rule counts its output
-# elements); this bounds what a tiny run allocates and encodes on the event loop.
-INLINE_MAX_ACTIVATION_BYTES: Final = 256 * 1024
+TIMEOUT_HEADER: Final = "graphgate-timeout-ms"
 
 
 def metadata(model: LoadedModel) -> ModelMetadata:
@@ -32,13 +38,19 @@ def infer(
     headers: Mapping[str, str],
     *,
     max_body_bytes: int = DEFAULT_MAX_BODY_BYTES,
+    timeout_s: float = 30.0,
+    cancel: Cancel | None = None,
+    batcher: Batcher | None = None,
+    source: str = "",
 ) -> tuple[bytes, dict[str, str]]:
     """Decodes a V2 request (JSON or binary), runs it, encodes the response.
 
     `headers` are the request's; names are matched case-insensitively. Returns the response
     body and its headers (Content-Type, and Inference-Header-Content-Length when binary).
+    `timeout_s` is the deadline's default (and longest); see `deadline`.
     """
-    return run(model, decode(model, body, headers, max_body_bytes=max_body_bytes))
+    decoded = decode(model, body, headers, max_body_bytes=max_body_bytes)
+    return run(model, decoded, deadline(decoded, headers, timeout_s), cancel, batcher, source)
 
 
 def decode(
@@ -57,9 +69,64 @@ def decode(
     )
 
 
-def run(model: LoadedModel, request: InferRequest) -> tuple[bytes, dict[str, str]]:
-    """Runs a decoded request and encodes the response (body and headers)."""
-    values = model.compiled.run(request.feeds)
+def deadline(request: InferRequest, headers: Mapping[str, str], timeout_s: float) -> float:
+    """When the request must be answered (time.monotonic()): `timeout_s` from now, or sooner
+    when the client asks (V2 parameter `timeout` in microseconds, or Graphgate-Timeout-Ms)."""
+    seconds = timeout_s
+    if request.timeout_us is not None:
+        seconds = min(seconds, request.timeout_us / 1e6)
+    raw = next((v for k, v in headers.items() if k.lower() == TIMEOUT_HEADER), None)
+    if raw is not None:
+        if not raw.isascii() or not raw.isdigit() or len(raw) > 12 or int(raw) == 0:
+            raise BadRequest(
+                f"Graphgate-Timeout-Ms: expected a positive integer (milliseconds), got "
+                f"{raw[:40]!r}"
+            )
+        seconds = min(seconds, int(raw) / 1e3)
+    return time.monotonic() + seconds
+
+
+def run(
+    model: LoadedModel,
+    request: InferRequest,
+    deadline: float | None = None,
+    cancel: Cancel | None = None,
+    batcher: Batcher | None = None,
+    source: str = "",
+) -> tuple[bytes, dict[str, str]]:
+    """Runs a decoded request in a worker and encodes the response (body and headers);
+    through `batcher` (server/batching.py) when the model batches."""
+    if batcher is not None:
+        return batching.wait(submit(batcher, model, request, deadline, cancel, source), deadline)
+    values = model.compiled.run(
+        request.feeds, deadline=deadline, cancelled=cancel, label=model.label
+    )
+    return _encode(model, request, values)
+
+
+def submit(
+    batcher: Batcher,
+    model: LoadedModel,
+    request: InferRequest,
+    deadline: float | None,
+    cancel: Cancel | None,
+    source: str,
+) -> Future[tuple[bytes, dict[str, str]]]:
+    """Queues a decoded request in its model's batcher; the future holds the encoded
+    response (encoded on the batch's thread, off the event loop). `source`: whose queue
+    (fairness: the caller's key)."""
+    return batcher.submit(
+        request.feeds,
+        partial(_encode, model, request),
+        source=source,
+        deadline=deadline,
+        cancel=cancel,
+    )
+
+
+def _encode(
+    model: LoadedModel, request: InferRequest, values: Mapping[str, np.ndarray]
+) -> tuple[bytes, dict[str, str]]:
     results = [(out, values[out.spec.name]) for out in request.outputs]
     return codec.encode_response(model.name, str(model.version), request.id, results)
 
@@ -70,29 +137,3 @@ def decodes_cheaply(body: bytes, headers: Mapping[str, str]) -> bool:
         return False
     encoding = next((v for k, v in headers.items() if k.lower() == "content-encoding"), None)
     return (encoding or "identity").strip().lower() == "identity"
-
-
-def runs_cheaply(model: LoadedModel, request: InferRequest, max_flops: int) -> bool:
-    """Whether running `request` is cheaper than a thread hop: the validator's FLOPs and
-    activation estimates per sample, times the batch, under `max_flops` and
-    INLINE_MAX_ACTIVATION_BYTES. Never for outputs sized by input data (no static bound)."""
-    report = model.compiled.program.report
-    if max_flops <= 0 or report.data_dependent:
-        return False
-    batch = _batch(model, request)
-    return (
-        report.flops_per_sample * batch <= max_flops
-        and report.peak_activation_bytes_per_sample * batch <= INLINE_MAX_ACTIVATION_BYTES
-    )
-
-
-def _batch(model: LoadedModel, request: InferRequest) -> int:
-    """The request's batch: the largest first dim of a feed whose first dim is variable (the
-    validator measures per-sample figures over that dim), else 1."""
-    feeds = request.feeds
-    sizes = [
-        int(feeds[spec.name].shape[0])
-        for spec in model.compiled.program.inputs
-        if spec.dims and spec.dims[0] < 0 and spec.name in feeds and feeds[spec.name].ndim
-    ]
-    return max([1, *sizes])

@@ -17,7 +17,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Final
 
-from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, Counter, Histogram
+from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, Counter, Gauge, Histogram
 from prometheus_client.exposition import generate_latest
 from sqlalchemy.orm import Session, sessionmaker
 
@@ -196,6 +196,18 @@ class Metrics:
             ["tenant", "reason"],
             registry=r,
         )
+
+        self.provider = Gauge(
+            "graphgate_execution_provider",
+            "1 for the onnxruntime execution provider and device the workers run on.",
+            ["provider", "device"],
+            registry=r,
+        )
+
+    def set_provider(self, provider: str, device: str) -> None:
+        """Called at start-up: where sessions run (CUDA only when its libraries load)."""
+        self.provider.clear()
+        self.provider.labels(provider, device).set(1)
 
     def bind_tenant_names(self, names: TenantNames) -> None:
         """Called at start-up, once the database is open."""

@@ -2,20 +2,25 @@
 
 from __future__ import annotations
 
+import dataclasses
+import hashlib
 import json
 import re
 import threading
 import time
 import uuid
 from collections import OrderedDict
-from collections.abc import Callable
-from typing import Final
+from collections.abc import Callable, Mapping
+from typing import Any, Final
 
 from sqlalchemy import select
+from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import Session, sessionmaker
 
-from executor import CompiledModel, SessionOptions, check_servable
-from server.db.models import Model, ModelVersion
+from executor import SessionOptions
+from server.db.models import Model, ModelVersion, Tenant
+from server.services.artifact_refs import ArtifactRefs
+from server.services.limits import StorageQuotaExceeded
 from server.services.types import (
     Forbidden,
     InvalidName,
@@ -28,62 +33,82 @@ from server.services.types import (
     StoredVersion,
     UploadedModel,
 )
-from server.storage.artifacts import Artifacts
+from server.storage import ArtifactStore
+from server.workers import PoolSettings, WorkerPool, WorkerStats
+
+# NOTE: compiled in a worker process (server/workers): the server holds its signature only.
+from server.workers import RemoteModel as CompiledModel
 from validator import DEFAULT_POLICY, Policy, Report, ValidationFailed
 
 MODEL_NAME: Final = re.compile(r"^[a-z0-9][a-z0-9_.-]{0,63}$")
 READY: Final = "ready"
+QUARANTINED: Final = "quarantined"  # crashed its workers; an admin may release it
 BLOCKED: Final = "blocked"  # no longer passes its tenant's policy: kept, not served
 
-_CacheKey = tuple[str, str, int]
+# Compiled sessions are keyed by their artifacts' content (program and params sha256), never by
+# tenant/name/version: a version deleted and uploaded again with other bytes (by any replica)
+# can never be answered by the old graph, and identical uploads share one session.
+_CacheKey = tuple[str, str | None, Policy]  # program, params, the policy it was checked with
 _LookupKey = tuple[str, str, int | None]  # (tenant, name, version or None for the latest)
 # Past this many cached lookups the lookup cache starts over (only lookups that found a ready
 # version are cached, so this takes that many models in use within one TTL).
 _MAX_LOOKUPS: Final = 10_000
+# A first upload of a name racing another replica's loses on the unique key once, then finds it.
+_REGISTER_TRIES: Final = 3
 
 
 class ModelService:
     """Every lookup is by (tenant, name): another tenant's model is NotFound, like a missing one.
 
-    Two caches: compiled versions (LRU, `cache_size`), and lookups (tenant, name, version or
-    latest) -> version number, so that resolving a model on the hot path reads no database.
-    Every upload and delete of this service drops the name's lookups before it returns: a
-    deleted model is NotFound and a new upload is the latest from the next request on.
-    NOTE: writes by another process (several replicas, later on PostgreSQL) are seen only when
-    a lookup expires, `lookup_ttl_s` after it was cached; such deployments keep it short or add
-    a change notification. `lookup_ttl_s` 0 turns the lookup cache off.
+    Two caches: compiled programs by content hash (LRU, `cache_size`), and lookups (tenant,
+    name, version or latest) -> the resolved version, so that resolving a model on the hot path
+    reads no database. Every upload and delete of this service drops the name's lookups before
+    it returns: a deleted model is NotFound and a new upload is the latest from the next
+    request on. Writes by other replicas arrive through `publish` (server/services/
+    invalidation.py, with Redis) and `drop_lookups`; without it they are seen when a lookup
+    expires, `lookup_ttl_s` after it was cached. `lookup_ttl_s` 0 turns the lookup cache off.
     """
 
     def __init__(
         self,
         sessions: sessionmaker[Session],
-        artifacts: Artifacts,
+        artifacts: ArtifactStore,
         *,
         policy: Policy = DEFAULT_POLICY,
         options: SessionOptions | None = None,
+        pool: WorkerPool | None = None,
         cache_size: int = 64,
         lookup_ttl_s: float = 5.0,
+        storage_quota_for: Callable[[str], int] | None = None,
         clock: Callable[[], float] = time.monotonic,
+        publish: Callable[[dict[str, str]], None] | None = None,
         policy_for: Callable[[str], Policy] | None = None,
     ) -> None:
         self._sessions = sessions
         self._artifacts = artifacts
+        # The tenant's storage quota in bytes (0: none), checked where the artifact references
+        # are counted, in the transaction that adds the version (shared artifacts count once).
+        self._refs = ArtifactRefs(sessions, artifacts, storage_quota_for or (lambda _tenant: 0))
         self._policy = policy
         # The tenant's own policy (server/services/policies.py); `policy` for every tenant without.
         self._policy_for = policy_for or (lambda _tenant: policy)
         self._options = options or SessionOptions()
+        self._pool = pool or WorkerPool(PoolSettings(workers=1))
         self._cache_size = cache_size
-        self._cache: OrderedDict[_CacheKey, LoadedModel] = OrderedDict()
+        self._cache: OrderedDict[_CacheKey, CompiledModel] = OrderedDict()
         self._cache_lock = threading.Lock()
         self._build_locks: dict[_CacheKey, threading.Lock] = {}
         self._register_lock = threading.Lock()
         self._lookup_ttl_s = lookup_ttl_s
         self._clock = clock
-        self._lookups: dict[_LookupKey, tuple[int, float]] = {}  # -> (version, expiry)
+        self._publish = publish
+        # -> (the resolved version, its content key, expiry)
+        self._lookups: dict[_LookupKey, tuple[LoadedModel, _CacheKey, float]] = {}
         # Per (tenant, name), bumped by every upload and delete of it: a lookup that read the
         # database before such a write caches nothing (a long compile is not thrown away for
         # another model's write).
         self._writes: dict[tuple[str, str], int] = {}
+        self._epoch = 0  # bumped when every lookup is dropped at once
 
     # -- use cases -------------------------------------------------------------------------
 
@@ -99,15 +124,22 @@ class ModelService:
         """Adds a version of `name`: artifacts first, the database row last (crash-safe)."""
         tenant = _tenant_of(principal)
         _check_name(name)
-        compiled = self._compile(program, params, self._policy_for(tenant))
+        policy = self._policy_for(tenant)
+        compiled = self._compile(program, params, policy)
         report = compiled.program.report
         shas = (
             self._artifacts.put(program),
             None if params is None else self._artifacts.put(params),
-            self._artifacts.put(compiled.onnx_bytes),
+            self._artifacts.put(onnx := compiled.onnx_bytes),  # readable once (workers)
         )
-        version = self._register(tenant, name, shas, json.dumps(report.to_json()))
-        self._remember(LoadedModel(tenant, name, version, compiled))
+        sizes = _sizes(shas, (program, params, onnx))
+        try:
+            version = self._register(tenant, name, shas, json.dumps(report.to_json()), sizes)
+        except StorageQuotaExceeded:
+            self._refs.collect(list(sizes))  # what this upload stored and nothing else names
+            raise
+        self._refs.keep_stored(b for b in (program, params, onnx) if b is not None)
+        self._remember((shas[0], shas[1], policy), compiled)
         self._invalidate(tenant, name)  # "latest" is the new version from now on
         return UploadedModel(name, version, READY, report)
 
@@ -119,17 +151,44 @@ class ModelService:
 
     def get_model(self, principal: Principal, name: str) -> StoredModel:
         with self._sessions() as s:
-            return _stored(self._model(s, principal, name))
+            stored = _stored(self._model(s, principal, name))
+        return self._with_quarantine(principal.tenant_id, stored)
+
+    def release(self, tenant_name: str, name: str, version: int) -> None:
+        """Admin: lets a quarantined version run again; NotFound when it is not quarantined."""
+        with self._sessions() as s:
+            tenant = s.scalars(select(Tenant).where(Tenant.name == tenant_name)).first()
+        if tenant is None or not self._pool.quarantine.release((tenant.id, name, version)):
+            raise NotFound(f"no quarantined version {version} of {tenant_name}/{name}")
+
+    def set_batching(
+        self, tenant_name: str, name: str, version: int, batching: Mapping[str, Any] | None
+    ) -> None:
+        """Admin: stores a version's dynamic batching override (None: the server's defaults);
+        every replica's lookups of the model are dropped, so the next request batches so."""
+        with self._sessions.begin() as s:
+            tenant = s.scalars(select(Tenant).where(Tenant.name == tenant_name)).first()
+            if tenant is None:
+                raise NotFound(f"no tenant {tenant_name!r}")
+            owner = Principal(tenant_id=tenant.id, key_id="", is_admin=False)
+            row = self._version(self._model(s, owner, name), version)
+            row.batching = None if batching is None else json.dumps(dict(batching))
+            tenant_id = tenant.id
+        self._invalidate(tenant_id, name)
+
+    def _with_quarantine(self, tenant: str, stored: StoredModel) -> StoredModel:
+        held = self._pool.quarantine.holds
+        versions = tuple(
+            dataclasses.replace(v, status=QUARANTINED)
+            if held((tenant, stored.name, v.version))
+            else v
+            for v in stored.versions
+        )
+        return dataclasses.replace(stored, versions=versions)
 
     def delete(self, principal: Principal, name: str, version: int | None = None) -> None:
         """Deletes one version, or the whole model; the artifacts stay (content-addressed)."""
-        with self._sessions.begin() as s:
-            model = self._model(s, principal, name)
-            if version is None:
-                s.delete(model)
-            else:
-                s.delete(self._version(model, version))
-        self._forget(principal.tenant_id, name, version)
+        self._refs.collect(self._delete_rows(principal, name, version))
         self._invalidate(principal.tenant_id, name)
 
     def onnx(self, principal: Principal, name: str, version: int) -> bytes:
@@ -147,16 +206,18 @@ class ModelService:
             return None
         with self._cache_lock:
             found = self._lookups.get((tenant, name, version))
-            if found is None or found[1] <= self._clock():
+            if found is None or found[2] <= self._clock():
                 return None
-            return self._cached_locked((tenant, name, found[0]))
+            loaded, key, _expiry = found
+            # Evicted from the LRU: resolve compiles it again rather than keep it alive here.
+            return loaded if self._cached_locked(key) is not None else None
 
     def resolve(self, principal: Principal, name: str, version: int | None) -> LoadedModel:
         """A ready version (default the latest) of the caller's model, compiled and cached."""
-        if (hit := self.cached_resolve(principal, name, version)) is not None:
-            return hit
+        if (cached := self.cached_resolve(principal, name, version)) is not None:
+            return cached
         with self._cache_lock:
-            generation = self._writes.get((principal.tenant_id, name), 0)
+            generation = (self._epoch, self._writes.get((principal.tenant_id, name), 0))
         with self._sessions() as s:
             model = self._model(s, principal, name)
             row = self._version(model, version) if version is not None else _newest(model)
@@ -164,32 +225,39 @@ class ModelService:
                 raise ModelBlocked(
                     f"model {name!r} version {row.version} is blocked by its tenant's policy"
                 )
-            key = (model.tenant_id, model.name, row.version)
-            shas = (row.program_sha256, row.params_sha256)
+            found = (model.tenant_id, model.name, row.version)
+            batching = _batching(row)
+            # The policy is part of the key: the same bytes validated under another tenant's
+            # policy are another compiled model (its loop bound and byte caps apply at run time).
+            key = (row.program_sha256, row.params_sha256, self._policy_for(model.tenant_id))
         lookup = (model.tenant_id, name, version)
         if (hit := self._cached(key)) is not None:
-            return self._settle(lookup, hit, generation)
+            return self._settle(lookup, LoadedModel(*found, hit, batching), key, generation)
         with self._cache_lock:
             build_lock = self._build_locks.setdefault(key, threading.Lock())
-        with build_lock:  # one compile per version, however many requests wait for it
-            if (hit := self._cached(key)) is not None:
-                return self._settle(lookup, hit, generation)
-            compiled = self._rebuild(*shas, self._policy_for(model.tenant_id))
-            return self._settle(lookup, LoadedModel(*key, compiled), generation)
+        with build_lock:  # one compile per program, however many requests wait for it
+            if (hit := self._cached(key)) is None:
+                hit = self._rebuild(*key)
+            return self._settle(lookup, LoadedModel(*found, hit, batching), key, generation)
 
     # -- helpers ---------------------------------------------------------------------------
 
     def loaded(self) -> list[LoadedModel]:
-        """The compiled versions in memory now, least recently used first (the console)."""
+        """The versions resolved recently (their sessions live in the workers), one each."""
         with self._cache_lock:
-            return list(self._cache.values())
+            found = {(m.tenant_id, m.name, m.version): m for m, _, _ in self._lookups.values()}
+        return list(found.values())
+
+    def worker_sessions(self) -> list[WorkerStats]:
+        """What each idle worker holds compiled (content key -> bytes, provider)."""
+        return self._pool.session_stats()
 
     def forget_tenant(self, tenant_id: str) -> None:
         """After a tenant's versions changed status (a policy change): drop its cached lookups
-        and compiled versions, and cache nothing read before now."""
+        and cache nothing read before now."""
+        # NOTE: compiled models stay: they are keyed by content and policy, so a changed policy
+        # misses them and another tenant's identical upload may still use them.
         with self._cache_lock:
-            for key in [k for k in self._cache if k[0] == tenant_id]:
-                del self._cache[key]
             for name in {k[1] for k in self._lookups if k[0] == tenant_id}:
                 self._writes[(tenant_id, name)] = self._writes.get((tenant_id, name), 0) + 1
             for lookup in [k for k in self._lookups if k[0] == tenant_id]:
@@ -198,10 +266,21 @@ class ModelService:
     def _compile(self, program: bytes, params: bytes | None, policy: Policy) -> CompiledModel:
         # The one servability check, shared with `graphgate check`: what it passes, upload keeps.
         try:
-            return check_servable(program, params, policy, self._options)
+            return self._pool.compile(
+                program, params, policy, self._options, self._source(program, params)
+            )
         except ValidationFailed as failed:
             diagnostics = list(failed.diagnostics)
             raise ModelRejected(_rejected(len(diagnostics)), diagnostics) from None
+
+    def _source(
+        self, program: bytes, params: bytes | None
+    ) -> Callable[[], tuple[bytes, bytes | None]]:
+        """Where a worker that lacks the model reads it again: storage, by content hash."""
+        program_sha = hashlib.sha256(program).hexdigest()
+        params_sha = None if params is None else hashlib.sha256(params).hexdigest()
+        get = self._artifacts.get
+        return lambda: (get(program_sha), None if params_sha is None else get(params_sha))
 
     def _rebuild(self, program_sha: str, params_sha: str | None, policy: Policy) -> CompiledModel:
         # NOTE: re-validated on load, so a stricter validator also applies to stored models.
@@ -210,11 +289,41 @@ class ModelService:
         return self._compile(program, params, policy)
 
     def _register(
-        self, tenant: str, name: str, shas: tuple[str, str | None, str], report: str
+        self,
+        tenant: str,
+        name: str,
+        shas: tuple[str, str | None, str],
+        report: str,
+        sizes: dict[str, int],
+    ) -> int:
+        """Adds the version row and its artifact references in one transaction.
+
+        Replicas sharing PostgreSQL race here: the model row and the reference rows are read
+        FOR UPDATE, so each upload of a name gets its own version; two first uploads of a name
+        (or of the same bytes) both inserting a row collide on its unique key, and the loser
+        runs again, finding the winner's row. (SQLite serializes writers by itself.)
+        """
+        for attempt in range(_REGISTER_TRIES):
+            try:
+                return self._register_once(tenant, name, shas, report, sizes)
+            except IntegrityError:
+                if attempt == _REGISTER_TRIES - 1:
+                    raise
+        raise AssertionError("unreachable")
+
+    def _register_once(
+        self,
+        tenant: str,
+        name: str,
+        shas: tuple[str, str | None, str],
+        report: str,
+        sizes: dict[str, int],
     ) -> int:
         with self._register_lock, self._sessions.begin() as s:
+            # Locks in one order everywhere (references by sha, then the model): no deadlock.
+            self._refs.retain(s, tenant, sizes)
             query = select(Model).where(Model.tenant_id == tenant, Model.name == name)
-            model = s.scalars(query).first()
+            model = s.scalars(query.with_for_update()).first()
             if model is None:
                 model = Model(id=uuid.uuid4().hex, tenant_id=tenant, name=name, next_version=1)
                 s.add(model)
@@ -234,6 +343,22 @@ class ModelService:
             )
         return version
 
+    def _delete_rows(self, principal: Principal, name: str, version: int | None) -> list[str]:
+        """Deletes the version rows (all of the model's when `version` is None) and their
+        artifact references in one transaction; returns the artifacts no row names now."""
+        with self._sessions.begin() as s:
+            model = self._model(s, principal, name)
+            doomed = list(model.versions) if version is None else [self._version(model, version)]
+            freed = self._refs.release(s, doomed)
+            s.delete(model if version is None else doomed[0])
+        return freed
+
+    def sweep_artifacts(self, grace_s: float) -> int:
+        """Start-up only: deletes artifacts no version names (a killed upload's, a crash
+        between a delete's commit and its file deletions) last stored more than `grace_s` ago
+        (younger ones may be another replica's upload in flight); returns how many."""
+        return self._refs.sweep(grace_s)
+
     def _model(self, s: Session, principal: Principal, name: str) -> Model:
         tenant = _tenant_of(principal)
         query = select(Model).where(Model.tenant_id == tenant, Model.name == name)
@@ -249,51 +374,72 @@ class ModelService:
                 return row
         raise NotFound(f"model {model.name!r} has no version {version}")
 
-    def _cached(self, key: _CacheKey) -> LoadedModel | None:
+    def _cached(self, key: _CacheKey) -> CompiledModel | None:
         with self._cache_lock:
             return self._cached_locked(key)
 
-    def _cached_locked(self, key: _CacheKey) -> LoadedModel | None:
+    def _cached_locked(self, key: _CacheKey) -> CompiledModel | None:
         hit = self._cache.get(key)
         if hit is not None:
             self._cache.move_to_end(key)  # eviction pops the least recently used first
         return hit
 
-    def _remember(self, loaded: LoadedModel) -> LoadedModel:
+    def _remember(self, key: _CacheKey, compiled: CompiledModel) -> None:
         with self._cache_lock:
-            return self._remember_locked(loaded)
+            self._remember_locked(key, compiled)
 
-    def _remember_locked(self, loaded: LoadedModel) -> LoadedModel:
-        self._cache[(loaded.tenant_id, loaded.name, loaded.version)] = loaded
+    def _remember_locked(self, key: _CacheKey, compiled: CompiledModel) -> None:
+        self._cache[key] = compiled
+        self._cache.move_to_end(key)
         while len(self._cache) > self._cache_size:
             self._cache.popitem(last=False)
-        return loaded
 
-    def _settle(self, lookup: _LookupKey, loaded: LoadedModel, generation: int) -> LoadedModel:
+    def _settle(
+        self,
+        lookup: _LookupKey,
+        loaded: LoadedModel,
+        key: _CacheKey,
+        generation: tuple[int, int],
+    ) -> LoadedModel:
         """Caches a resolved version and its lookup, unless an upload or delete came after the
         database read (then this request is answered with it, and nothing is cached)."""
         expiry = self._clock() + self._lookup_ttl_s
         with self._cache_lock:
-            if generation != self._writes.get((loaded.tenant_id, loaded.name), 0):
+            now = (self._epoch, self._writes.get((loaded.tenant_id, loaded.name), 0))
+            if generation != now:
                 return loaded
             if self._lookup_ttl_s > 0:
                 if len(self._lookups) >= _MAX_LOOKUPS:
                     self._lookups.clear()
-                self._lookups[lookup] = (loaded.version, expiry)
-            return self._remember_locked(loaded)
-
-    def _forget(self, tenant: str, name: str, version: int | None) -> None:
-        with self._cache_lock:
-            for key in [k for k in self._cache if k[:2] == (tenant, name)]:
-                if version is None or key[2] == version:
-                    del self._cache[key]
+                self._lookups[lookup] = (loaded, key, expiry)
+            self._remember_locked(key, loaded.compiled)
+            return loaded
 
     def _invalidate(self, tenant: str, name: str) -> None:
-        """After a committed upload or delete of `name`: forget its lookups."""
+        """After a committed upload or delete of `name`: forget its lookups, here and (when
+        there is a bus) in every other replica."""
+        self.drop_lookups(tenant, name)
+        if self._publish is not None:
+            self._publish({"kind": "model", "tenant": tenant, "name": name})
+
+    def drop_lookups(self, tenant: str | None = None, name: str | None = None) -> None:
+        """Forgets the cached lookups of `name` (every lookup when `tenant` is None): another
+        replica uploaded or deleted it. Compiled programs stay: they are keyed by content."""
         with self._cache_lock:
+            if tenant is None or name is None:
+                self._lookups.clear()
+                self._epoch += 1
+                return
             self._writes[(tenant, name)] = self._writes.get((tenant, name), 0) + 1
             for key in [k for k in self._lookups if k[:2] == (tenant, name)]:
                 del self._lookups[key]
+
+
+def _sizes(
+    shas: tuple[str, str | None, str], blobs: tuple[bytes, bytes | None, bytes]
+) -> dict[str, int]:
+    pairs = zip(shas, blobs, strict=True)
+    return {sha: len(blob) for sha, blob in pairs if sha is not None and blob is not None}
 
 
 def _tenant_of(principal: Principal) -> str:
@@ -334,4 +480,9 @@ def _stored_version(row: ModelVersion) -> StoredVersion:
         params_sha256=row.params_sha256,
         onnx_sha256=row.onnx_sha256,
         report=json.loads(row.report),
+        batching=_batching(row),
     )
+
+
+def _batching(row: ModelVersion) -> dict[str, Any] | None:
+    return None if row.batching is None else dict(json.loads(row.batching))

@@ -3,8 +3,9 @@
 A tenant's row keeps only the fields an operator set; the rest come from the server's Settings
 (the defaults). Every tenant's rules are held in memory, read once at start and rewritten by
 every write of this service, so enforcing them costs a dict read on the hot path.
-NOTE: another process writing the same database is not seen until this one restarts; several
-replicas would add a change notification (as for the key and model caches).
+Every write publishes {"kind": "policy", "tenant": id} on the invalidation bus (server/services/
+invalidation.py); each replica then calls `reload` (server/main.py), so policy, quota and
+suspension changes reach every replica at once with Redis. Without it, one process only.
 """
 
 from __future__ import annotations
@@ -12,8 +13,7 @@ from __future__ import annotations
 import json
 import math
 import threading
-from collections.abc import Iterator, Mapping
-from contextlib import contextmanager
+from collections.abc import Callable, Mapping
 from dataclasses import asdict, dataclass, fields, replace
 from datetime import datetime
 from typing import Any, Final
@@ -21,11 +21,11 @@ from typing import Any, Final
 from sqlalchemy import select
 from sqlalchemy.orm import Session, sessionmaker
 
-from server.db.models import Model, ModelVersion, Tenant, TenantRules, utcnow
+from server.db.models import ArtifactRef, Model, ModelVersion, Tenant, TenantRules, utcnow
 from server.services.limits import Limits
 from server.services.models import BLOCKED, READY, ModelService
-from server.services.types import InvalidRules, NotFound, TooManyConcurrentUploads
-from server.storage.artifacts import Artifacts
+from server.services.types import InvalidRules, NotFound
+from server.storage import ArtifactStore
 from validator import Policy, ValidationFailed, validate
 from validator.ops import REGISTRY
 from validator.policy import LOOP_TRIPS_CEILING
@@ -98,12 +98,13 @@ class PolicyService:
     def __init__(
         self,
         sessions: sessionmaker[Session],
-        artifacts: Artifacts,
+        artifacts: ArtifactStore,
         models: ModelService,
         limits: Limits,
         *,
         default_policy: Policy,
         default_quota: Quota,
+        publish: Callable[[dict[str, str]], None] | None = None,
     ) -> None:
         self._sessions = sessions
         self._artifacts = artifacts
@@ -113,9 +114,9 @@ class PolicyService:
         self._default_quota = default_quota
         self._rules: dict[str, _Rules] = {}  # tenant id -> its rules, when it has a row
         self.suspended: frozenset[str] = frozenset()  # tenant ids; read on every request
-        self._uploads: dict[str, int] = {}
-        self._lock = threading.Lock()
         self._write_lock = threading.Lock()
+        self._load_lock = threading.Lock()  # a write here and a bus message may reload at once
+        self._publish = publish
         self._load()
 
     # -- the hot path: memory only ---------------------------------------------------------
@@ -132,24 +133,6 @@ class PolicyService:
     def quota_of(self, tenant_id: str) -> Quota:
         rules = self._rules.get(tenant_id)
         return self._default_quota if rules is None else rules.quota
-
-    @contextmanager
-    def upload_slot(self, tenant_id: str) -> Iterator[None]:
-        """Holds one of the tenant's concurrent upload slots for the block."""
-        limit = self.quota_of(tenant_id).max_concurrent_uploads
-        with self._lock:
-            held = self._uploads.get(tenant_id, 0)
-            if limit and held >= limit:
-                raise TooManyConcurrentUploads(
-                    f"expected at most {limit} concurrent uploads for this tenant, got {held + 1}",
-                    1,
-                )
-            self._uploads[tenant_id] = held + 1
-        try:
-            yield
-        finally:
-            with self._lock:
-                self._uploads[tenant_id] -= 1
 
     # -- operator use cases ----------------------------------------------------------------
 
@@ -170,6 +153,7 @@ class PolicyService:
                 tenant_id = row.tenant_id
             self._load()
             blocked, unblocked = self._recheck(tenant_id, policy)
+        self._announce(tenant_id)  # after the re-check: the statuses are committed
         return PolicyChange(self.show(tenant), blocked, unblocked)
 
     def set_quota(self, tenant: str, changes: Mapping[str, Any]) -> TenantRulesView:
@@ -179,7 +163,9 @@ class PolicyService:
                 overrides = {**json.loads(row.quota), **_quota_changes(changes)}
                 overrides = {k: v for k, v in overrides.items() if v is not None}
                 row.quota = json.dumps(overrides, sort_keys=True)
+                tenant_id = row.tenant_id
             self._load()
+        self._announce(tenant_id)
         return self.show(tenant)
 
     def suspend(self, tenant: str, suspended: bool) -> TenantRulesView:
@@ -187,8 +173,20 @@ class PolicyService:
             with self._sessions.begin() as s:
                 row = _rules_row(s, _tenant(s, tenant))
                 row.suspended = (row.suspended or utcnow()) if suspended else None
+                tenant_id = row.tenant_id
             self._load()
+        self._announce(tenant_id)
         return self.show(tenant)
+
+    def reload(self, tenant_id: str | None = None) -> None:
+        """Another replica changed a tenant's rules (`tenant_id`; None: maybe any): reads every
+        tenant's rules again and forgets the tenant's cached model lookups (versions may have
+        been blocked or unblocked)."""
+        self._load()
+        if tenant_id is None:
+            self._models.drop_lookups()
+        else:
+            self._models.forget_tenant(tenant_id)
 
     def storage_bytes(self, tenant_id: str) -> int:
         """Bytes of the tenant's stored artifacts (each distinct one once)."""
@@ -199,7 +197,9 @@ class PolicyService:
                 for sha in (v.program_sha256, v.params_sha256, v.onnx_sha256)
                 if sha is not None
             }
-        return sum(self._artifacts.size(sha) for sha in shas)
+            # The sizes the artifact_refs bookkeeping keeps: no store round trip (S3 or folder).
+            sizes = s.scalars(select(ArtifactRef.size_bytes).where(ArtifactRef.sha256.in_(shas)))
+            return sum(sizes)
 
     def counts(self, tenant_id: str) -> tuple[int, int]:
         """(models, stored versions) of the tenant."""
@@ -218,8 +218,16 @@ class PolicyService:
     def _quota_from(self, overrides: Mapping[str, Any]) -> Quota:
         return replace(self._default_quota, **overrides)
 
+    def _announce(self, tenant_id: str) -> None:
+        if self._publish is not None:
+            self._publish({"kind": "policy", "tenant": tenant_id})
+
     def _load(self) -> None:
         """Reads every tenant's rules into memory and hands the limiters their overrides."""
+        with self._load_lock:
+            self._load_locked()
+
+    def _load_locked(self) -> None:
         with self._sessions() as s:
             rows = s.scalars(select(TenantRules)).all()
             loaded = {
@@ -237,6 +245,8 @@ class PolicyService:
         for tenant_id, own in own_quota.items():
             self._limits.rate.override(tenant_id, own.get("rate_per_s"), own.get("burst"))
             self._limits.concurrency.override(tenant_id, own.get("max_concurrent"))
+            # Uploads and checks: the compile queue's per-tenant cap (429 TOO_MANY_COMPILES).
+            self._limits.compiles.slots.override(tenant_id, own.get("max_concurrent_uploads"))
 
     def _recheck(self, tenant_id: str, policy: Policy) -> tuple[tuple[str, ...], tuple[str, ...]]:
         blocked: list[str] = []

@@ -16,6 +16,7 @@ from typing import Final
 from sqlalchemy import select
 from sqlalchemy.orm import Session, sessionmaker
 
+from server.db.engine import retry_on_conflict
 from server.db.models import ApiKey, Tenant, utcnow
 from server.services.types import (
     Conflict,
@@ -50,9 +51,9 @@ class TenantService:
     Keys that authenticated are cached in memory (sha256 of the presented key -> Principal), so
     the hot path makes no database read. Every key or tenant write of this service empties the
     cache before it returns: a revoked key is refused by the very next request in this process.
-    NOTE: another process writing the same database (several replicas, later on PostgreSQL) is
-    seen only when an entry expires, `cache_ttl_s` after it was cached; such deployments keep
-    the TTL short or add a change notification. `cache_ttl_s` 0 turns the cache off.
+    Other replicas hear of a write through `publish` (server/services/invalidation.py, with
+    Redis), which ends in their `drop_cached`; without it another process's write is seen when
+    an entry expires, `cache_ttl_s` after it was cached. `cache_ttl_s` 0 turns the cache off.
     """
 
     def __init__(
@@ -61,8 +62,10 @@ class TenantService:
         *,
         cache_ttl_s: float = 5.0,
         clock: Callable[[], float] = time.monotonic,
+        publish: Callable[[dict[str, str]], None] | None = None,
     ) -> None:
         self._sessions = sessions
+        self._publish = publish
         self._cache_ttl_s = cache_ttl_s
         self._clock = clock
         self._principals: dict[str, tuple[Principal, float]] = {}  # digest -> (caller, expiry)
@@ -73,16 +76,19 @@ class TenantService:
     def ensure_admin(self, token: str | None) -> str | None:
         """Start-up: installs `token` as the admin key, or makes one on first start and returns it."""
         try:
-            with self._sessions.begin() as s:
-                if token is not None:
-                    s.merge(ApiKey(key_id=ENV_ADMIN_KEY_ID, role="admin", hash=_digest(token)))
-                    return None
-                active = select(ApiKey).where(ApiKey.role == "admin", ApiKey.revoked.is_(None))
-                if s.scalars(active).first() is not None:
-                    return None
-                return self._new_key(s, None, "admin")
+            return retry_on_conflict(lambda: self._ensure_admin(token))
         finally:
             self._invalidate()
+
+    def _ensure_admin(self, token: str | None) -> str | None:
+        with self._sessions.begin() as s:
+            if token is not None:
+                s.merge(ApiKey(key_id=ENV_ADMIN_KEY_ID, role="admin", hash=_digest(token)))
+                return None
+            active = select(ApiKey).where(ApiKey.role == "admin", ApiKey.revoked.is_(None))
+            if s.scalars(active).first() is not None:
+                return None
+            return self._new_key(s, None, "admin")
 
     def create_tenant(self, name: str) -> IssuedKey:
         """A tenant and its first key; the key is in the answer and never again."""
@@ -188,7 +194,14 @@ class TenantService:
             self._principals[_digest(presented)] = (principal, expiry)
 
     def _invalidate(self) -> None:
-        """After a committed key or tenant write: forget every cached key."""
+        """After a committed key or tenant write: forget every cached key, here and (when
+        there is a bus) in every other replica."""
+        self.drop_cached()
+        if self._publish is not None:
+            self._publish({"kind": "keys"})
+
+    def drop_cached(self) -> None:
+        """Forgets every cached key (this process only)."""
         with self._cache_lock:
             self._generation += 1
             self._principals.clear()

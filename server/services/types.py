@@ -5,10 +5,12 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from executor import CompiledModel
 from validator import Diagnostic, Report, TensorSpec
+
+if TYPE_CHECKING:  # server.workers imports this module (its errors are ServiceErrors)
+    from server.workers import RemoteModel
 
 
 @dataclass(frozen=True, slots=True)
@@ -24,12 +26,18 @@ class Principal:
 
 @dataclass(frozen=True, slots=True)
 class LoadedModel:
-    """One ready model version of one tenant, with its compiled session."""
+    """One ready model version of one tenant, compiled in the workers."""
 
     tenant_id: str
     name: str
     version: int
-    compiled: CompiledModel
+    compiled: RemoteModel
+    batching: Mapping[str, Any] | None = None  # the admin's override (server/batching.py)
+
+    @property
+    def label(self) -> tuple[str, str, int]:
+        """What a worker crash is charged to (server/workers: quarantine)."""
+        return (self.tenant_id, self.name, self.version)
 
 
 # -- what the use cases return (routes turn them into JSON) ----------------------------------
@@ -56,6 +64,7 @@ class StoredVersion:
     params_sha256: str | None
     onnx_sha256: str
     report: Mapping[str, Any]
+    batching: Mapping[str, Any] | None = None  # the admin's batching override, if any
 
 
 @dataclass(frozen=True, slots=True)
@@ -184,7 +193,8 @@ class TenantSuspended(Forbidden):
 
 
 class QuotaExceeded(Forbidden):
-    """An upload over the tenant's quota: storage bytes, number of models or of versions."""
+    """An upload over the tenant's quota of models or of versions (storage bytes: 413
+    `STORAGE_QUOTA`)."""
 
     code = "QUOTA_EXCEEDED"
 
@@ -211,10 +221,3 @@ class InvalidRules(BadRequest):
     """A policy or quota change with an unknown field or a value out of range."""
 
     code = "INVALID_POLICY"
-
-
-class TooManyConcurrentUploads(TooManyRequests):
-    """The tenant already has its maximum number of uploads (or checks) in flight."""
-
-    code = "TOO_MANY_CONCURRENT_UPLOADS"
-    reason = "uploads"

@@ -1,8 +1,9 @@
 """Tenant uploads and checks under the tenant's policy and quotas, audited; rejections kept.
 
-Wraps ModelService: an upload holds one of the tenant's upload slots, is refused past its
-storage, model or version quota, is validated with the tenant's policy (a refusal names the
-policy field), and leaves one audit row either way. The newest `keep` rejections per tenant are
+Wraps ModelService: an upload is refused past its model or version quota (its storage quota
+is ModelService's, where the artifact references are counted; its concurrency cap is the
+compile queue's), is validated with the tenant's policy (a refusal names the policy field), and
+leaves one audit row either way. The newest `keep` rejections per tenant are
 kept with their full diagnostics so an operator can answer "why was my model refused".
 """
 
@@ -20,6 +21,7 @@ from sqlalchemy.orm import Session, sessionmaker
 
 from server.db.models import Model, Rejection, Tenant
 from server.services.audit import OK, REJECTED, Actor, AuditService
+from server.services.limits import StorageQuotaExceeded
 from server.services.models import ModelService
 from server.services.policies import PolicyService
 from server.services.types import (
@@ -79,22 +81,21 @@ class UploadService:
     ) -> UploadedModel:
         tenant_id = principal.tenant_id
         shas = _shas(program, params)
-        with self._policies.upload_slot(tenant_id):
-            try:
-                self._check_quota(tenant_id, name, len(program) + len(params or b""))
-                uploaded = self._models.upload(principal, name, program, params)
-            except ModelRejected as rejected:
-                own = self._policies.own_policy_fields(tenant_id)
-                named = _named(rejected, actor.tenant, own)
-                self._keep_rejection(tenant_id, name, named, shas)
-                codes = sorted({str(d.code) for d in named.diagnostics})
-                detail = {**shas, "code": named.code, "diagnostic_codes": codes}
-                self._audit.record(actor, "model.upload", name, REJECTED, detail=detail)
-                raise named from None
-            except QuotaExceeded as refused:
-                detail = {**shas, "code": refused.code}
-                self._audit.record(actor, "model.upload", name, REJECTED, detail=detail)
-                raise
+        try:
+            self._check_quota(tenant_id, name)
+            uploaded = self._models.upload(principal, name, program, params)
+        except ModelRejected as rejected:
+            own = self._policies.own_policy_fields(tenant_id)
+            named = _named(rejected, actor.tenant, own)
+            self._keep_rejection(tenant_id, name, named, shas)
+            codes = sorted({str(d.code) for d in named.diagnostics})
+            detail = {**shas, "code": named.code, "diagnostic_codes": codes}
+            self._audit.record(actor, "model.upload", name, REJECTED, detail=detail)
+            raise named from None
+        except (QuotaExceeded, StorageQuotaExceeded) as refused:
+            detail = {**shas, "code": refused.code}
+            self._audit.record(actor, "model.upload", name, REJECTED, detail=detail)
+            raise
         stored = {**shas, "version": uploaded.version}
         self._audit.record(actor, "model.upload", f"{name}/{uploaded.version}", OK, detail=stored)
         return uploaded
@@ -104,12 +105,11 @@ class UploadService:
     ) -> Report:
         """The dry run with the caller's policy (the server's default for an operator)."""
         tenant_id = "" if principal.is_admin else principal.tenant_id
-        with self._policies.upload_slot(tenant_id):
-            try:
-                return self._models.check(program, params, tenant_id)
-            except ModelRejected as rejected:
-                own = self._policies.own_policy_fields(tenant_id)
-                raise _named(rejected, tenant, own) from None
+        try:
+            return self._models.check(program, params, tenant_id)
+        except ModelRejected as rejected:
+            own = self._policies.own_policy_fields(tenant_id)
+            raise _named(rejected, tenant, own) from None
 
     def delete(self, principal: Principal, actor: Actor, name: str, version: int | None) -> None:
         target = name if version is None else f"{name}/{version}"
@@ -126,7 +126,7 @@ class UploadService:
             kept = s.scalars(query.order_by(Rejection.id.desc())).all()
             return [_kept(tenant, r) for r in kept]
 
-    def _check_quota(self, tenant_id: str, name: str, incoming: int) -> None:
+    def _check_quota(self, tenant_id: str, name: str) -> None:
         quota = self._policies.quota_of(tenant_id)
         if quota.max_models or quota.max_versions:
             models, versions = self._policies.counts(tenant_id)
@@ -143,13 +143,6 @@ class UploadService:
                 raise QuotaExceeded(
                     f"quota max_versions: expected at most {quota.max_versions} stored versions, "
                     f"got {versions + 1}"
-                )
-        if quota.max_storage_bytes:
-            used = self._policies.storage_bytes(tenant_id)
-            if used + incoming > quota.max_storage_bytes:
-                raise QuotaExceeded(
-                    f"quota max_storage_bytes: expected at most {quota.max_storage_bytes} bytes "
-                    f"stored, got {used} stored and {incoming} uploaded"
                 )
 
     def _exists(self, tenant_id: str, name: str) -> bool:

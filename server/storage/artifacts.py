@@ -1,4 +1,6 @@
-"""Content-addressed artifact files: put(bytes) -> sha256, get(sha256) -> bytes, atomically."""
+"""Content-addressed artifact files: put(bytes) -> sha256, get(sha256) -> bytes, atomically;
+delete(sha256), list() and size(sha256) for the garbage collector (which decides what to delete:
+this layer knows bytes only)."""
 
 from __future__ import annotations
 
@@ -6,6 +8,8 @@ import hashlib
 import os
 import re
 import secrets
+import time
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Final
 
@@ -29,6 +33,9 @@ class Artifacts:
         sha = hashlib.sha256(data).hexdigest()
         final = self._path(sha)
         if final.is_file():
+            # Stored again: its age restarts, as garbage collection's grace period counts from
+            # the last store (a replica's start-up sweep never deletes what was just uploaded).
+            os.utime(final)
             return sha
         final.parent.mkdir(exist_ok=True)
         tmp = final.parent / f"{TMP_PREFIX}{secrets.token_hex(8)}"
@@ -53,12 +60,34 @@ class Artifacts:
             raise ArtifactMissing(f"artifact {sha} is corrupt: its bytes hash differently")
         return data
 
+    def delete(self, sha: str) -> None:
+        """Removes the artifact `sha`, durably; absent already is fine (deletes are retried)."""
+        path = self._path(sha)
+        path.unlink(missing_ok=True)
+        if path.parent.is_dir():
+            _fsync_dir(path.parent)
+
+    def list(self) -> Iterator[str]:
+        """The sha256 of every stored artifact (temporary files are not artifacts)."""
+        for path in self.root.glob("*/*"):
+            if _SHA256.match(path.name) and path.parent.name == path.name[:2]:
+                yield path.name
+
+    def list_aged(self) -> Iterator[tuple[str, float]]:
+        """(sha256, seconds since its file was last written or stored again) of every artifact."""
+        now = time.time()
+        for sha in self.list():
+            try:
+                yield sha, now - self._path(sha).stat().st_mtime
+            except OSError:
+                continue  # deleted since it was listed
+
     def size(self, sha: str) -> int:
-        """Bytes stored under `sha` (0 when missing): for the tenants' storage quotas."""
+        """Bytes stored under `sha` (not verified), ArtifactMissing when absent."""
         try:
             return self._path(sha).stat().st_size
         except OSError:
-            return 0
+            raise ArtifactMissing(f"artifact {sha} is missing") from None
 
     def sweep(self) -> int:
         """Deletes temporary files a crashed write left behind; returns how many. Start-up only."""

@@ -58,6 +58,19 @@ _INTEGERS: Final = frozenset({DType.UINT8, DType.INT8, DType.INT16, DType.INT32,
 _ENCODINGS: Final = {"gzip": 16 + zlib.MAX_WBITS, "deflate": zlib.MAX_WBITS}
 # NOTE: larger dims can only come with zero elements, and would overflow numpy or onnxruntime.
 _MAX_DIM: Final = 2**31 - 1
+# Requests orjson refused are parsed again by the standard library up to this size (see
+# decode_request); a larger one only when orjson could not parse it at all.
+REPARSE_MAX_BYTES: Final = 1024 * 1024
+# The longest JSON number read: a float64 needs at most 24 characters, an int64 20; the rest is
+# room for zeros and exponents a client may write.
+MAX_NUMBER_CHARS: Final = 64
+# How deep the request's JSON may nest: the document, `inputs`, an input, and its `data` nested
+# as its shape (numpy takes at most 64 dims): 4 + 64, with some margin.
+MAX_JSON_DEPTH: Final = 72
+
+
+class _Unparsed(InferMalformed):
+    """orjson could not parse the document (the standard library may: NaN, huge numbers)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -71,6 +84,7 @@ class InferRequest:
     id: str | None
     feeds: dict[str, np.ndarray]
     outputs: tuple[RequestedOutput, ...]
+    timeout_us: int | None = None  # request parameter `timeout` (Triton: microseconds)
 
 
 def tensor_metadata(spec: TensorSpec) -> dict[str, Any]:
@@ -108,12 +122,34 @@ def decode_request(
     """Parses and checks a request; `header_length` is the Inference-Header-Content-Length."""
     try:
         return _decode_request(body, header_length, inputs, outputs, orjson.loads)
-    except InferRequestInvalid:
+    except InferRequestInvalid as refused:
         # NOTE: orjson parses big tensors about 3x faster than json.loads but reads a few things
         # differently (NaN and Infinity refused, integers past 64 bits read as floats). The
         # standard library's reading is the reference: a refused request is decoded again
-        # with it, and its answer (success or error) is the one given.
-        return _decode_request(body, header_length, inputs, outputs, json.loads)
+        # with it, and its answer (success or error) is the one given. Only a small one, or
+        # one orjson could not parse: a large document orjson read is refused by either
+        # reading, so it is not parsed twice (its message may name a float for a huge integer).
+        if len(body) > REPARSE_MAX_BYTES and not isinstance(refused, _Unparsed):
+            raise
+        return _decode_request(body, header_length, inputs, outputs, _standard_loads)
+
+
+def _standard_loads(raw: bytes) -> Any:
+    """json.loads with numbers capped in length before they are converted (Python refuses
+    integers over 4,300 digits with a ValueError, and converts long ones in quadratic time)."""
+    return json.loads(raw, parse_int=_bounded(int), parse_float=_bounded(float))
+
+
+def _bounded(convert: Callable[[str], Any]) -> Callable[[str], Any]:
+    def parse(text: str) -> Any:
+        if len(text) > MAX_NUMBER_CHARS:
+            raise InferMalformed(
+                f"expected JSON numbers of at most {MAX_NUMBER_CHARS} characters, "
+                f"got one of {len(text)}"
+            )
+        return convert(text)
+
+    return parse
 
 
 def _decode_request(
@@ -137,8 +173,25 @@ def _decode_request(
         raise InferMalformed(
             f"request parameter 'binary_data_output': expected a boolean, got {_kind(binary_default)}"
         )
-    feeds = _feeds(_list(doc, "inputs", "request"), inputs, binary)
-    return InferRequest(request_id, feeds, _requested(doc, outputs, binary_default))
+    json_part = body if split is None else body[:split]
+    # NOTE: numpy reads [1, true] as integers; the check for booleans among numbers walks the
+    # data, so it runs only when the document has a boolean somewhere (a byte search).
+    has_booleans = b"true" in json_part or b"false" in json_part
+    feeds = _feeds(_list(doc, "inputs", "request"), inputs, binary, has_booleans)
+    requested = _requested(doc, outputs, binary_default)
+    return InferRequest(request_id, feeds, requested, _timeout_us(params))
+
+
+def _timeout_us(params: Mapping[str, Any]) -> int | None:
+    timeout = params.get("timeout")
+    if timeout is None:
+        return None
+    if isinstance(timeout, bool) or not isinstance(timeout, int) or timeout <= 0:
+        raise InferMalformed(
+            f"request parameter 'timeout': expected a positive integer (microseconds), got "
+            f"{timeout!r}"[:200]
+        )
+    return timeout
 
 
 def encode_response(
@@ -193,17 +246,49 @@ def _split(header: str | None, size: int) -> int | None:
 
 
 def _parse_json(raw: bytes, loads: Callable[[bytes], Any]) -> dict[str, Any]:
+    if loads is orjson.loads:
+        try:
+            doc = orjson.loads(raw)
+        except orjson.JSONDecodeError as e:
+            raise _Unparsed(f"expected a JSON inference request, got invalid JSON: {e}") from None
+    else:
+        doc = _loads_standard(raw, loads)
+    if not isinstance(doc, dict):
+        raise InferMalformed(f"expected a JSON object as the request, got {_kind(doc)}")
+    if _depth(doc) > MAX_JSON_DEPTH:
+        raise InferMalformed(
+            f"expected JSON nested at most {MAX_JSON_DEPTH} levels deep, got deeper"
+        )
+    return doc
+
+
+def _loads_standard(raw: bytes, loads: Callable[[bytes], Any]) -> Any:
     try:
-        doc = loads(raw)
+        return loads(raw)
     except (UnicodeDecodeError, json.JSONDecodeError) as e:
         raise InferMalformed(f"expected a JSON inference request, got invalid JSON: {e}") from None
     except RecursionError:
         raise InferMalformed(
             "expected a JSON inference request, got JSON nested too deeply"
         ) from None
-    if not isinstance(doc, dict):
-        raise InferMalformed(f"expected a JSON object as the request, got {_kind(doc)}")
-    return doc
+
+
+def _depth(doc: dict[str, Any]) -> int:
+    """How deep the document nests, following every value of objects and the first element of
+    arrays: tensor data nests uniformly (numpy refuses it as uneven otherwise, and past 64
+    dims), and a walk of every element would cost the hot path a pass over the data."""
+    deepest = 1
+    stack: list[tuple[object, int]] = [(doc, 1)]
+    while stack:
+        value, depth = stack.pop()
+        deepest = max(deepest, depth)
+        if deepest > MAX_JSON_DEPTH:
+            return deepest
+        if isinstance(value, dict):
+            stack.extend((v, depth + 1) for v in value.values())
+        elif isinstance(value, list) and value:
+            stack.append((value[0], depth + 1))
+    return deepest
 
 
 def _kind(value: object) -> str:
@@ -251,7 +336,7 @@ def _parameters(obj: Mapping[str, Any], where: str) -> dict[str, Any]:
 
 
 def _feeds(
-    items: list[Any], inputs: Sequence[TensorSpec], binary: memoryview
+    items: list[Any], inputs: Sequence[TensorSpec], binary: memoryview, has_booleans: bool
 ) -> dict[str, np.ndarray]:
     specs = {spec.name: spec for spec in inputs}
     feeds: dict[str, np.ndarray] = {}
@@ -278,7 +363,7 @@ def _feeds(
                 f"'parameters.binary_data_size', got {got}"
             )
         if size is None:
-            feeds[name] = _from_json(spec, shape, obj["data"])
+            feeds[name] = _from_json(spec, shape, obj["data"], has_booleans)
             continue
         if isinstance(size, bool) or not isinstance(size, int) or size < 0:
             raise InferMalformed(
@@ -407,7 +492,9 @@ def _from_binary(
     return (value if value.flags.aligned else value.copy()).reshape(shape)
 
 
-def _from_json(spec: TensorSpec, shape: tuple[int, ...], data: object) -> np.ndarray:
+def _from_json(
+    spec: TensorSpec, shape: tuple[int, ...], data: object, has_booleans: bool
+) -> np.ndarray:
     count = math.prod(shape)
     try:
         value = np.asarray(data)
@@ -416,6 +503,11 @@ def _from_json(spec: TensorSpec, shape: tuple[int, ...], data: object) -> np.nda
             f"input {spec.name!r}: expected data flat or nested as {list(shape)}, "
             "got arrays of uneven lengths"
         ) from None
+    if has_booleans and value.dtype.kind in "iuf" and _holds_boolean(data):
+        raise InputData(
+            f"input {spec.name!r}: expected {DATATYPES[spec.dtype]} numbers, got a boolean "
+            "among them (booleans are not numbers)"
+        )
     if value.size != count:
         raise InputElementCount(
             f"input {spec.name!r}: expected {count} elements for shape {list(shape)}, "
@@ -427,6 +519,16 @@ def _from_json(spec: TensorSpec, shape: tuple[int, ...], data: object) -> np.nda
             f"got it nested as {list(value.shape)}"
         )
     return _typed(spec, value).reshape(shape)
+
+
+def _holds_boolean(data: object) -> bool:
+    """Whether `data` (a JSON value, arrays nested) has a boolean anywhere."""
+    level = [data]
+    while level:
+        if any(type(v) is bool for v in level):
+            return True
+        level = [v for item in level if isinstance(item, list) for v in item]
+    return False
 
 
 def _typed(spec: TensorSpec, value: np.ndarray) -> np.ndarray:

@@ -1,5 +1,5 @@
 """The in-memory key and model-lookup caches: this process's writes take effect at once, another
-process's writes once the TTL runs out; and which inferences run on the event loop."""
+process's writes once the TTL runs out; and which request bodies decode on the event loop."""
 
 from __future__ import annotations
 
@@ -19,10 +19,9 @@ from server.main import create_app
 from server.services import inference
 from server.services.models import ModelService
 from server.services.tenants import TenantService
-from server.services.types import LoadedModel, NotFound, Principal, Unauthorized
+from server.services.types import NotFound, Principal, Unauthorized
 from server.settings import Settings
 from server.storage.artifacts import Artifacts
-from server.v2.codec import InferRequest
 from tests.builders import Built, mlp
 from tests.server.conftest import ADMIN_TOKEN, auth, new_tenant
 from tests.server.test_models_api import AFFINE, assert_error, upload
@@ -275,30 +274,7 @@ def test_a_wrong_secret_for_a_cached_key_id_is_refused(tmp_path: Path) -> None:
         here.authenticate(forged)
 
 
-# -- which inferences run on the event loop --------------------------------------------------
-
-
-def _loaded(built: Built) -> LoadedModel:
-    compiled = compile(validate(built.program, built.params), SessionOptions(use_cuda=False))
-    return LoadedModel("t", "m", 1, compiled)
-
-
-def _request(rows: int, features: int) -> InferRequest:
-    x = np.zeros((rows, features), np.float32)
-    return InferRequest(None, {"x": x}, ())
-
-
-def test_a_tiny_model_at_a_small_batch_runs_inline_and_a_big_one_does_not() -> None:
-    tiny = _loaded(mlp((16, 16)).built())
-    flops = tiny.compiled.program.report.flops_per_sample
-    assert inference.runs_cheaply(tiny, _request(1, 16), 2_000_000)
-    # Over the threshold by batch: the FLOPs estimate scales with the rows.
-    rows = 2_000_000 // flops + 1
-    assert not inference.runs_cheaply(tiny, _request(rows, 16), 2_000_000)
-    assert not inference.runs_cheaply(tiny, _request(1, 16), 0)  # 0: never inline
-    big = _loaded(mlp((1024, 1024)).built())
-    assert big.compiled.program.report.flops_per_sample > 2_000_000
-    assert not inference.runs_cheaply(big, _request(1, 1024), 2_000_000)
+# -- which request bodies decode on the event loop ---------------------------------------------
 
 
 def test_only_small_uncompressed_bodies_decode_inline() -> None:
@@ -311,13 +287,8 @@ def test_only_small_uncompressed_bodies_decode_inline() -> None:
     assert not inference.decodes_cheaply(too_big, {})
 
 
-@pytest.mark.parametrize("inline_max_flops", [0, 2_000_000])
-def test_inline_and_threadpool_paths_answer_alike(tmp_path: Path, inline_max_flops: int) -> None:
-    settings = Settings(
-        data_dir=tmp_path / "data",
-        admin_token=SecretStr(ADMIN_TOKEN),
-        inline_max_flops=inline_max_flops,
-    )
+def test_inline_and_threadpool_decodes_answer_alike(tmp_path: Path) -> None:
+    settings = Settings(data_dir=tmp_path / "data", admin_token=SecretStr(ADMIN_TOKEN))
     with TestClient(create_app(settings)) as client:
         key = new_tenant(client, "tenant-a")
         upload(client, key, built=OTHER)

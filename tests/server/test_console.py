@@ -14,6 +14,7 @@ from pydantic import SecretStr
 from server.main import create_app
 from server.services.metrics import RING_BOUNDS, MinuteRing
 from server.settings import Settings
+from tests.builders import affine
 from tests.server.conftest import ADMIN_TOKEN, auth
 
 
@@ -109,3 +110,34 @@ def test_minute_ring_counts_and_percentiles() -> None:
     now[0] += 3600  # an hour later every slot is stale
     assert sum(p.requests for p in ring.last_hour()) == 0
     assert RING_BOUNDS[-1] > 60
+
+
+def test_overview_shows_each_loaded_session_with_its_provider_and_memory(tmp_path: Path) -> None:
+    built = affine().built()
+    with TestClient(create_app(_settings(tmp_path, workers=2))) as client:
+        key = client.post("/v1/admin/tenants", json={"name": "acme"}, headers=auth(ADMIN_TOKEN))
+        tenant = auth(key.json()["key"])
+        files = {"program": built.program, "params": built.params or b""}
+        created = client.post("/v1/models", data={"name": "lin"}, files=files, headers=tenant)
+        assert created.status_code == 201, created.text
+        body = {"inputs": [{"name": "x", "datatype": "FP32", "shape": [1, 4], "data": [1] * 4}]}
+        assert client.post("/v2/models/lin/infer", json=body, headers=tenant).status_code == 200
+        onnx = client.get("/v1/models/lin/versions/1/onnx", headers=tenant).content
+
+        status, _cookie = _login(client, ADMIN_TOKEN)
+        assert status == 303
+        page = client.get("/admin/").text
+    row = re.search(r"<td>acme</td><td>lin</td>(.*?)</tr>", page, re.S)
+    assert row is not None, page
+    cells = re.findall(r"<td[^>]*>([^<]*)</td>", row.group(1))
+    version, provider, workers, memory = cells
+    assert (version, provider) == ("1", "CPU")
+    assert 1 <= int(workers) <= 2  # the worker that compiled it, and the one that ran it
+    # at least its ONNX weights per worker holding it (plus what its first run grew); the page
+    # rounds to 0.1 KiB
+    assert _bytes(memory) >= int(workers) * len(onnx) * 0.95
+
+
+def _bytes(size: str) -> float:
+    number, unit = size.split()
+    return float(number) * {"B": 1, "KiB": 1024, "MiB": 1024**2, "GiB": 1024**3}[unit]

@@ -256,6 +256,7 @@ def test_admin_routes(client: TestClient, key_a: str) -> None:
     assert_error(client.get("/v1/models", headers=admin), 403, "FORBIDDEN")
 
 
+@pytest.mark.embedded_only
 def test_keys_are_hashed_at_rest(client: TestClient, key_a: str, settings: Settings) -> None:
     database = (settings.data_dir / "graphgate.db").read_bytes()
     secret = key_a.split("_", 2)[2]
@@ -304,6 +305,7 @@ def test_restart_keeps_models_versions_keys_and_outputs(settings: Settings) -> N
     np.testing.assert_array_equal(y1["y"], y2["y"])
 
 
+@pytest.mark.embedded_only
 def test_start_sweeps_temporary_files(settings: Settings) -> None:
     shard = settings.data_dir / "artifacts" / "ab"
     shard.mkdir(parents=True)

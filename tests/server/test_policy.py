@@ -122,23 +122,35 @@ def test_model_and_version_quotas(client: TestClient, key_a: str) -> None:
 
 def test_storage_quota(client: TestClient, key_a: str) -> None:
     assert post_upload(client, key_a, "m", AFFINE).status_code == 201
-    set_quota(client, "tenant-a", max_storage_bytes=len(AFFINE.program) + 10)
-    refused = post_upload(client, key_a, "n", AFFINE)
-    assert (refused.status_code, refused.json()["code"]) == (403, "QUOTA_EXCEEDED")
-    assert "max_storage_bytes" in refused.json()["error"]
+    tenant_id = client.app.state.tenants.authenticate(key_a).tenant_id  # type: ignore[attr-defined]
+    used = client.app.state.policies.storage_bytes(tenant_id)  # type: ignore[attr-defined]
+    assert used > len(AFFINE.program)  # program, params and ONNX
+    set_quota(client, "tenant-a", max_storage_bytes=used)
+    # the same bytes under another name add nothing: the quota counts distinct artifacts
+    assert post_upload(client, key_a, "same", AFFINE).status_code == 201
+    refused = post_upload(client, key_a, "n", affine(5).built())
+    assert (refused.status_code, refused.json()["code"]) == (413, "STORAGE_QUOTA")
+    error = refused.json()["error"]
+    assert "quota max_storage_bytes" in error and "for tenant tenant-a" in error, error
     set_quota(client, "tenant-a", max_storage_bytes=None)  # back to the default: off
     assert post_upload(client, key_a, "n", AFFINE).status_code == 201
 
 
-def test_concurrent_uploads_quota(client: TestClient, key_a: str) -> None:
+def test_concurrent_uploads_quota(client: TestClient, key_a: str, key_b: str) -> None:
     set_quota(client, "tenant-a", max_concurrent_uploads=1)
-    policies = client.app.state.policies  # type: ignore[attr-defined]
+    compiles = client.app.state.limits.compiles  # type: ignore[attr-defined]
     tenant_id = client.app.state.tenants.authenticate(key_a).tenant_id  # type: ignore[attr-defined]
-    with policies.upload_slot(tenant_id):  # one upload in flight
+    with compiles.slots.slot(tenant_id):  # one upload compiling
         refused = post_upload(client, key_a, "m", AFFINE)
-        assert (refused.status_code, refused.json()["code"]) == (429, "TOO_MANY_CONCURRENT_UPLOADS")
+        assert (refused.status_code, refused.json()["code"]) == (429, "TOO_MANY_COMPILES")
+        assert "expected at most 1 uploads and checks" in refused.json()["error"]
         assert refused.headers["retry-after"] == "1"
+        # the server's default (4) still applies to every other tenant
+        assert post_upload(client, key_b, "m", AFFINE).status_code == 201
     assert post_upload(client, key_a, "m", AFFINE).status_code == 201
+    set_quota(client, "tenant-a", max_concurrent_uploads=None)  # back to the default (4)
+    with compiles.slots.slot(tenant_id):
+        assert post_upload(client, key_a, "m", AFFINE).status_code == 201
 
 
 def test_rate_quota_per_tenant(client: TestClient, key_a: str, key_b: str) -> None:

@@ -12,10 +12,13 @@ from tritonclient.utils import InferenceServerException
 
 from executor import CompiledModel, SessionOptions, compile
 from graph_proto.types import DType
+from server.settings import Settings
 from tests.builders import Built, GraphBuilder, V, weights
 from tests.server.conftest import auth
 from tests.server.test_serve_process import Server, post_model, post_tenant
 from validator import validate
+
+DEFAULTS = Settings()  # what `graphgate serve` runs with here (no GRAPHGATE_BATCH_* set)
 
 
 def _two_outputs() -> Built:
@@ -96,6 +99,14 @@ def test_model_metadata(client: triton.InferenceServerClient, served: tuple[Serv
             {"name": "y", "datatype": "FP32", "shape": [-1, 3]},
             {"name": "ids_out", "datatype": "INT64", "shape": [-1]},
         ],
+        # proven batchable: it batches with the server's default policy
+        "parameters": {
+            "dynamic_batching": {
+                "max_batch_size": DEFAULTS.batch_max_size,
+                "max_queue_delay_us": DEFAULTS.batch_max_queue_delay_us,
+                "preferred_batch_sizes": list(DEFAULTS.batch_preferred_sizes),
+            }
+        },
     }
 
 

@@ -13,7 +13,7 @@ from typing import Any
 import numpy as np
 import pytest
 
-from executor import CompiledModel, SessionOptions, compile
+from executor import SessionOptions
 from executor.errors import (
     ExecutionError,
     MissingInput,
@@ -44,8 +44,9 @@ from server.v2.errors import (
     OutputDuplicate,
     OutputUnknown,
 )
+from server.workers import PoolSettings, RemoteModel, WorkerPool
 from tests.builders import GraphBuilder, V
-from validator import validate
+from validator import Policy
 
 # V2 datatype, dtype and values that reach each end of the type's range.
 DATATYPES: list[tuple[str, DType, list[Any]]] = [
@@ -61,8 +62,14 @@ DATATYPES: list[tuple[str, DType, list[Any]]] = [
 ]
 
 
-def _compiled(g: GraphBuilder) -> CompiledModel:
-    return compile(validate(g.program_bytes(), g.params_bytes()), SessionOptions(use_cuda=False))
+# Models run in worker processes, as in the server (server/workers): one worker for this module.
+_POOL = WorkerPool(PoolSettings(workers=1))
+
+
+def _compiled(g: GraphBuilder) -> RemoteModel:
+    program, params = g.program_bytes(), g.params_bytes()
+    options = SessionOptions(use_cuda=False)
+    return _POOL.compile(program, params, Policy(), options, lambda: (program, params))
 
 
 @functools.cache

@@ -37,12 +37,21 @@ def test_model_metadata_and_ready_at_latest_and_pinned_versions(
 ) -> None:
     upload(client, key_a)
     upload(client, key_a)
+    settings: Settings = client.app.state.settings  # type: ignore[attr-defined]
     expected = {
         "name": "m",
         "versions": ["2"],
         "platform": "onnxruntime_onnx",
         "inputs": [{"name": "x", "datatype": "FP32", "shape": [-1, 4]}],
         "outputs": [{"name": "y", "datatype": "FP32", "shape": [-1, 4]}],
+        # the affine program is proven batchable: it batches with the server's policy
+        "parameters": {
+            "dynamic_batching": {
+                "max_batch_size": settings.batch_max_size,
+                "max_queue_delay_us": settings.batch_max_queue_delay_us,
+                "preferred_batch_sizes": list(settings.batch_preferred_sizes),
+            }
+        },
     }
     response = client.get("/v2/models/m", headers=auth(key_a))
     assert response.status_code == 200 and response.json() == expected

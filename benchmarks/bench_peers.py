@@ -1,0 +1,453 @@
+"""graphgate against real peers on the same ONNX, driven by the same `tritonclient.http` client.
+
+Usage: python benchmarks/bench_peers.py [--rounds 4] [--requests 400] [--large-requests 64]
+                                        [--models small,image,resnet50] [--no-install]
+
+Serves, on loopback, the ONNX graphgate made of each model (downloaded from graphgate through
+`GET /v1/models/{name}/versions/1/onnx`) with:
+  - raw:           onnxruntime in this process (c threads on one session; no HTTP at all)
+  - graphgate:     `graphgate serve`, batching off (GRAPHGATE_BATCH_MAX_SIZE=0)
+  - graphgate+db:  `graphgate serve` with its dynamic batcher (max batch 32, 200 us), through
+                   benchmarks/peers/graphgate_assume_batchable.py: the batcher's TEST-ONLY
+                   override, because the validator's batchability proof is not merged yet
+  - pytriton / pytriton+db: nvidia-pytriton 0.7.0 (Triton's C++ HTTP frontend, onnxruntime in
+                   the callable), without and with dynamic batching (max batch 32, 200 us)
+  - mlserver:      MLServer 1.7.1 with a small custom onnxruntime runtime
+  - kserve:        KServe 0.21.0 ModelServer, a custom Model running onnxruntime
+  - noop:          a V2 endpoint that does nothing: the client's own ceiling
+Each peer lives in its own virtual environment, benchmarks/.venv-<peer>, made by this script
+(never a graphgate dependency). Every server's answer is checked against raw onnxruntime first.
+Cells are (model, concurrency c in 1, 8, 32); in each cell the targets take turns in rounds,
+A B C ... then ... C B A, and the table holds the medians over rounds of p50, p99 and req/s.
+Each of c client threads has its own tritonclient.http client (binary tensors where the server
+takes them; MLServer's and KServe's REST answer JSON, noted in the table).
+Writes benchmarks/results/peers.md.
+"""
+
+from __future__ import annotations
+
+import argparse
+import functools
+import json
+import os
+import platform
+import queue
+import socket
+import statistics
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from collections.abc import Callable, Iterator
+from contextlib import ExitStack, contextmanager
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parents[1]
+BENCH = ROOT / "benchmarks"
+RESULTS = BENCH / "results" / "peers.md"
+PEERS = BENCH / "peers"
+sys.path.insert(0, str(ROOT))
+sys.path.insert(0, str(BENCH))
+
+import httpx2  # noqa: E402
+import numpy as np  # noqa: E402
+import onnxruntime as ort  # noqa: E402
+import tritonclient.http as triton_http  # noqa: E402
+
+from tests.builders import mlp  # noqa: E402
+
+ADMIN_TOKEN = "bench-admin-token-0123456789abcdef0123456789"
+# PyTriton 0.7.0's Triton Python-backend stub embeds an older libpython 3.11 than 3.11.7, whose
+# multiprocessing then fails in the stub (RLock._recursion_count): its venv gets Python 3.10.
+PYTHONS = {"pytriton": "python3.10"}
+INSTALL = {
+    "pytriton": ["nvidia-pytriton==0.7.0"],
+    "mlserver": ["mlserver==1.7.1"],
+    "kserve": ["kserve==0.21.0"],
+}
+DATATYPES = {"tensor(float)": "FP32", "tensor(int64)": "INT64", "tensor(int32)": "INT32"}
+
+
+@dataclass(frozen=True)
+class Case:
+    key: str
+    label: str
+    program: bytes
+    params: bytes | None
+    x: np.ndarray  # one request's input (batch 1)
+    requests: int  # per cell, per target, per round
+
+
+@dataclass
+class Target:
+    name: str
+    url: str  # host:port; "" for raw onnxruntime in process
+    model: Callable[[str], str] = lambda key: key
+    headers: dict[str, str] = field(default_factory=dict)
+    binary: bool = True
+
+
+# -- setting up ----------------------------------------------------------------------------
+
+
+def cases(requests: int, large: int, which: list[str]) -> list[Case]:
+    import bench_executor
+
+    rng = np.random.default_rng(0)
+    small = mlp((16, 16)).built()
+    example = ROOT / "examples" / "image_classifier"
+    image = np.load(example / "image.npy")[:1].astype(np.float32)
+    all_cases = [
+        Case("small", "fc 16->16 + softmax, x[1, 16]", small.program, small.params,
+             rng.standard_normal((1, 16)).astype(np.float32), requests),
+        Case("image", "examples/image_classifier, image[1, 3, 32, 32]",
+             (example / "model.pdmodel").read_bytes(), (example / "model.pdiparams").read_bytes(),
+             image, requests),
+    ]  # fmt: skip
+    if "resnet50" in which:
+        (resnet,) = [m for m in bench_executor.MODELS if m.key == "resnet50"]
+        program, params = bench_executor.model_files([resnet])["resnet50"]
+        x = rng.standard_normal((1, 3, 224, 224)).astype(np.float32)
+        all_cases.append(Case("resnet50", "ResNet50, image[1, 3, 224, 224]",
+                              program.read_bytes(), params.read_bytes(), x, large))  # fmt: skip
+    return [c for c in all_cases if c.key in which]
+
+
+def venv(peer: str, install: bool) -> Path:
+    """benchmarks/.venv-<peer> with the peer, onnxruntime and numpy (made once)."""
+    home = BENCH / f".venv-{peer}"
+    if not (home / ".installed").exists():
+        if not install:
+            raise SystemExit(f"{home} is missing: run without --no-install")
+        python = PYTHONS.get(peer, "python3.11")
+        subprocess.run([python, "-m", "venv", str(home)], check=True)
+        pip = [str(home / "bin" / "pip"), "install", "-q", *INSTALL[peer], "onnxruntime", "numpy"]
+        subprocess.run(pip, check=True)
+        (home / ".installed").touch()
+    return home / "bin" / "python"
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port: int = s.getsockname()[1]
+    return port
+
+
+def free_ports(n: int) -> int:
+    """A port p with p .. p+n-1 free (peers take http, grpc and metrics ports in a row)."""
+    while True:
+        port = free_port()
+        try:
+            for i in range(n):
+                with socket.socket() as s:
+                    s.bind(("127.0.0.1", port + i))
+            return port
+        except OSError:
+            continue
+
+
+@contextmanager
+def process(command: list[str], ready: str, env: dict[str, str] | None = None) -> Iterator[None]:
+    """Runs a server until `ready` (a URL) answers 200; stops it afterwards."""
+    log = tempfile.NamedTemporaryFile(prefix="bench-peer-", suffix=".log", delete=False)  # noqa: SIM115
+    child = subprocess.Popen(command, cwd=PEERS, env={**os.environ, **(env or {})},
+                             stdout=log, stderr=subprocess.STDOUT, start_new_session=True)  # fmt: skip
+    try:
+        deadline = time.monotonic() + 300
+        while True:
+            try:
+                if httpx2.get(ready, timeout=2).status_code == 200:
+                    break
+            except httpx2.HTTPError:
+                pass
+            if child.poll() is not None or time.monotonic() > deadline:
+                tail = Path(log.name).read_text()[-3000:]
+                raise SystemExit(f"{command[:3]} did not start:\n{tail}")
+            time.sleep(0.5)
+        yield
+    finally:
+        child.terminate()
+        try:
+            child.wait(timeout=30)
+        except subprocess.TimeoutExpired:
+            child.kill()
+
+
+def graphgate(stack: ExitStack, batching: bool, data: Path) -> tuple[str, str]:
+    """A `graphgate serve` (with the benchmark-only batchable launcher when `batching`)."""
+    port = free_port()
+    env = {
+        "GRAPHGATE_ADMIN_TOKEN": ADMIN_TOKEN,
+        "GRAPHGATE_TENANT_RATE_PER_S": "0",
+        "GRAPHGATE_BATCH_MAX_SIZE": "32" if batching else "0",
+        "GRAPHGATE_BATCH_MAX_QUEUE_DELAY_US": "200",
+        "PYTHONPATH": os.pathsep.join(filter(None, [str(ROOT), os.environ.get("PYTHONPATH")])),
+    }
+    entry = [str(PEERS / "graphgate_assume_batchable.py")] if batching else ["-m", "server.cli"]
+    command = [sys.executable, *entry, "serve", "--port", str(port), "--data-dir", str(data)]
+    url = f"127.0.0.1:{port}"
+    stack.enter_context(process(command, f"http://{url}/v2/health/ready", env))
+    admin = {"Authorization": f"Bearer {ADMIN_TOKEN}"}
+    made = httpx2.post(f"http://{url}/v1/admin/tenants", json={"name": "bench"}, headers=admin)
+    made.raise_for_status()
+    return url, made.json()["key"]
+
+
+def upload(url: str, key: str, case: Case) -> bytes:
+    client = httpx2.Client(base_url=f"http://{url}", headers={"Authorization": f"Bearer {key}"})
+    files = {"program": case.program} | ({"params": case.params} if case.params else {})
+    uploaded = client.post("/v1/models", data={"name": case.key}, files=files, timeout=600)
+    if uploaded.status_code != 201:
+        raise SystemExit(f"upload of {case.key} failed: {uploaded.text[:500]}")
+    onnx = client.get(f"/v1/models/{case.key}/versions/1/onnx", timeout=120)
+    onnx.raise_for_status()
+    return onnx.content
+
+
+def signature(onnx: bytes) -> dict[str, Any]:
+    session = ort.InferenceSession(onnx, providers=["CPUExecutionProvider"])
+
+    def spec(t: Any) -> dict[str, Any]:
+        shape = [d if isinstance(d, int) else -1 for d in t.shape]
+        return {"name": t.name, "datatype": DATATYPES[t.type], "shape": shape}
+
+    return {
+        "inputs": [spec(t) for t in session.get_inputs()],
+        "outputs": [spec(t) for t in session.get_outputs()],
+    }
+
+
+# -- measuring -----------------------------------------------------------------------------
+
+
+def raw_session(onnx: bytes) -> ort.InferenceSession:
+    options = ort.SessionOptions()
+    options.intra_op_num_threads = 1
+    options.inter_op_num_threads = 1
+    return ort.InferenceSession(onnx, options, providers=["CPUExecutionProvider"])
+
+
+def caller(
+    target: Target, case: Case, sig: dict[str, Any], raw: ort.InferenceSession
+) -> Callable[[], np.ndarray]:
+    """One client's request function (its own connection)."""
+    feed = sig["inputs"][0]["name"]
+    output = sig["outputs"][0]["name"]
+    if not target.url:
+        return lambda: raw.run([output], {feed: case.x})[0]
+    client = triton_http.InferenceServerClient(target.url, network_timeout=300.0)
+    given = triton_http.InferInput(feed, list(case.x.shape), "FP32")
+    given.set_data_from_numpy(case.x, binary_data=target.binary)
+    wanted = [triton_http.InferRequestedOutput(output, binary_data=target.binary)]
+    model = target.model(case.key)
+
+    def call() -> np.ndarray:
+        answer = client.infer(model, [given], outputs=wanted, headers=target.headers)
+        value: np.ndarray = answer.as_numpy(output)
+        return value
+
+    return call
+
+
+@dataclass
+class Cell:
+    p50_ms: float
+    p99_ms: float
+    per_s: float
+
+
+class Clients:
+    """c client threads, each with its own connection made in that thread (tritonclient.http is
+    gevent-based: a client serves only the thread that made it), kept across rounds."""
+
+    def __init__(self, make: Callable[[], Callable[[], np.ndarray]], c: int) -> None:
+        self._jobs: list[queue.Queue[int | None]] = [queue.Queue() for _ in range(c)]
+        self._done: queue.Queue[list[float] | BaseException] = queue.Queue()
+        for jobs in self._jobs:
+            threading.Thread(target=self._client, args=(make, jobs), daemon=True).start()
+
+    def _client(self, make: Callable[[], Callable[[], np.ndarray]], jobs: Any) -> None:
+        call = make()
+        while (count := jobs.get()) is not None:
+            try:
+                mine = []
+                for _ in range(count):
+                    start = time.perf_counter()
+                    call()
+                    mine.append(time.perf_counter() - start)
+                self._done.put(mine)
+            except BaseException as error:
+                self._done.put(error)
+
+    def measure(self, requests: int) -> Cell:
+        """All clients at once, `requests` in all; latencies of every request."""
+        each = max(1, requests // len(self._jobs))
+        start = time.perf_counter()
+        for jobs in self._jobs:
+            jobs.put(each)
+        latencies: list[float] = []
+        for _ in self._jobs:
+            got = self._done.get()
+            if isinstance(got, BaseException):
+                raise got
+            latencies.extend(got)
+        wall = time.perf_counter() - start
+        ordered = sorted(latencies)
+        return Cell(
+            1e3 * ordered[len(ordered) // 2],
+            1e3 * ordered[min(len(ordered) - 1, int(len(ordered) * 0.99))],
+            len(ordered) / wall,
+        )
+
+    def close(self) -> None:
+        for jobs in self._jobs:
+            jobs.put(None)
+
+
+def check(target: Target, case: Case, sig: dict[str, Any], raw: ort.InferenceSession) -> None:
+    """The server answers what onnxruntime answers (float32, rtol 1e-4); binary falls back to
+    JSON when the server does not take binary tensors."""
+    expected = caller(Target("raw", ""), case, sig, raw)()
+    try:
+        got = caller(target, case, sig, raw)()
+    except Exception:
+        if not target.binary:
+            raise
+        target.binary = False
+        got = caller(target, case, sig, raw)()
+    np.testing.assert_allclose(got, expected, rtol=1e-4, atol=1e-6, err_msg=target.name)
+
+
+# -- the run -------------------------------------------------------------------------------
+
+
+def run(args: argparse.Namespace) -> None:
+    which = args.models.split(",")
+    concurrencies = [int(c) for c in args.concurrency.split(",")]
+    chosen = cases(args.requests, args.large_requests, which)
+    with ExitStack() as stack, tempfile.TemporaryDirectory() as tmp:
+        work = Path(tmp)
+        plain_url, plain_key = graphgate(stack, False, work / "plain")
+        batch_url, batch_key = graphgate(stack, True, work / "batch")
+        sigs: dict[str, dict[str, Any]] = {}
+        raws: dict[str, ort.InferenceSession] = {}
+        for case in chosen:
+            onnx = upload(plain_url, plain_key, case)
+            upload(batch_url, batch_key, case)
+            (work / f"{case.key}.onnx").write_bytes(onnx)
+            sigs[case.key] = signature(onnx)
+            raws[case.key] = raw_session(onnx)
+        (work / "models.json").write_text(json.dumps(sigs))
+        targets = [
+            Target("raw onnxruntime", ""),
+            Target("graphgate", plain_url, headers={"Authorization": f"Bearer {plain_key}"}),
+            Target("graphgate+batching", batch_url,
+                   headers={"Authorization": f"Bearer {batch_key}"}),
+        ]  # fmt: skip
+        for peer in filter(None, args.peers.split(",")):
+            port = free_ports(3)
+            python = str(venv(peer, not args.no_install))
+            ready = f"http://127.0.0.1:{port}/v2/models/{chosen[0].key}/ready"
+            command = [python, str(PEERS / f"{peer}_server.py"), str(work), str(port)]
+            stack.enter_context(process(command, ready))
+            targets.append(Target(peer, f"127.0.0.1:{port}"))
+            if peer == "pytriton":
+                url = f"127.0.0.1:{port}"
+                targets.append(Target("pytriton+batching", url, model=lambda key: f"{key}_db"))
+        noop_port = free_port()
+        noop = [sys.executable, str(PEERS / "noop_server.py"), str(noop_port)]
+        stack.enter_context(process(noop, f"http://127.0.0.1:{noop_port}/v2/health/ready"))
+        targets.append(Target("client ceiling (no-op server)", f"127.0.0.1:{noop_port}",
+                              binary=False))  # fmt: skip
+        for case in chosen:
+            for target in targets[1:-1]:
+                check(target, case, sigs[case.key], raws[case.key])
+        results: dict[tuple[str, int, str], list[Cell]] = {}
+        for case in chosen:
+            for c in concurrencies:
+                callers = {
+                    t.name: Clients(functools.partial(caller, t, case, sigs[case.key],
+                                                      raws[case.key]), c)
+                    for t in targets
+                }  # fmt: skip
+                for clients in callers.values():  # warm-up: connections, sessions, batchers
+                    clients.measure(min(case.requests, 4 * c))
+                for r in range(args.rounds):
+                    order = targets if r % 2 == 0 else targets[::-1]
+                    for t in order:
+                        cell = callers[t.name].measure(case.requests)
+                        results.setdefault((case.key, c, t.name), []).append(cell)
+                        print(f"{case.key} c={c} round {r} {t.name}: {cell}", flush=True)
+                for clients in callers.values():
+                    clients.close()
+        write(args, chosen, concurrencies, targets, results)
+
+
+def median(cells: list[Cell]) -> Cell:
+    return Cell(
+        statistics.median(c.p50_ms for c in cells),
+        statistics.median(c.p99_ms for c in cells),
+        statistics.median(c.per_s for c in cells),
+    )
+
+
+def write(
+    args: argparse.Namespace,
+    chosen: list[Case],
+    concurrencies: list[int],
+    targets: list[Target],
+    results: dict[tuple[str, int, str], list[Cell]],
+) -> None:
+    cpu = platform.processor() or platform.machine()
+    lines = [
+        "# graphgate against peers (benchmarks/bench_peers.py)",
+        "",
+        f"`python benchmarks/bench_peers.py --rounds {args.rounds} --requests {args.requests} "
+        f"--large-requests {args.large_requests} --models {args.models} --concurrency "
+        f"{args.concurrency}`; {os.cpu_count()} CPUs ({cpu}), Python {platform.python_version()}, "
+        f"onnxruntime {ort.__version__}, CPU provider, 1 intra-op thread per session, loopback.",
+        "",
+        "Medians over interleaved rounds (A B C ..., then ... C B A) of p50 / p99 latency and "
+        "requests/s; each of c client threads has its own `tritonclient.http` client. "
+        "`graphgate+batching` runs graphgate's dynamic batcher (max batch 32, 200 us) through the "
+        "batcher's TEST-ONLY override (benchmarks/peers/graphgate_assume_batchable.py): the "
+        "validator's batchability proof is not merged on this branch; these models are "
+        "row-independent. Binary tensors where the server takes them "
+        f"(JSON for: {', '.join(t.name for t in targets if not t.binary) or 'none'}).",
+        "",
+    ]
+    for case in chosen:
+        lines += [f"## {case.label}", "", "| server | c | p50 ms | p99 ms | req/s | graphgate/peer "
+                  "req/s | graphgate+batching/peer req/s |", "|---|---|---|---|---|---|---|"]  # fmt: skip
+        for c in concurrencies:
+            plain = median(results[(case.key, c, "graphgate")])
+            batched = median(results[(case.key, c, "graphgate+batching")])
+            for t in targets:
+                m = median(results[(case.key, c, t.name)])
+                lines.append(
+                    f"| {t.name} | {c} | {m.p50_ms:.2f} | {m.p99_ms:.2f} | {m.per_s:.0f} | "
+                    f"{plain.per_s / m.per_s:.2f} | {batched.per_s / m.per_s:.2f} |"
+                )
+        lines.append("")
+    RESULTS.write_text("\n".join(lines) + "\n")
+    print(RESULTS.read_text())
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--rounds", type=int, default=4)
+    parser.add_argument("--requests", type=int, default=400, help="per cell, target and round")
+    parser.add_argument("--large-requests", type=int, default=64, help="the same, ResNet50")
+    parser.add_argument("--models", default="small,image,resnet50")
+    parser.add_argument("--concurrency", default="1,8,32")
+    parser.add_argument("--peers", default="pytriton,mlserver,kserve")
+    parser.add_argument("--no-install", action="store_true", help="fail if a venv is missing")
+    run(parser.parse_args())
+
+
+if __name__ == "__main__":
+    main()

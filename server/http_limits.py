@@ -1,0 +1,210 @@
+"""Connection-level caps uvicorn's default HTTP protocol lacks: head size, header count, request
+line, and time to send a head, a body, or anything at all on an idle connection.
+
+They live in the protocol, before the ASGI app, because the costs are paid there: httptools
+accumulates a header name or value, and uvicorn the URL, by concatenating the pieces each read
+brings (quadratic: a 64 MiB header kept the server busy for 7 s), and a connection that never
+finishes its head holds its socket forever. So the bytes of a head are counted as they arrive
+and the request is refused at the cap (431, or 414 for the request line), with the same error
+body as the app's errors; a head or a body that stalls is answered 408 and the connection closed
+(the app's `receive()` then sees a disconnect, so whatever the request held is released).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from dataclasses import dataclass
+from typing import Any, Final
+
+import httptools
+from uvicorn.protocols.http.httptools_impl import STATUS_LINE, HttpToolsProtocol
+
+HEAD_TOO_LARGE: Final = "HEADER_TOO_LARGE"
+TOO_MANY_HEADERS: Final = "TOO_MANY_HEADERS"
+REQUEST_LINE_TOO_LONG: Final = "REQUEST_LINE_TOO_LONG"
+HEAD_TIMEOUT: Final = "HEADER_TIMEOUT"
+BODY_TIMEOUT: Final = "BODY_TIMEOUT"
+# Codes answered here, before the app: the README documents them beside the app's own.
+CODES: Final = {
+    HEAD_TOO_LARGE: (
+        431,
+        "a request head (request line and headers) over `GRAPHGATE_MAX_HEADER_BYTES`",
+    ),
+    TOO_MANY_HEADERS: (431, "more headers than `GRAPHGATE_MAX_HEADERS`"),
+    REQUEST_LINE_TOO_LONG: (414, "a request line over `GRAPHGATE_MAX_REQUEST_LINE_BYTES`"),
+    HEAD_TIMEOUT: (408, "a request head not complete within `GRAPHGATE_HEADER_TIMEOUT_S`"),
+    BODY_TIMEOUT: (
+        408,
+        "no body bytes for `GRAPHGATE_BODY_TIMEOUT_S` while the body is unfinished",
+    ),
+}
+
+
+@dataclass(frozen=True, slots=True)
+class HttpLimits:
+    max_header_bytes: int
+    max_headers: int
+    max_request_line_bytes: int
+    header_timeout_s: float
+    body_timeout_s: float
+
+
+class _Refused(Exception):
+    """Raised in a parser callback to stop parsing; data_received answers `code`."""
+
+    def __init__(self, code: str, message: str) -> None:
+        super().__init__(message)
+        self.code = code
+
+
+class LimitedHttpToolsProtocol(HttpToolsProtocol):
+    """uvicorn's httptools protocol with the caps above; `limits` is set by `protocol_class`."""
+
+    limits: HttpLimits
+
+    def connection_made(self, transport: asyncio.Transport) -> None:  # type: ignore[override]
+        super().connection_made(transport)
+        self._in_head = False
+        self._head_bytes = 0
+        self._header_count = 0
+        self._refusal: _Refused | None = None
+        self._last_data = self.loop.time()
+        self._watch: asyncio.TimerHandle | None = None
+        # NOTE: uvicorn arms its keep-alive timer only after a response; a connection that
+        # never sends a byte would otherwise be held forever.
+        self.timeout_keep_alive_task = self.loop.call_later(
+            self.timeout_keep_alive, self.timeout_keep_alive_handler
+        )
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        self._stop_watch()
+        super().connection_lost(exc)
+
+    def data_received(self, data: bytes) -> None:
+        self._last_data = self.loop.time()
+        self._unset_keepalive_if_required()
+        try:
+            self.parser.feed_data(data)
+        except httptools.HttpParserError:
+            if self._refusal is not None:
+                self._refuse(self._refusal.code, str(self._refusal))
+                return
+            msg = "Invalid HTTP request received."
+            self.logger.warning(msg)
+            self.send_400_response(msg)
+            return
+        except httptools.HttpParserUpgrade:
+            if self._should_upgrade():
+                self.handle_websocket_upgrade()
+            else:
+                self._unsupported_upgrade_warning()
+            return
+        if self._in_head:
+            # Counted after feeding: a read is at most a few hundred KiB, and the whole read is
+            # head bytes when the head is still unfinished after it.
+            self._head_bytes += len(data)
+            if self._head_bytes > self.limits.max_header_bytes:
+                self._refuse(HEAD_TOO_LARGE, _too_large(self.limits.max_header_bytes, "head"))
+
+    # -- parser callbacks ------------------------------------------------------------------
+
+    def on_message_begin(self) -> None:
+        super().on_message_begin()
+        self._in_head = True
+        self._head_bytes = 0
+        self._header_count = 0
+        self._watch_for(self.limits.header_timeout_s, self._head_deadline)
+
+    def on_url(self, url: bytes) -> None:
+        if len(self.url) + len(url) > self.limits.max_request_line_bytes:
+            self._stop(REQUEST_LINE_TOO_LONG, _too_large(self.limits.max_request_line_bytes, "URL"))
+        super().on_url(url)
+
+    def on_header(self, name: bytes, value: bytes) -> None:
+        self._header_count += 1
+        if self._header_count > self.limits.max_headers:
+            self._stop(
+                TOO_MANY_HEADERS,
+                f"expected at most {self.limits.max_headers} headers, got more",
+            )
+        super().on_header(name, value)
+
+    def on_headers_complete(self) -> None:
+        self._in_head = False
+        self._stop_watch()
+        super().on_headers_complete()
+        if self.cycle is not None and self.cycle.more_body:
+            self._watch_for(self.limits.body_timeout_s, self._body_deadline)
+
+    def on_message_complete(self) -> None:
+        self._stop_watch()
+        super().on_message_complete()
+
+    # -- deadlines -------------------------------------------------------------------------
+
+    def _watch_for(self, seconds: float, check: Any) -> None:
+        self._stop_watch()
+        self._watch = self.loop.call_later(seconds, check)
+
+    def _stop_watch(self) -> None:
+        if self._watch is not None:
+            self._watch.cancel()
+            self._watch = None
+
+    def _head_deadline(self) -> None:
+        self._watch = None
+        if self._in_head:
+            seconds = self.limits.header_timeout_s
+            self._refuse(HEAD_TIMEOUT, f"expected a request head within {seconds:g} s, got none")
+
+    def _body_deadline(self) -> None:
+        """Fires `body_timeout_s` after the last read; re-arms while bytes keep coming, or while
+        reading is paused by flow control (the app has not taken the body yet)."""
+        self._watch = None
+        cycle = self.cycle
+        if cycle is None or not cycle.more_body or cycle.response_started:
+            return
+        idle = self.loop.time() - self._last_data
+        if self.flow.read_paused or idle < self.limits.body_timeout_s:
+            self._watch_for(max(self.limits.body_timeout_s - idle, 0.01), self._body_deadline)
+            return
+        seconds = self.limits.body_timeout_s
+        self._refuse(BODY_TIMEOUT, f"expected body bytes within {seconds:g} s, got none")
+
+    # -- answers ---------------------------------------------------------------------------
+
+    def _stop(self, code: str, message: str) -> None:
+        self._refusal = _Refused(code, message)
+        raise self._refusal
+
+    def _refuse(self, code: str, message: str) -> None:
+        """Answers `code` (the app's error shape) and closes the connection."""
+        if self.transport.is_closing():
+            return
+        self.logger.info("refused a request: %s (%s)", message, code)
+        status = CODES[code][0]
+        body = json.dumps({"error": message, "code": code}).encode()
+        head = [STATUS_LINE[status]]
+        for name, value in self.server_state.default_headers:
+            head.extend([name, b": ", value, b"\r\n"])
+        head.extend(
+            [
+                b"content-type: application/json\r\n",
+                b"content-length: " + str(len(body)).encode() + b"\r\n",
+                b"connection: close\r\n\r\n",
+                body,
+            ]
+        )
+        self._stop_watch()
+        self.transport.write(b"".join(head))
+        self.transport.close()
+
+
+def _too_large(cap: int, what: str) -> str:
+    return f"expected a request {what} of at most {cap} bytes, got more"
+
+
+def protocol_class(limits: HttpLimits) -> type[LimitedHttpToolsProtocol]:
+    """The protocol class for uvicorn's `http=` option, bound to `limits`."""
+    return type("GraphgateHttpProtocol", (LimitedHttpToolsProtocol,), {"limits": limits})

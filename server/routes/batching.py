@@ -1,0 +1,56 @@
+"""Admin: a model version's own dynamic batching policy (server/batching.py), stored with the
+version, so that every replica batches it alike. It applies only to programs the validator
+proves batchable; for any other it is stored and has no effect (metadata says so by leaving
+`dynamic_batching` out)."""
+
+from __future__ import annotations
+
+from typing import Any, Self
+
+from fastapi import APIRouter, Depends
+from pydantic import BaseModel, ConfigDict, Field, model_validator
+
+from server.deps import ModelsDep, require_admin
+
+router = APIRouter(prefix="/v1/admin/models", tags=["admin"], dependencies=[Depends(require_admin)])
+
+# Bounds that keep one batch within what a worker run may take anyway (the request budgets
+# still apply to the concatenated batch); a delay past 1 s is a misconfiguration, not a policy.
+MAX_BATCH_ROWS = 1024
+MAX_DELAY_US = 1_000_000
+
+
+class BatchingOverride(BaseModel):
+    """Field names as the V2 metadata's `parameters.dynamic_batching` shows them."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    max_batch_size: int = Field(ge=0, le=MAX_BATCH_ROWS, description="rows; 0 or 1: no batching")
+    max_queue_delay_us: int = Field(ge=0, le=MAX_DELAY_US)
+    preferred_batch_sizes: list[int] = Field(default_factory=list, max_length=16)
+
+    @model_validator(mode="after")
+    def _sizes_fit(self) -> Self:
+        sizes = self.preferred_batch_sizes
+        if sorted(set(sizes)) != sizes or any(s < 1 or s > self.max_batch_size for s in sizes):
+            raise ValueError(
+                "expected preferred_batch_sizes distinct, increasing and within "
+                f"1..max_batch_size ({self.max_batch_size}), got {sizes}"
+            )
+        return self
+
+
+@router.put("/{tenant}/{name}/{version}/batching")
+def set_batching(
+    tenant: str, name: str, version: int, body: BatchingOverride, models: ModelsDep
+) -> dict[str, Any]:
+    policy = body.model_dump()
+    models.set_batching(tenant, name, version, policy)
+    return {"tenant": tenant, "name": name, "version": version, "batching": policy}
+
+
+@router.delete("/{tenant}/{name}/{version}/batching")
+def reset_batching(tenant: str, name: str, version: int, models: ModelsDep) -> dict[str, Any]:
+    """Back to the server's defaults (settings `batch_*`)."""
+    models.set_batching(tenant, name, version, None)
+    return {"tenant": tenant, "name": name, "version": version, "batching": None}

@@ -1,0 +1,465 @@
+"""The worker pool: starts, supervises and replaces worker processes; the server's only way
+to compile or run a model.
+
+One request per worker at a time, over a pipe; an idle queue hands workers to requests. A
+worker that dies mid-request fails that request alone (WorkerCrashed) and is replaced; the
+model version it ran is charged a crash, and `quarantine_crashes` of them within
+`quarantine_window_s` quarantine it (ModelQuarantined until an admin releases it).
+NOTE: deadlines are time.monotonic() values: CLOCK_MONOTONIC, the same in every process here.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import itertools
+import logging
+import multiprocessing
+import queue
+import threading
+import time
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from multiprocessing.connection import Connection
+from multiprocessing.process import BaseProcess
+from pathlib import Path
+from typing import Any, Final
+
+import numpy as np
+
+from executor import SessionOptions
+from executor.errors import DeadlineExceeded, RunCancelled
+from server.workers.arena import Arena
+from server.workers.errors import (
+    CompileTimeout,
+    ModelQuarantined,
+    WorkerCrashed,
+    WorkerOutOfMemory,
+)
+from server.workers.worker import EXIT_OOM, WorkerConfig, main
+from validator import Policy, Report, TensorSpec
+
+log = logging.getLogger("graphgate.workers")
+
+# A run past its deadline is stopped by onnxruntime between nodes; one still busy this long
+# after it is stuck in a single native call, and its worker is killed.
+_HARD_STOP_GRACE_S: Final = 5.0
+_POLL_S: Final = 0.05  # how often a request waiting for a worker looks at its cancel flag
+
+Label = tuple[str, str, int]  # (tenant, model name, version): what a quarantine names
+
+
+@dataclass(frozen=True, slots=True)
+class PoolSettings:
+    workers: int = 2
+    memory_cap_bytes: int = 0
+    session_cache_bytes: int = 2 * 1024**3
+    arena_bytes: int = 4 * 1024**2
+    compile_timeout_s: float = 120.0
+    quarantine_crashes: int = 3
+    quarantine_window_s: float = 600.0
+
+
+@dataclass(frozen=True, slots=True)
+class Signature:
+    """What the server process knows of a compiled program: its report (inputs, outputs and
+    cost figures); the program itself lives in the workers."""
+
+    report: Report
+
+    @property
+    def inputs(self) -> tuple[TensorSpec, ...]:
+        return self.report.inputs
+
+    @property
+    def outputs(self) -> tuple[TensorSpec, ...]:
+        return self.report.outputs
+
+
+@dataclass(frozen=True, eq=False)
+class RemoteModel:
+    """A model compiled in the workers: `run` sends the feeds to one of them. `source` reads
+    the program and params again (from storage) for a worker that has not loaded it yet.
+    `onnx_bytes`: the lowered model, readable once right after a compile (upload stores it),
+    so that a cached model does not hold a copy of its weights in the server process."""
+
+    program: Signature
+    key: str
+    source: Callable[[], tuple[bytes, bytes | None]]
+    policy: Policy
+    options: SessionOptions
+    pool: WorkerPool
+    _onnx: list[bytes] = field(default_factory=list)
+
+    @property
+    def onnx_bytes(self) -> bytes:
+        return self._onnx.pop() if self._onnx else b""
+
+    def run(
+        self,
+        feeds: Mapping[str, np.ndarray],
+        *,
+        deadline: float | None = None,
+        cancelled: Cancel | None = None,
+        label: Label | None = None,
+    ) -> dict[str, np.ndarray]:
+        """Runs in a worker; `label` (tenant, name, version) is charged if the worker dies."""
+        return self.pool.run(self, feeds, deadline=deadline, cancelled=cancelled, label=label)
+
+
+def content_key(program: bytes, params: bytes | None, policy: Policy) -> str:
+    digest = hashlib.sha256()
+    for part in (program, params or b"", repr(policy).encode()):
+        digest.update(hashlib.sha256(part).digest())
+    return digest.hexdigest()
+
+
+class Cancel:
+    """Set by the route when the client goes away: a queued request stops waiting, a running
+    one is stopped by its worker (the arena's cancel word)."""
+
+    def __init__(self) -> None:
+        self._set = False
+        self._callback: Callable[[], None] | None = None
+        self._lock = threading.Lock()
+
+    def is_set(self) -> bool:
+        return self._set
+
+    def set(self) -> None:
+        with self._lock:
+            self._set = True
+            callback = self._callback
+        if callback is not None:
+            callback()
+
+    def on_cancel(self, callback: Callable[[], None] | None) -> None:
+        with self._lock:
+            self._callback = callback
+            fire = self._set and callback is not None
+        if fire and callback is not None:
+            callback()
+
+
+@dataclass(frozen=True, slots=True)
+class WorkerStats:
+    """One worker's compiled sessions: content key -> (bytes it costs, provider)."""
+
+    pid: int
+    cached_bytes: int
+    rss_bytes: int
+    sessions: dict[str, tuple[int, str]]
+
+
+class _Died(Exception):
+    def __init__(self, exitcode: int | None) -> None:
+        super().__init__(f"exit status {exitcode}")
+        self.exitcode = exitcode
+
+
+@dataclass(eq=False)
+class _Worker:
+    process: BaseProcess
+    conn: Connection
+    arena: Arena
+    arena_path: Path
+    ready: bool = False
+
+    @property
+    def pid(self) -> int | None:
+        return self.process.pid
+
+    def call(self, message: tuple[Any, ...], timeout: float | None) -> tuple[Any, ...]:
+        """Sends a message, waits for its answer; _Died if the worker dies, TimeoutError."""
+        try:
+            self._wait_ready()
+            self.conn.send(message)
+            if not self.conn.poll(timeout):
+                raise TimeoutError
+            reply: tuple[Any, ...] = self.conn.recv()
+        except (EOFError, OSError, BrokenPipeError):
+            self.process.join(1.0)
+            raise _Died(self.process.exitcode) from None
+        if reply[0] == "oom":
+            self.process.join(5.0)
+            raise _Died(EXIT_OOM)
+        return reply
+
+    def _wait_ready(self) -> None:
+        if self.ready:
+            return
+        self.conn.recv()  # ("ready", 0, pid): the arena is mapped there, its name can go
+        self.arena_path.unlink(missing_ok=True)
+        self.ready = True
+
+    def stop(self) -> None:
+        if self.process.is_alive():
+            self.process.kill()
+        self.process.join(5.0)
+        self.conn.close()
+        self.arena.close()
+        self.arena_path.unlink(missing_ok=True)
+
+
+class Quarantine:
+    """Crashes per model version within a window; past the count the version is quarantined."""
+
+    def __init__(self, crashes: int, window_s: float) -> None:
+        self._crashes = crashes
+        self._window_s = window_s
+        self._seen: dict[Label, list[float]] = {}
+        self._held: set[Label] = set()
+        self._lock = threading.Lock()
+
+    def crashed(self, label: Label) -> bool:
+        """Records a crash; True when it quarantines the version."""
+        now = time.monotonic()
+        with self._lock:
+            recent = [t for t in self._seen.get(label, []) if now - t < self._window_s]
+            recent.append(now)
+            self._seen[label] = recent
+            if len(recent) >= self._crashes:
+                self._held.add(label)
+                return True
+            return False
+
+    def holds(self, label: Label) -> bool:
+        return label in self._held
+
+    def held(self) -> list[Label]:
+        with self._lock:
+            return sorted(self._held)
+
+    def release(self, label: Label) -> bool:
+        with self._lock:
+            self._seen.pop(label, None)
+            if label in self._held:
+                self._held.discard(label)
+                return True
+            return False
+
+
+class WorkerPool:
+    def __init__(self, settings: PoolSettings = PoolSettings()) -> None:
+        self.settings = settings
+        self.quarantine = Quarantine(settings.quarantine_crashes, settings.quarantine_window_s)
+        self._context = multiprocessing.get_context("forkserver")
+        self._context.set_forkserver_preload(["server.workers.worker"])
+        self._idle: queue.Queue[_Worker] = queue.Queue()
+        self._workers: set[_Worker] = set()
+        self._lock = threading.Lock()
+        self._started = False
+        self._seq = itertools.count(1)
+
+    # -- lifecycle ---------------------------------------------------------------------------
+
+    def start(self) -> None:
+        with self._lock:
+            if self._started:
+                return
+            self._started = True
+        for _ in range(self.settings.workers):
+            self._idle.put(self._spawn())
+
+    def stop(self) -> None:
+        with self._lock:
+            workers, self._workers = list(self._workers), set()
+            self._started = False
+        for worker in workers:
+            worker.stop()
+        while not self._idle.empty():
+            self._idle.get_nowait()
+
+    def pids(self) -> list[int]:
+        """The live workers' process ids (operators and tests: which processes to watch)."""
+        with self._lock:
+            return sorted(w.pid for w in self._workers if w.pid is not None)
+
+    def busy_pids(self) -> list[int]:
+        """Workers handed to a request right now (tests: the one to kill mid-request)."""
+        idle = {id(w) for w in list(self._idle.queue)}
+        with self._lock:
+            return sorted(w.pid for w in self._workers if id(w) not in idle and w.pid)
+
+    def session_stats(self) -> list[WorkerStats]:
+        """Each idle worker's sessions (the operator console); busy workers are skipped rather
+        than waited for. Takes the idle workers for the few milliseconds the answers take."""
+        taken: list[_Worker] = []
+        while True:
+            try:
+                taken.append(self._idle.get_nowait())
+            except queue.Empty:
+                break
+        found: list[WorkerStats] = []
+        for worker in taken:
+            try:
+                reply = self._check(worker.call(("stats", next(self._seq)), 10.0))
+            except _Died as died:
+                self._replace(worker, died, None)
+                continue
+            except TimeoutError:
+                self._replace(worker, _Died(None), None)
+                continue
+            except BaseException:
+                self._idle.put(worker)
+                raise
+            self._idle.put(worker)
+            _keys, total, rss, sessions = reply[2]
+            found.append(WorkerStats(worker.pid or 0, total, rss, sessions))
+        return found
+
+    def cached_keys(self) -> list[str]:
+        """The content keys a worker (the next idle one) holds compiled, oldest use first."""
+        keys: list[str] = self._call(("stats", next(self._seq)), 10.0, label=None)[2][0]
+        return keys
+
+    # -- use cases ---------------------------------------------------------------------------
+
+    def compile(
+        self,
+        program: bytes,
+        params: bytes | None,
+        policy: Policy,
+        options: SessionOptions,
+        source: Callable[[], tuple[bytes, bytes | None]],
+    ) -> RemoteModel:
+        """Validates, lowers, gates and builds the session in a worker (which keeps it).
+        Raises what check_servable raises, WorkerCrashed, or CompileTimeout. `source`: where
+        another worker reads the program and params again (storage)."""
+        key = content_key(program, params, policy)
+        message = ("compile", next(self._seq), key, program, params, policy, options)
+        reply = self._call(message, self.settings.compile_timeout_s, label=None)
+        report, onnx_bytes = reply[2]
+        return RemoteModel(Signature(report), key, source, policy, options, self, [onnx_bytes])
+
+    def run(
+        self,
+        model: RemoteModel,
+        feeds: Mapping[str, np.ndarray],
+        *,
+        deadline: float | None = None,
+        cancelled: Cancel | None = None,
+        label: Label | None = None,
+    ) -> dict[str, np.ndarray]:
+        if label is not None and self.quarantine.holds(label):
+            raise ModelQuarantined(
+                f"model {label[1]!r} version {label[2]} crashed its workers "
+                f"{self.settings.quarantine_crashes} times and is quarantined until an admin "
+                "releases it"
+            )
+        worker = self._acquire(deadline, cancelled)
+        try:
+            return self._run_on(worker, model, feeds, deadline, cancelled)
+        except _Died as died:
+            raise self._replace(worker, died, label) from None
+        except TimeoutError:  # stuck in one native call past the deadline
+            self._replace(worker, _Died(None), None)
+            raise DeadlineExceeded("the request ran past its deadline and was stopped") from None
+        except BaseException:
+            self._idle.put(worker)
+            raise
+
+    # -- helpers -----------------------------------------------------------------------------
+
+    def _run_on(
+        self,
+        worker: _Worker,
+        model: RemoteModel,
+        feeds: Mapping[str, np.ndarray],
+        deadline: float | None,
+        cancelled: Cancel | None,
+    ) -> dict[str, np.ndarray]:
+        arena = worker.arena
+        layout, inline, _ = arena.write(feeds)
+        timeout = None if deadline is None else deadline - time.monotonic() + _HARD_STOP_GRACE_S
+        seq = next(self._seq)
+        if cancelled is not None:
+            cancelled.on_cancel(lambda: arena.cancel(seq))
+        try:
+            message = ("run", seq, model.key, layout, inline, arena.size, deadline)
+            reply = worker.call(message, timeout)
+            if reply[0] == "missing":
+                program, params = model.source()
+                load = ("load", seq, model.key, program, params, model.policy, model.options)
+                self._check(worker.call(load, self.settings.compile_timeout_s))
+                reply = worker.call(message, timeout)
+        finally:
+            if cancelled is not None:
+                cancelled.on_cancel(None)
+        _, _, out_layout, out_inline, arena_size, retire = self._check(reply)
+        arena.ensure(arena_size)
+        outputs = arena.read(out_layout, out_inline, copy=True)
+        if retire:  # near its memory cap: a fresh worker from the next request on
+            self._replace(worker, _Died(None), None)
+        else:
+            self._idle.put(worker)
+        return outputs
+
+    @staticmethod
+    def _check(reply: tuple[Any, ...]) -> tuple[Any, ...]:
+        if reply[0] == "err":
+            error: Exception = reply[2]
+            raise error
+        return reply
+
+    def _call(self, message: tuple[Any, ...], timeout: float, label: Label | None) -> Any:
+        worker = self._acquire(None, None)
+        try:
+            reply = worker.call(message, timeout)
+        except _Died as died:
+            raise self._replace(worker, died, label) from None
+        except TimeoutError:
+            self._replace(worker, _Died(None), None)
+            raise CompileTimeout(
+                f"expected the program to compile within {timeout:g} s; it took longer"
+            ) from None
+        except BaseException:
+            self._idle.put(worker)
+            raise
+        self._idle.put(worker)
+        return self._check(reply)
+
+    def _acquire(self, deadline: float | None, cancelled: Cancel | None) -> _Worker:
+        if not self._started:
+            self.start()
+        while True:
+            try:
+                return self._idle.get(timeout=_POLL_S)
+            except queue.Empty:
+                pass
+            if cancelled is not None and cancelled.is_set():
+                raise RunCancelled("the client went away while the request was queued")
+            if deadline is not None and time.monotonic() >= deadline:
+                raise DeadlineExceeded("the request waited for a worker past its deadline")
+
+    def _replace(self, worker: _Worker, died: _Died, label: Label | None) -> Exception:
+        """Stops a dead or stuck worker, starts another; the error for its request."""
+        worker.stop()
+        with self._lock:
+            self._workers.discard(worker)
+            running = self._started
+        if running:
+            self._idle.put(self._spawn())
+        if died.exitcode == EXIT_OOM:
+            log.warning("worker %s ran out of memory; replaced", worker.pid)
+            return WorkerOutOfMemory(
+                "the request took its worker over the memory cap; the worker was replaced"
+            )
+        log.error("worker %s died (exit status %s); replaced", worker.pid, died.exitcode)
+        if label is not None and self.quarantine.crashed(label):
+            log.error("model %r version %d quarantined after repeated crashes", *label[1:])
+        return WorkerCrashed("the worker running this request died; it was replaced, retry")
+
+    def _spawn(self) -> _Worker:
+        s = self.settings
+        arena, path = Arena.create(s.arena_bytes)
+        config = WorkerConfig(path, s.arena_bytes, s.memory_cap_bytes, s.session_cache_bytes)
+        ours, theirs = self._context.Pipe(duplex=True)
+        process = self._context.Process(
+            target=main, args=(theirs, config), name="graphgate-worker", daemon=True
+        )
+        process.start()
+        theirs.close()  # only the worker holds its end: its death is EOF here
+        worker = _Worker(process, ours, arena, path)
+        with self._lock:
+            self._workers.add(worker)
+        return worker

@@ -1,0 +1,213 @@
+"""The worker process: compiles and runs models for the pool, one request at a time.
+
+Messages are small tuples over a pipe, (kind, seq, ...); tensors stay in the arena. Compiled
+models are kept by content key (sha256 of program, params and policy), so any worker can serve
+any model: a run of a model this worker lacks answers "missing", and the pool sends "load".
+"""
+
+from __future__ import annotations
+
+import errno
+import math
+import os
+import resource
+from collections import OrderedDict
+from dataclasses import dataclass
+from multiprocessing.connection import Connection
+from pathlib import Path
+from typing import Any, Final, NoReturn
+
+import numpy as np
+
+from executor import CompiledModel, SessionOptions, check_servable
+from executor.errors import OutOfMemory
+from server.workers.arena import HEADER, Arena, Layout
+from validator import Policy
+
+# Exit status of a worker that ran out of memory (its request already answered "oom").
+EXIT_OOM: Final = 70
+_PAGE: Final = os.sysconf("SC_PAGE_SIZE")
+
+
+@dataclass(frozen=True, slots=True)
+class WorkerConfig:
+    arena_path: Path
+    arena_bytes: int
+    memory_cap_bytes: int  # 0: no cap
+    cache_bytes: int
+
+
+def rss_bytes() -> int:
+    # os-level calls: a third of the cost of open() (a text wrapper); a kept fd read again
+    # with pread can return stale figures from /proc.
+    fd = os.open("/proc/self/statm", os.O_RDONLY)
+    try:
+        return int(os.read(fd, 128).split()[1]) * _PAGE
+    finally:
+        os.close(fd)
+
+
+def _peak_rss_bytes() -> int:
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024  # KiB on Linux
+
+
+class SessionCache:
+    """Compiled models by content key, bounded in bytes: the ONNX size (its weights) plus the
+    RSS growth measured around its first run (onnxruntime's arena); least recently used
+    dropped first (the newest always stays). Growth around the compile is not counted: it is
+    mostly the allocator keeping transient copies (protobuf, lowering), and varies 2x run to run."""
+
+    def __init__(self, cap_bytes: int) -> None:
+        self.cap_bytes = cap_bytes
+        self._models: OrderedDict[str, tuple[CompiledModel, int]] = OrderedDict()
+        self._unmeasured_runs: set[str] = set()
+        self.total = 0
+
+    def get(self, key: str) -> CompiledModel | None:
+        hit = self._models.get(key)
+        if hit is None:
+            return None
+        self._models.move_to_end(key)
+        return hit[0]
+
+    def put(self, key: str, model: CompiledModel) -> None:
+        self._drop(key)
+        cost = len(model.onnx_bytes)
+        self._models[key] = (model, cost)
+        self._unmeasured_runs.add(key)
+        self.total += cost
+        self._evict()
+
+    def measures_first_run(self, key: str) -> bool:
+        return key in self._unmeasured_runs
+
+    def first_run_grew(self, key: str, grown: int) -> None:
+        """Adds onnxruntime's arena growth of a model's first run to its cost."""
+        if key not in self._unmeasured_runs or key not in self._models:
+            return
+        self._unmeasured_runs.discard(key)
+        model, cost = self._models[key]
+        self._models[key] = (model, cost + max(0, grown))
+        self.total += max(0, grown)
+        self._evict()
+
+    def keys(self) -> list[str]:
+        return list(self._models)
+
+    def sessions(self) -> dict[str, tuple[int, str]]:
+        """Content key -> (bytes it costs, the provider its session runs on)."""
+        return {key: (cost, model.provider) for key, (model, cost) in self._models.items()}
+
+    def _drop(self, key: str) -> None:
+        if (old := self._models.pop(key, None)) is not None:
+            self.total -= old[1]
+
+    def _evict(self) -> None:
+        while self.total > self.cap_bytes and len(self._models) > 1:
+            key = next(iter(self._models))
+            self._drop(key)
+            self._unmeasured_runs.discard(key)
+
+
+class Worker:
+    def __init__(self, conn: Connection, config: WorkerConfig) -> None:
+        self.conn = conn
+        self.config = config
+        self.arena = Arena.attach(config.arena_path, config.arena_bytes)
+        self.cache = SessionCache(config.cache_bytes)
+
+    def serve(self) -> None:
+        self.conn.send(("ready", 0, os.getpid()))
+        while True:
+            try:
+                message = self.conn.recv()
+            except (EOFError, OSError):
+                return  # the server is gone
+            self.conn.send(self.answer(message))
+
+    def answer(self, message: tuple[Any, ...]) -> tuple[Any, ...]:
+        kind, seq = message[0], message[1]
+        try:
+            if kind == "run":
+                return self.run(seq, *message[2:])
+            if kind == "compile":
+                return ("ok", seq, self.compile(*message[2:]))
+            if kind == "load":
+                self.compile(*message[2:])
+                return ("ok", seq, None)
+            if kind == "stats":
+                stats = (self.cache.keys(), self.cache.total, rss_bytes(), self.cache.sessions())
+                return ("ok", seq, stats)
+            return ("err", seq, RuntimeError(f"unknown message {kind!r}"))
+        except (OutOfMemory, MemoryError):
+            self._out_of_memory(seq)
+        except OSError as e:  # mmap or ftruncate of the arena past the cap
+            if e.errno != errno.ENOMEM:
+                return ("err", seq, _portable(e))
+            self._out_of_memory(seq)
+        except Exception as e:
+            return ("err", seq, _portable(e))
+
+    def _out_of_memory(self, seq: int) -> NoReturn:
+        self.conn.send(("oom", seq))
+        os._exit(EXIT_OOM)  # its heap may be torn: a fresh worker takes over
+
+    def compile(
+        self,
+        key: str,
+        program: bytes,
+        params: bytes | None,
+        policy: Policy,
+        options: SessionOptions,
+    ) -> tuple[Any, bytes]:
+        model = check_servable(program, params, policy, options)
+        self.cache.put(key, model)
+        return model.program.report, model.onnx_bytes
+
+    def run(
+        self,
+        seq: int,
+        key: str,
+        layout: Layout,
+        inline: dict[str, Any],
+        arena_bytes: int,
+        deadline: float | None,
+    ) -> tuple[Any, ...]:
+        model = self.cache.get(key)
+        if model is None:
+            return ("missing", seq)
+        self.arena.ensure(arena_bytes)
+        feeds = self.arena.read(layout, inline, copy=False)
+        measured = self.cache.measures_first_run(key)
+        before = rss_bytes() if measured else 0
+        outputs = model.run(feeds, deadline=deadline, cancelled=lambda: self.arena.cancelled(seq))
+        if measured:
+            self.cache.first_run_grew(key, rss_bytes() - before)
+        end = max([HEADER, *(o + _nbytes(dtype, shape) for _, dtype, shape, o in layout if o >= 0)])
+        out_layout, out_inline, _ = self.arena.write(outputs, end)
+        cap = self.config.memory_cap_bytes
+        # Near its cap: replaced after this. The peak (a cheap getrusage) bounds the current
+        # size; /proc is read only once the peak has come near.
+        retire = bool(cap) and _peak_rss_bytes() > cap * 0.9 and rss_bytes() > cap * 0.9
+        return ("ok", seq, out_layout, out_inline, self.arena.size, retire)
+
+
+def _nbytes(dtype: str, shape: tuple[int, ...]) -> int:
+    return np.dtype(dtype).itemsize * math.prod(shape)
+
+
+def _portable(error: Exception) -> Exception:
+    """The error as the server can unpickle it: graphgate's own errors as they are (their
+    classes are importable there), anything else as a RuntimeError with its text."""
+    module = type(error).__module__.split(".")[0]
+    if module in {"executor", "validator", "server", "graph_proto"}:
+        return error
+    return RuntimeError(f"{type(error).__name__}: {error}")
+
+
+def main(conn: Connection, config: WorkerConfig) -> None:
+    """The worker's entry point (multiprocessing target)."""
+    if config.memory_cap_bytes:
+        cap = config.memory_cap_bytes
+        resource.setrlimit(resource.RLIMIT_AS, (cap, cap))
+    Worker(conn, config).serve()

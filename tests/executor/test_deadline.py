@@ -1,0 +1,76 @@
+"""Deadlines, cancellation and the run-time budget of CompiledModel.run, in this process."""
+
+from __future__ import annotations
+
+import threading
+import time
+
+import numpy as np
+import pytest
+
+from executor import CompiledModel, SessionOptions, compile
+from executor.errors import DeadlineExceeded, RequestOverBudget, RunCancelled
+from tests.builders import FP32, GraphBuilder, V
+from validator import Policy, validate
+
+
+def matmul_chain(links: int) -> GraphBuilder:
+    """h = x @ x @ x ... (`links` matmuls) over x[-1, -1]: cost grows with n^3 per link."""
+    g = GraphBuilder()
+    x = g.feed("x", FP32, [-1, -1])
+    h = x
+    for i in range(links):
+        out = V(f"h{i}", [-1, -1])
+        g.node(
+            "matmul_v2", {"X": [h], "Y": [x]}, {"Out": [out]}, {"trans_x": False, "trans_y": False}
+        )
+        h = out.name
+    g.fetch(h)
+    return g
+
+
+def _compiled(links: int, policy: Policy | None = None) -> CompiledModel:
+    g = matmul_chain(links)
+    validated = validate(g.program_bytes(), None, policy or Policy())
+    return compile(validated, SessionOptions(use_cuda=False))
+
+
+def _square(n: int) -> np.ndarray:
+    return np.eye(n, dtype=np.float32)  # stays exact through any number of products
+
+
+def test_a_long_run_is_stopped_at_its_deadline_and_the_model_runs_the_next_request() -> None:
+    model = _compiled(200)  # ~200 x 2 GFLOPs at n=1024: many seconds on any CPU here
+    start = time.monotonic()
+    with pytest.raises(DeadlineExceeded):
+        model.run({"x": _square(1024)}, deadline=start + 0.3)
+    assert time.monotonic() - start < 0.3 + 2.0  # stopped between nodes, not at the end
+    small = model.run({"x": _square(4)}, deadline=time.monotonic() + 30)
+    (out,) = small.values()
+    np.testing.assert_allclose(out, np.eye(4), rtol=1e-6)
+
+
+def test_a_deadline_already_past_runs_nothing() -> None:
+    model = _compiled(1)
+    with pytest.raises(DeadlineExceeded):
+        model.run({"x": _square(4)}, deadline=time.monotonic() - 1)
+
+
+def test_cancellation_stops_a_running_request() -> None:
+    model = _compiled(200)
+    flag = threading.Event()
+    threading.Timer(0.2, flag.set).start()
+    start = time.monotonic()
+    with pytest.raises(RunCancelled):
+        model.run({"x": _square(1024)}, cancelled=flag.is_set)
+    assert time.monotonic() - start < 2.2
+
+
+def test_a_request_over_the_flops_budget_is_refused_with_its_figures_before_it_runs() -> None:
+    # At upload (batch 32, other dims 64): 3 links x 2*64 x 32*64 FLOPs, 24.6k per sample.
+    policy = Policy(max_flops_per_sample=10**6, max_dynamic_dim=64)
+    model = _compiled(3, policy)
+    assert model.run({"x": _square(8)})  # 3 x 2 x 8^3 FLOPs over 8 samples: within 8e6
+    # n=1000: 3 links x 2 x 1000^3 = 6.0e9 FLOPs; the cap is 1e6 per sample x 1000 samples.
+    with pytest.raises(RequestOverBudget, match=r"expected at most 1\.0e\+09 FLOPs, got 6\.0e\+09"):
+        model.run({"x": _square(1000)})

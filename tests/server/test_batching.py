@@ -1,0 +1,362 @@
+"""The dynamic batcher (server/batching.py) against real worker processes.
+
+Which programs batch is the validator's batch-independence proof (`report.batchable`): the
+equality test runs conformance models the proof marks batchable (tests/validator/
+test_batchable.py's BATCHABILITY), through the server's own `Batchers`. TEST-ONLY OVERRIDE
+(`assume_batchable`) only where a test needs a program the proof refuses.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Callable, Iterator
+from concurrent.futures import Future
+
+import numpy as np
+import pytest
+from fastapi.testclient import TestClient
+
+from executor import SessionOptions
+from server import gpu
+from server.batching import Batcher, Batchers, BatchPolicy, proven_batchable
+from server.workers import Cancel, PoolSettings, RemoteModel, WorkerPool
+from tests.builders import FP32, Built, GraphBuilder, V
+from tests.conformance import models
+from tests.conformance.paddle_util import Saved
+from tests.server.conftest import ADMIN_TOKEN, auth, new_tenant
+from tests.server.test_models_api import upload
+from tests.validator.test_batchable import BATCHABILITY
+from validator import Policy, Report
+
+LABEL = ("tenant", "model", 1)
+# Proven batchable (BATCHABILITY), and small enough to run in CI's default set.
+PROVEN: dict[str, Callable[[], Saved]] = {
+    "lenet": models.lenet,
+    "squeezenet1_1": models.squeezenet1_1,
+    "mobilenet_v2": models.mobilenet_v2,
+}
+
+
+def assume_batchable(report: Report) -> bool:
+    """TEST-ONLY OVERRIDE of `proven_batchable`: for programs the proof refuses."""
+    return True
+
+
+@pytest.fixture(scope="module")
+def pool() -> Iterator[WorkerPool]:
+    pool = WorkerPool(PoolSettings(workers=2))
+    pool.start()
+    yield pool
+    pool.stop()
+
+
+def _remote(pool: WorkerPool, program: bytes, params: bytes | None) -> RemoteModel:
+    options = SessionOptions(use_cuda=False, intra_op_threads=1)
+    return pool.compile(program, params, Policy(), options, lambda: (program, params))
+
+
+def _fc() -> GraphBuilder:
+    """y = x @ w over x[-1, 16], w[-1 would couple rows, so a fixed 16x4 feed per row]:
+    here w is [16, 4] and fed; it has no batch axis, so this model must NOT batch."""
+    g = GraphBuilder()
+    x = g.feed("x", FP32, [-1, 16])
+    w = g.feed("w", FP32, [16, 4])
+    g.node(
+        "matmul_v2",
+        {"X": [x], "Y": [w]},
+        {"Out": [V("y", [-1, 4])]},
+        {"trans_x": False, "trans_y": False},
+    )
+    g.fetch("y")
+    return g
+
+
+def _relu() -> GraphBuilder:
+    """y = relu(x) over x[-1, 16]: row-independent by construction."""
+    g = GraphBuilder()
+    x = g.feed("x", FP32, [-1, 16])
+    g.node("relu", {"X": [x]}, {"Out": [V("y", [-1, 16])]}, {})
+    g.fetch("y")
+    return g
+
+
+def _images(saved_inputs: int, rows: int, size: int, seed: int) -> np.ndarray:
+    rng = np.random.default_rng(seed)
+    return rng.standard_normal((rows, saved_inputs, size, size), dtype=np.float32)
+
+
+@pytest.mark.parametrize("name", sorted(PROVEN))
+def test_batched_equals_unbatched(pool: WorkerPool, name: str) -> None:
+    saved = PROVEN[name]()
+    remote = _remote(pool, saved.program, saved.params)
+    assert BATCHABILITY[name] is None and proven_batchable(remote.program.report)
+    spec = remote.program.inputs[0]
+    channels, size = spec.dims[1], spec.dims[2]
+    # Requests of 1, 2 and 3 rows: concatenated into batches, split back.
+    requests = [
+        {spec.name: _images(channels, rows, size, seed)}
+        for seed, rows in enumerate([1, 2, 3, 1, 2, 1, 1, 3])
+    ]
+    alone = [remote.run(feeds) for feeds in requests]
+    batchers = Batchers(BatchPolicy(max_batch=8, max_queue_delay_us=200_000), slots=1)
+    batcher = batchers.for_model(remote, LABEL)  # the server's choice: by the proof
+    assert batcher is not None
+    try:
+        with batcher._cond:  # every request queued before the dispatcher looks
+            futures = [batcher.submit(f, _same, source=str(i)) for i, f in enumerate(requests)]
+        together = [f.result(60) for f in futures]
+    finally:
+        batchers.close()
+    assert batcher.batches < len(requests), "the requests were expected to share batches"
+    for single, batched in zip(alone, together, strict=True):
+        assert single.keys() == batched.keys()
+        for out in single:
+            assert batched[out].shape == single[out].shape
+            np.testing.assert_allclose(batched[out], single[out], rtol=1e-5, atol=1e-6)
+
+
+def test_round_robin_across_sources(pool: WorkerPool) -> None:
+    """A source that queued 12 requests fills at most its share of each batch."""
+    program = _relu().program_bytes()
+    remote = _remote(pool, program, None)
+    batcher = Batcher(remote, LABEL, BatchPolicy(max_batch=4, max_queue_delay_us=200_000), 1)
+    rng = np.random.default_rng(0)
+    feeds = [{"x": rng.standard_normal((1, 16), dtype=np.float32)} for _ in range(14)]
+    try:
+        with batcher._cond:
+            flood = [batcher.submit(f, _same, source="flood") for f in feeds[:12]]
+            other = [batcher.submit(f, _same, source="other") for f in feeds[12:]]
+        results = [f.result(60) for f in [*flood, *other]]
+    finally:
+        batcher.close()
+    first = batcher.recent[0]
+    assert sorted(first) == ["flood", "flood", "other", "other"]
+    for f, result in zip(feeds, results, strict=True):
+        np.testing.assert_allclose(result["y"], np.maximum(f["x"], 0), rtol=1e-6)
+
+
+def test_different_non_batch_dims_never_share_a_batch(pool: WorkerPool) -> None:
+    g = GraphBuilder()
+    x = g.feed("x", FP32, [-1, -1])
+    g.node("relu", {"X": [x]}, {"Out": [V("y", [-1, -1])]}, {})
+    g.fetch("y")
+    remote = _remote(pool, g.program_bytes(), None)
+    batcher = Batcher(remote, LABEL, BatchPolicy(max_batch=8, max_queue_delay_us=100_000), 1)
+    a = {"x": -np.ones((2, 3), dtype=np.float32)}
+    b = {"x": np.ones((1, 5), dtype=np.float32)}
+    try:
+        with batcher._cond:
+            futures = [batcher.submit(f, _same, source="s") for f in (a, b, a, b)]
+        results = [f.result(60) for f in futures]
+    finally:
+        batcher.close()
+    assert [r["y"].shape for r in results] == [(2, 3), (1, 5), (2, 3), (1, 5)]
+    assert np.array_equal(results[1]["y"], np.ones((1, 5), dtype=np.float32))
+    assert all(len(set(_shapes(batch))) <= 1 for batch in batcher.recent) or batcher.batches == 2
+
+
+def _shapes(sources: tuple[str, ...]) -> tuple[str, ...]:
+    return sources
+
+
+def test_one_bad_request_fails_alone(pool: WorkerPool) -> None:
+    """A request over the request-bytes cap fails with its own error; the requests queued
+    with it are answered (a batch never holds more than the cap)."""
+    g = GraphBuilder()
+    x = g.feed("x", FP32, [-1, 4])
+    g.node("relu", {"X": [x]}, {"Out": [V("y", [-1, 4])]}, {})
+    g.fetch("y")
+    program = g.program_bytes()
+    options = SessionOptions(use_cuda=False, max_request_bytes=100)
+    remote = pool.compile(program, None, Policy(), options, lambda: (program, None))
+    batcher = Batcher(remote, LABEL, BatchPolicy(max_batch=16, max_queue_delay_us=100_000), 1)
+    good = {"x": -np.ones((2, 4), dtype=np.float32)}  # 32 bytes
+    too_big = {"x": np.ones((30, 4), dtype=np.float32)}  # 480 bytes: over the cap alone
+    try:
+        with batcher._cond:
+            futures = [batcher.submit(f, _same, source="s") for f in (good, too_big, good)]
+        outcomes: list[object] = []
+        for future in futures:
+            try:
+                outcomes.append(future.result(60)["y"])
+            except Exception as error:
+                outcomes.append(type(error).__name__)
+    finally:
+        batcher.close()
+    for answered in (outcomes[0], outcomes[2]):
+        assert isinstance(answered, np.ndarray)
+        assert np.array_equal(answered, np.zeros((2, 4), dtype=np.float32))
+    assert outcomes[1] == "InputTooLarge"
+
+
+def test_cancelled_while_queued_fails_at_once(pool: WorkerPool) -> None:
+    remote = _remote(pool, _relu().program_bytes(), None)
+    batcher = Batcher(remote, LABEL, BatchPolicy(max_batch=64, max_queue_delay_us=5_000_000), 1)
+    cancel = Cancel()
+    try:
+        future: Future[object] = batcher.submit(
+            {"x": np.ones((1, 16), dtype=np.float32)}, _same, source="s", cancel=cancel
+        )
+        threading.Timer(0.05, cancel.set).start()
+        with pytest.raises(Exception) as caught:
+            future.result(2.0)  # long before the 5 s queue delay
+    finally:
+        batcher.close()
+    assert type(caught.value).__name__ == "RunCancelled"
+
+
+def test_only_proven_programs_batch(pool: WorkerPool) -> None:
+    relu = _remote(pool, _relu().program_bytes(), None)
+    fixed_weight = _remote(pool, _fc().program_bytes(), None)
+    default = Batchers(BatchPolicy(), slots=1)
+    forced = Batchers(BatchPolicy(), slots=1, batchable=assume_batchable)
+    try:
+        # relu is row-independent: proven, it batches by default
+        assert proven_batchable(relu.program.report) is True
+        assert default.for_model(relu, LABEL) is not None
+        # w[16, 4] has no batch axis: the proof refuses it, so it does not batch by default...
+        assert proven_batchable(fixed_weight.program.report) is False
+        assert default.for_model(fixed_weight, LABEL) is None
+        # ...and, forced past the proof, still never: it cannot be concatenated
+        assert forced.for_model(fixed_weight, LABEL) is None
+        # A version's own policy: max batch 1 turns batching off for it alone.
+        off = {"max_batch_size": 1, "max_queue_delay_us": 0, "preferred_batch_sizes": []}
+        assert default.for_model(relu, LABEL, off) is None
+        assert default.for_model(relu, ("tenant", "model", 2)) is not None
+    finally:
+        default.close()
+        forced.close()
+
+
+def _same(outputs: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
+    return outputs
+
+
+# -- through the HTTP server -----------------------------------------------------------------
+
+
+def _relu_built() -> Built:
+    return Built(_relu().program_bytes(), None)
+
+
+def test_http_requests_batch_and_metadata_says_so(client: TestClient) -> None:
+    state = client.app.state  # type: ignore[attr-defined]
+    state.batchers.close()
+    # relu is proven batchable; a 200 ms delay makes concurrent requests meet.
+    state.batchers = Batchers(BatchPolicy(max_batch=8, max_queue_delay_us=200_000), slots=1)
+    key = new_tenant(client, "acme")
+    upload(client, key, "relu", _relu_built())
+    meta = client.get("/v2/models/relu", headers=auth(key)).json()
+    assert meta["parameters"]["dynamic_batching"] == {
+        "max_batch_size": 8,
+        "max_queue_delay_us": 200_000,
+        "preferred_batch_sizes": [],
+    }
+    rng = np.random.default_rng(7)
+    rows = [rng.standard_normal((1, 16)).astype(np.float32) for _ in range(6)]
+    answers: list[list[float]] = [[] for _ in rows]
+
+    def ask(i: int) -> None:
+        body = {
+            "inputs": [
+                {
+                    "name": "x",
+                    "shape": [1, 16],
+                    "datatype": "FP32",
+                    "data": rows[i].ravel().tolist(),
+                }
+            ]
+        }
+        response = client.post("/v2/models/relu/infer", json=body, headers=auth(key))
+        assert response.status_code == 200, response.text
+        answers[i] = response.json()["outputs"][0]["data"]
+
+    threads = [threading.Thread(target=ask, args=(i,)) for i in range(len(rows))]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(60)
+    for row, answer in zip(rows, answers, strict=True):
+        np.testing.assert_allclose(answer, np.maximum(row.ravel(), 0), rtol=1e-6)
+    (batcher,) = state.batchers._batchers.values()
+    assert batcher.batches < len(rows)
+
+
+def test_metrics_report_the_provider(client: TestClient) -> None:
+    text = client.get("/metrics", headers=auth(ADMIN_TOKEN)).text
+    lines = [line for line in text.splitlines() if line.startswith("graphgate_execution_provider{")]
+    on_cuda = gpu.why_not_cuda(True, gpu.library_status()) is None
+    expected = (
+        'graphgate_execution_provider{device="cuda:0",provider="CUDAExecutionProvider"} 1.0'
+        if on_cuda
+        else 'graphgate_execution_provider{device="cpu",provider="CPUExecutionProvider"} 1.0'
+    )
+    assert lines == [expected]
+
+
+def test_admin_sets_a_versions_batching(client: TestClient) -> None:
+    state = client.app.state  # type: ignore[attr-defined]
+    state.batchers.close()
+    # TEST-ONLY OVERRIDE (module docstring).
+    state.batchers = Batchers(BatchPolicy(), slots=1, batchable=assume_batchable)
+    key = new_tenant(client, "acme")
+    upload(client, key, "relu", _relu_built())
+    upload(client, key, "relu", _relu_built())
+    policy = {"max_batch_size": 16, "max_queue_delay_us": 500, "preferred_batch_sizes": [4, 8]}
+    url = "/v1/admin/models/acme/relu/1/batching"
+    # Tenants may not set it, even on their own models.
+    assert client.put(url, json=policy, headers=auth(key)).status_code == 403
+    answer = client.put(url, json=policy, headers=auth(ADMIN_TOKEN))
+    assert answer.status_code == 200, answer.text
+    # Visible in the model listing (per version) and in version 1's V2 metadata only.
+    versions = client.get("/v1/models/relu", headers=auth(key)).json()["versions"]
+    assert [v["batching"] for v in versions] == [policy, None]
+    v1 = client.get("/v2/models/relu/versions/1", headers=auth(key)).json()
+    v2 = client.get("/v2/models/relu/versions/2", headers=auth(key)).json()
+    assert v1["parameters"]["dynamic_batching"] == policy
+    assert v2["parameters"]["dynamic_batching"] == {
+        "max_batch_size": 32,
+        "max_queue_delay_us": 200,
+        "preferred_batch_sizes": [],
+    }
+    # Requests to version 1 run in a batcher with its own policy.
+    row = [0.5] * 16
+    body = {"inputs": [{"name": "x", "shape": [1, 16], "datatype": "FP32", "data": row}]}
+    ran = client.post("/v2/models/relu/versions/1/infer", json=body, headers=auth(key))
+    assert ran.status_code == 200, ran.text
+    assert [b.policy.max_batch for b in state.batchers._batchers.values()] == [16]
+    # Back to the server's defaults.
+    assert client.delete(url, headers=auth(ADMIN_TOKEN)).status_code == 200
+    v1 = client.get("/v2/models/relu/versions/1", headers=auth(key)).json()
+    assert v1["parameters"]["dynamic_batching"]["max_batch_size"] == 32
+
+
+@pytest.mark.parametrize(
+    ("policy", "complaint"),
+    [
+        ({"max_batch_size": 4, "max_queue_delay_us": 0, "preferred_batch_sizes": [8]}, "got [8]"),
+        ({"max_batch_size": 8, "max_queue_delay_us": 0, "preferred_batch_sizes": [4, 2]}, "4, 2"),
+        ({"max_batch_size": 5000, "max_queue_delay_us": 0}, "max_batch_size"),
+        ({"max_batch_size": 8, "max_queue_delay_us": -1}, "max_queue_delay_us"),
+        ({"max_batch_size": 8, "max_queue_delay_us": 0, "delay": 1}, "delay"),
+    ],
+)
+def test_bad_batching_is_a_400(
+    client: TestClient, policy: dict[str, object], complaint: str
+) -> None:
+    key = new_tenant(client, "acme")
+    upload(client, key, "relu", _relu_built())
+    answer = client.put(
+        "/v1/admin/models/acme/relu/1/batching", json=policy, headers=auth(ADMIN_TOKEN)
+    )
+    assert answer.status_code == 400, answer.text
+    assert complaint in answer.json()["error"]
+
+
+@pytest.mark.parametrize("path", ["nobody/relu/1", "acme/other/1", "acme/relu/9"])
+def test_batching_of_a_missing_version_is_a_404(client: TestClient, path: str) -> None:
+    key = new_tenant(client, "acme")
+    upload(client, key, "relu", _relu_built())
+    policy = {"max_batch_size": 8, "max_queue_delay_us": 0}
+    answer = client.put(f"/v1/admin/models/{path}/batching", json=policy, headers=auth(ADMIN_TOKEN))
+    assert answer.status_code == 404, answer.text

@@ -1,0 +1,181 @@
+"""A real client that disconnects from a real `graphgate serve` while its inference is queued or
+running: the request is cancelled (its one worker is free again at once), counted 499, logged
+in one line without a traceback."""
+
+from __future__ import annotations
+
+import json
+import os
+import socket
+import subprocess
+import sys
+import threading
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import httpx2
+import numpy as np
+import pytest
+
+from tests.builders import affine
+from tests.executor.test_deadline import matmul_chain
+from tests.server.conftest import ADMIN_TOKEN, auth
+from tests.server.test_serve_process import ROOT, Server, post_tenant
+
+SLOW = matmul_chain(200).built()  # n=1024: many seconds of matmuls on one worker
+TINY = affine().built()
+
+
+class _LoggedServer(Server):
+    """`graphgate serve` with one worker, its stderr kept for the test to read."""
+
+    def start(self) -> None:
+        self.log = self.data_dir.parent / "serve.log"
+        self.data_dir.parent.mkdir(parents=True, exist_ok=True)
+        env = {
+            **os.environ,
+            "GRAPHGATE_ADMIN_TOKEN": ADMIN_TOKEN,
+            "GRAPHGATE_WORKERS": "1",
+            "GRAPHGATE_USE_CUDA": "false",
+            "PYTHONPATH": str(ROOT),
+        }
+        command = [sys.executable, "-m", "server.cli", "serve", "--port", str(self.port)]
+        with self.log.open("wb") as out:
+            self.process = subprocess.Popen(
+                [*command, "--data-dir", str(self.data_dir)],
+                cwd=ROOT,
+                env=env,
+                stdout=out,
+                stderr=subprocess.STDOUT,
+            )
+        deadline = time.monotonic() + 30
+        while time.monotonic() < deadline:
+            try:
+                if httpx2.get(f"{self.url}/v2/health/live", timeout=1).status_code == 200:
+                    return
+            except httpx2.HTTPError:
+                time.sleep(0.1)
+        raise AssertionError("graphgate serve did not come up")
+
+
+@pytest.fixture(scope="module")
+def served(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[_LoggedServer, str]]:
+    server = _LoggedServer(Path(tmp_path_factory.mktemp("disconnect")) / "data")
+    try:
+        server.start()
+        key = post_tenant(server, "acme")
+        for name, built in (("slow", SLOW), ("tiny", TINY)):
+            files = {"program": built.program, "params": built.params or b""}
+            sent = httpx2.post(
+                f"{server.url}/v1/models",
+                data={"name": name},
+                files=files,
+                headers=auth(key),
+                timeout=60,
+            )
+            assert sent.status_code == 201, sent.text
+        yield server, key
+    finally:
+        server.stop()
+
+
+def _binary_request(server: Server, key: str, name: str, x: np.ndarray) -> bytes:
+    header = json.dumps(
+        {
+            "inputs": [
+                {
+                    "name": "x",
+                    "shape": list(x.shape),
+                    "datatype": "FP32",
+                    "parameters": {"binary_data_size": x.nbytes},
+                }
+            ]
+        }
+    ).encode()
+    body = header + x.tobytes()
+    head = (
+        f"POST /v2/models/{name}/infer HTTP/1.1\r\nHost: 127.0.0.1:{server.port}\r\n"
+        f"Authorization: Bearer {key}\r\nContent-Type: application/octet-stream\r\n"
+        f"Inference-Header-Content-Length: {len(header)}\r\nContent-Length: {len(body)}\r\n\r\n"
+    )
+    return head.encode() + body
+
+
+def _leave_after(server: Server, key: str, seconds: float) -> threading.Thread:
+    """Sends a slow inference on its own connection and closes it `seconds` later."""
+
+    def client() -> None:
+        with socket.create_connection(("127.0.0.1", server.port)) as s:
+            s.sendall(_binary_request(server, key, "slow", np.eye(1024, dtype=np.float32)))
+            time.sleep(seconds)
+
+    thread = threading.Thread(target=client)
+    thread.start()
+    return thread
+
+
+def _tiny(server: Server, key: str) -> tuple[int, float]:
+    body = {"inputs": [{"name": "x", "shape": [1, 4], "datatype": "FP32", "data": [1, 2, 3, 4]}]}
+    started = time.monotonic()
+    answer = httpx2.post(
+        f"{server.url}/v2/models/tiny/infer", json=body, headers=auth(key), timeout=120
+    )
+    return answer.status_code, time.monotonic() - started
+
+
+def _disconnects(server: Server) -> int:
+    """graphgate_inference_requests_total with status 499, all tenants and models."""
+    text = httpx2.get(f"{server.url}/metrics", headers=auth(ADMIN_TOKEN)).text
+    return sum(
+        int(float(line.rsplit(" ", 1)[1]))
+        for line in text.splitlines()
+        if line.startswith("graphgate_inference_requests_total{") and 'status="499"' in line
+    )
+
+
+def _slow_run_s(server: Server, key: str) -> float:
+    """How long the slow model runs here, measured with a deadline it cannot meet (504)."""
+    with socket.create_connection(("127.0.0.1", server.port)) as s:
+        request = _binary_request(server, key, "slow", np.eye(1024, dtype=np.float32))
+        started = time.monotonic()
+        s.sendall(request.replace(b"\r\n\r\n", b"\r\nGraphgate-Timeout-Ms: 3000\r\n\r\n", 1))
+        assert b" 504 " in s.recv(65536).split(b"\r\n")[0]
+        return time.monotonic() - started
+
+
+def test_a_client_leaving_a_running_request_frees_its_worker(
+    served: tuple[_LoggedServer, str],
+) -> None:
+    server, key = served
+    assert _tiny(server, key)[0] == 200  # the worker holds both models
+    # The slow run takes longer than 3 s: the 504 proves it, and bounds what a free worker is.
+    assert _slow_run_s(server, key) >= 2.5
+    before = _disconnects(server)
+    leaving = _leave_after(server, key, 0.5)  # running on the only worker when it leaves
+    time.sleep(0.2)
+    leaving.join()
+    status, seconds = _tiny(server, key)  # the only worker must be free again quickly
+    assert status == 200 and seconds < 1.5
+    assert _disconnects(server) == before + 1
+
+
+def test_a_client_leaving_a_queued_request_never_runs_it(
+    served: tuple[_LoggedServer, str],
+) -> None:
+    server, key = served
+    before = _disconnects(server)
+    # The first holds the only worker for 1 s (its own deadline); the second queues behind
+    # it and leaves; a tiny request sent then must follow the first, not the second's run.
+    first = threading.Thread(target=_slow_run_s, args=(server, key))
+    first.start()
+    time.sleep(0.3)
+    _leave_after(server, key, 0.3).join()
+    status, seconds = _tiny(server, key)
+    first.join()
+    assert status == 200 and seconds < 3.0 + 1.5
+    assert _disconnects(server) == before + 1
+    log = server.log.read_text(errors="replace")
+    # graphgate's own INFO line for a disconnect is below serve's default log level; what
+    # must never show is a traceback or an error.
+    assert "Traceback" not in log and "ERROR" not in log

@@ -1,0 +1,205 @@
+"""Fairness against a real `graphgate serve`: tenant A floods the server with checks of a large
+program and with inference clients; tenant B's latency stays within a documented bound of its
+idle latency.
+
+The load runs in a process of its own (its client threads would otherwise share the measuring
+client's interpreter lock). The default run is a bounded version (`SMALL`); the issue's full
+size (40 checks and 64 inference clients) is behind the `soak` marker, and
+benchmarks/bench_fairness.py writes its figures to benchmarks/results/fairness.md.
+
+The bound: B's p99 under load at most `RATIO_BOUND` times its idle p99 plus `SLACK_MS`. The
+slack covers what no queue can remove on a small machine: B's request shares the CPUs with the
+load (the load generator runs on the same machine in CI), and an idle p99 of a millisecond or two
+is too small a unit to scale on its own.
+"""
+
+from __future__ import annotations
+
+import multiprocessing
+import statistics
+import threading
+import time
+from collections import Counter
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Final
+
+import httpx2
+import pytest
+
+from tests.builders import FP32, Built, GraphBuilder, V, affine
+from tests.server.conftest import auth
+from tests.server.test_serve_process import Server, post_model, post_tenant
+
+RATIO_BOUND: Final = 3.0
+SLACK_MS: Final = 100.0
+INFER: Final = {
+    "inputs": [{"name": "x", "datatype": "FP32", "shape": [1, 4], "data": [1.0, 2.0, 3.0, 4.0]}]
+}
+
+
+def large_program(ops: int) -> Built:
+    """A chain of `ops` relu ops over x[-1, 16]: a program of a few thousand ops to check."""
+    g = GraphBuilder()
+    h = g.feed("x", FP32, [-1, 16])
+    for i in range(ops):
+        out = V(f"h{i}", [-1, 16])
+        g.node("relu", {"X": [h]}, {"Out": [out]})
+        h = out.name
+    g.fetch(h)
+    return g.built()
+
+
+@dataclass(frozen=True, slots=True)
+class Load:
+    checks: int  # tenant A's concurrent /v1/check clients
+    inferences: int  # tenant A's concurrent inference clients
+    program_ops: int  # ops of the program A checks
+    samples: int  # tenant B's requests measured, idle and under load
+
+
+SMALL: Final = Load(checks=8, inferences=16, program_ops=1000, samples=150)
+FULL: Final = Load(checks=40, inferences=64, program_ops=3000, samples=400)
+
+
+@dataclass(frozen=True, slots=True)
+class Figures:
+    idle_ms: dict[str, float]  # p50 and p99 of B's inferences with the server otherwise idle
+    loaded_ms: dict[str, float]  # the same while A's load runs
+    list_idle_ms: dict[str, float]  # B's GET /v1/models, idle
+    list_loaded_ms: dict[str, float]  # and under A's load
+    b_statuses: dict[int, int]  # every status B got under load
+    a_statuses: dict[str, int]  # what A's flood got ("check 429", "infer 200", ...)
+
+    def summary(self) -> str:
+        def ms(p: dict[str, float]) -> str:
+            return f"p50 {p['p50']:.1f} p99 {p['p99']:.1f} ms"
+
+        return (
+            f"B infer idle {ms(self.idle_ms)}, loaded {ms(self.loaded_ms)} (bound p99 "
+            f"{self.bound_ms():.1f}); B list idle {ms(self.list_idle_ms)}, loaded "
+            f"{ms(self.list_loaded_ms)}; B {self.b_statuses}; A {self.a_statuses}"
+        )
+
+    def bound_ms(self) -> float:
+        return RATIO_BOUND * self.idle_ms["p99"] + SLACK_MS
+
+
+def _flood(url: str, key: str, load: Load, running: Any, stop: Any, statuses: Any) -> None:
+    """Tenant A's load (runs in its own process): checks and inferences until `stop` is set;
+    `running` is set once every one of its clients has had an answer."""
+    program = large_program(load.program_ops)
+    counts: Counter[str] = Counter()
+    lock = threading.Lock()
+
+    def loop(kind: str) -> None:
+        with httpx2.Client(base_url=url, headers=auth(key), timeout=120) as client:
+            while not stop.is_set():
+                try:
+                    if kind == "check":
+                        answer = client.post("/v1/check", files={"program": program.program})
+                    else:
+                        answer = client.post("/v2/models/m/infer", json=INFER)
+                    outcome = str(answer.status_code)
+                except httpx2.HTTPError as e:
+                    outcome = type(e).__name__
+                with lock:
+                    counts[f"{kind} {outcome}"] += 1
+                    if sum(counts.values()) >= load.checks + load.inferences:
+                        running.set()
+                if outcome in ("429", "503"):  # back off as Retry-After asks, briefly
+                    time.sleep(0.05)
+
+    threads = [threading.Thread(target=loop, args=("check",)) for _ in range(load.checks)]
+    threads += [threading.Thread(target=loop, args=("infer",)) for _ in range(load.inferences)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    statuses.update(counts)
+
+
+def _percentiles(samples: list[float]) -> dict[str, float]:
+    cuts = statistics.quantiles(samples, n=100)
+    return {"p50": statistics.median(samples) * 1e3, "p99": cuts[98] * 1e3}
+
+
+def _measure(url: str, key: str, samples: int) -> tuple[list[float], list[float], Counter[int]]:
+    """B's inference latencies, its model-list latencies (one in ten), and its statuses."""
+    infer, listing, statuses = [], [], Counter[int]()
+    with httpx2.Client(base_url=url, headers=auth(key), timeout=120) as client:
+        for i in range(samples):
+            start = time.perf_counter()
+            answer = client.post("/v2/models/m/infer", json=INFER)
+            infer.append(time.perf_counter() - start)
+            statuses[answer.status_code] += 1
+            if i % 10 == 0:
+                start = time.perf_counter()
+                statuses[client.get("/v1/models").status_code] += 1
+                listing.append(time.perf_counter() - start)
+    return infer, listing, statuses
+
+
+def measure_fairness(server: Server, load: Load) -> Figures:
+    """Sets up tenants A and B on `server`, measures B idle, then B under A's flood."""
+    key_a, key_b = post_tenant(server, "tenant-a"), post_tenant(server, "tenant-b")
+    for key in (key_a, key_b):
+        assert post_model(server, key, affine().built()).status_code == 201
+    _measure(server.url, key_b, 50)  # warm: model loaded in the workers, connection open
+    idle, list_idle, _ = _measure(server.url, key_b, load.samples)
+
+    ctx = multiprocessing.get_context("spawn")
+    with ctx.Manager() as manager:
+        running, stop, a_statuses = manager.Event(), manager.Event(), manager.dict()
+        flood = ctx.Process(
+            target=_flood, args=(server.url, key_a, load, running, stop, a_statuses)
+        )
+        flood.start()
+        try:
+            assert running.wait(120), "tenant A's load never got going"
+            time.sleep(1.0)  # its clients all busy, its checks compiling
+            loaded, list_loaded, b_statuses = _measure(server.url, key_b, load.samples)
+        finally:
+            stop.set()
+            flood.join(120)
+        assert flood.exitcode == 0, f"the load process failed: exit {flood.exitcode}"
+        a_counts = dict(a_statuses)
+    return Figures(
+        _percentiles(idle),
+        _percentiles(loaded),
+        _percentiles(list_idle),
+        _percentiles(list_loaded),
+        dict(b_statuses),
+        a_counts,
+    )
+
+
+@pytest.fixture
+def server(tmp_path: Path) -> Iterator[Server]:
+    s = Server(tmp_path / "data")
+    s.start()
+    yield s
+    s.stop()
+
+
+def _assert_fair(figures: Figures) -> None:
+    assert set(figures.b_statuses) == {200}, figures.b_statuses
+    # A's flood did run: its inferences answered and its checks compiled
+    assert figures.a_statuses.get("infer 200", 0) > 0, figures.a_statuses
+    assert figures.a_statuses.get("check 200", 0) > 0, figures.a_statuses
+    assert not [s for s in figures.a_statuses if not s.endswith((" 200", " 429", " 503"))], (
+        figures.a_statuses
+    )
+    # NOTE: the model-list latency is reported (bench), not bounded: one sample in ten is too
+    # few for a stable idle p99.
+    assert figures.loaded_ms["p99"] <= figures.bound_ms(), figures.summary()
+
+
+def test_a_tenants_flood_keeps_another_tenants_p99_within_the_bound(server: Server) -> None:
+    _assert_fair(measure_fairness(server, SMALL))
+
+
+@pytest.mark.soak
+def test_full_size_flood_keeps_another_tenants_p99_within_the_bound(server: Server) -> None:
+    _assert_fair(measure_fairness(server, FULL))

@@ -1,0 +1,211 @@
+"""HTTP abuse against a real `graphgate serve`: caps and timeouts answered by the server's own
+protocol (server/http_limits.py), and malformed requests answered 4xx with their codes."""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import socket
+import statistics
+import threading
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import httpx2
+import pytest
+
+from tests.server.conftest import auth
+from tests.server.test_serve_process import AFFINE, Server, post_model, post_tenant
+
+SHORT = {
+    "GRAPHGATE_KEEP_ALIVE_TIMEOUT_S": "1",
+    "GRAPHGATE_HEADER_TIMEOUT_S": "2",
+    "GRAPHGATE_BODY_TIMEOUT_S": "1",
+}
+
+
+@pytest.fixture(scope="module")
+def served(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Server, str]]:
+    saved = {k: os.environ.get(k) for k in SHORT}
+    os.environ.update(SHORT)
+    server = Server(Path(tmp_path_factory.mktemp("abuse")) / "data")
+    try:
+        server.start()
+        key = post_tenant(server, "acme")
+        assert post_model(server, key, AFFINE).status_code == 201
+        yield server, key
+    finally:
+        server.stop()
+        for k, v in saved.items():
+            if v is None:
+                os.environ.pop(k, None)
+            else:
+                os.environ[k] = v
+
+
+def _raw(server: Server, data: bytes, wait_s: float = 10) -> tuple[bytes, float]:
+    """Sends `data` on a fresh connection; returns what came back until close, and when the
+    first byte of it came (seconds after the send began)."""
+    started = time.monotonic()
+    with socket.create_connection(("127.0.0.1", server.port)) as s:
+        s.settimeout(wait_s)
+        with contextlib.suppress(OSError):  # refused mid-send: the answer is already waiting
+            s.sendall(data)
+        out, first = b"", None
+        with contextlib.suppress(OSError):
+            while chunk := s.recv(65536):
+                first = first or time.monotonic() - started
+                out += chunk
+    return out, first if first is not None else time.monotonic() - started
+
+
+def _infer_body() -> dict[str, object]:
+    return {"inputs": [{"name": "x", "datatype": "FP32", "shape": [1, 4], "data": [1, 2, 3, 4]}]}
+
+
+def test_a_16_mib_header_is_431_in_a_second_while_others_are_served(
+    served: tuple[Server, str],
+) -> None:
+    server, key = served
+    latencies: list[float] = []
+    stop, warm = threading.Event(), threading.Event()
+
+    def small_inferences() -> None:
+        with httpx2.Client(base_url=server.url, headers=auth(key)) as client:
+            for _ in range(20):  # warm: the model loaded, the connection open
+                client.post("/v2/models/m/infer", json=_infer_body())
+            warm.set()
+            while not stop.is_set():
+                t = time.perf_counter()
+                assert client.post("/v2/models/m/infer", json=_infer_body()).status_code == 200
+                latencies.append(time.perf_counter() - t)
+
+    worker = threading.Thread(target=small_inferences)
+    worker.start()
+    assert warm.wait(30)
+    head = b"GET /v2/health/live HTTP/1.1\r\nHost: x\r\nX-Big: " + b"a" * (16 << 20) + b"\r\n\r\n"
+    time.sleep(0.5)
+    answer, seconds = _raw(server, head)
+    time.sleep(1.0)
+    stop.set()
+    worker.join(30)
+    assert answer.startswith(b"HTTP/1.1 431"), answer[:100]
+    assert b'"HEADER_TOO_LARGE"' in answer
+    assert seconds < 1.0
+    assert len(latencies) > 20
+    # NOTE: the issue's bound, generous on purpose for a loaded 2-core CI machine.
+    p99 = statistics.quantiles(latencies, n=100)[98]
+    assert p99 < 0.1, sorted(latencies)[-5:]
+
+
+@pytest.mark.parametrize(
+    ("request_bytes", "status", "code"),
+    [
+        (
+            b"GET /v2/health/live HTTP/1.1\r\n" + b"X-A: 1\r\n" * 200 + b"\r\n",
+            431,
+            "TOO_MANY_HEADERS",
+        ),
+        (b"GET /" + b"a" * 10_000 + b" HTTP/1.1\r\n\r\n", 414, "REQUEST_LINE_TOO_LONG"),
+        (b"GET /v2/health/live HTTP/1.1\r\nHost", 408, "HEADER_TIMEOUT"),
+    ],
+)
+def test_heads_over_their_caps_or_too_slow_get_their_code(
+    served: tuple[Server, str], request_bytes: bytes, status: int, code: str
+) -> None:
+    answer, _ = _raw(served[0], request_bytes)
+    assert answer.startswith(f"HTTP/1.1 {status}".encode()), answer[:100]
+    assert f'"{code}"'.encode() in answer
+
+
+def test_a_slow_body_is_408_and_frees_its_slot(served: tuple[Server, str]) -> None:
+    server, key = served
+    head = (
+        f"POST /v2/models/m/infer HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer {key}\r\n"
+        "Content-Type: application/json\r\nContent-Length: 1000\r\n\r\n{"
+    ).encode()
+    answer, seconds = _raw(server, head)
+    assert answer.startswith(b"HTTP/1.1 408"), answer[:100]
+    assert b'"BODY_TIMEOUT"' in answer
+    assert 0.9 < seconds < 5
+    # the tenant's concurrency slots are all free again: 32 parallel requests succeed
+    with httpx2.Client(base_url=server.url, headers=auth(key)) as client:
+        results: list[int] = []
+        threads = [
+            threading.Thread(
+                target=lambda: results.append(
+                    client.post("/v2/models/m/infer", json=_infer_body()).status_code
+                )
+            )
+            for _ in range(32)
+        ]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join(30)
+    assert results == [200] * 32
+
+
+def test_idle_connections_are_closed_after_the_idle_timeout(served: tuple[Server, str]) -> None:
+    server, _key = served
+    sockets = [socket.create_connection(("127.0.0.1", server.port)) for _ in range(200)]
+    try:
+        time.sleep(2.5)  # keep-alive timeout 1 s, with room for a loaded machine
+        closed = 0
+        for s in sockets:
+            s.settimeout(2)
+            try:
+                closed += s.recv(1) == b""
+            except OSError:
+                closed += 1
+        assert closed == 200
+    finally:
+        for s in sockets:
+            s.close()
+
+
+@pytest.mark.parametrize(
+    ("path", "body", "status", "code"),
+    [
+        (
+            "/v2/models/m/versions/\u00b2/infer",
+            b'{"inputs":[{"name":"x","datatype":"FP32","shape":[1,4],"data":[1,2,3,4]}]}',
+            400,
+            "BAD_REQUEST",
+        ),
+        ("/v2/models/m/versions/\u00b2", None, 400, "BAD_REQUEST"),
+        (
+            "/v2/models/m/infer",
+            b'{"inputs":[{"name":"x","datatype":"FP32","shape":[1,4],"data":[1'
+            + b"0" * 5000
+            + b",2,3,4]}]}",
+            400,
+            "INFER_MALFORMED",
+        ),
+        (
+            "/v2/models/m/infer",
+            b'{"inputs":[{"name":"x","datatype":"FP32","shape":[1,4],"data":[1,true,3,4]}]}',
+            400,
+            "INFER_DATA",
+        ),
+        ("/v2/models/m/infer", b"[" * 100 + b"]" * 100, 400, "INFER_MALFORMED"),
+        (
+            "/v2/models/m/infer",
+            b'{"inputs":' + b"[" * 100 + b"]" * 100 + b"}",
+            400,
+            "INFER_MALFORMED",
+        ),
+    ],
+)
+def test_faults_are_4xx_with_their_code(
+    served: tuple[Server, str], path: str, body: bytes | None, status: int, code: str
+) -> None:
+    server, key = served
+    with httpx2.Client(base_url=server.url, headers=auth(key)) as client:
+        if body is None:
+            response = client.get(path)
+        else:
+            response = client.post(path, content=body, headers={"content-type": "application/json"})
+    assert response.status_code == status, response.text
+    assert response.json()["code"] == code

@@ -1,0 +1,215 @@
+"""Crash-isolated workers through the real app: real worker processes, killed for real."""
+
+from __future__ import annotations
+
+import os
+import signal
+import threading
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pytest
+from fastapi.testclient import TestClient
+from pydantic import SecretStr
+
+from executor import SessionOptions
+from server.main import create_app
+from server.settings import Settings
+from server.workers import PoolSettings, RemoteModel, WorkerOutOfMemory, WorkerPool
+from tests.builders import Built, affine, mlp
+from tests.executor.test_deadline import matmul_chain
+from tests.server.conftest import ADMIN_TOKEN, auth, new_tenant
+from tests.server.test_models_api import upload
+from validator import Policy
+
+SLOW = matmul_chain(200).built()  # n=1024: seconds of matmuls; n=4: microseconds
+AFFINE = affine().built()
+
+
+@pytest.fixture
+def client(tmp_path: Path) -> Iterator[TestClient]:
+    settings = Settings(
+        data_dir=tmp_path / "data",
+        admin_token=SecretStr(ADMIN_TOKEN),
+        workers=2,
+        use_cuda=False,
+        worker_memory_mb=3072,
+    )
+    with TestClient(create_app(settings)) as c:
+        yield c
+
+
+def _pool(client: TestClient) -> WorkerPool:
+    pool: WorkerPool = client.app.state.workers  # type: ignore[attr-defined]
+    return pool
+
+
+def _infer(
+    client: TestClient, key: str, name: str, x: np.ndarray, headers: dict[str, str] | None = None
+) -> Any:
+    body = {"inputs": [{"name": "x", "shape": list(x.shape), "datatype": "FP32",
+                        "data": x.reshape(-1).tolist()}]}  # fmt: skip
+    return client.post(f"/v2/models/{name}/infer", json=body, headers=auth(key) | (headers or {}))
+
+
+def _in_flight(
+    client: TestClient, key: str, name: str, n: int
+) -> tuple[threading.Thread, list[Any]]:
+    answers: list[Any] = []
+    x = np.eye(n, dtype=np.float32)
+    thread = threading.Thread(target=lambda: answers.append(_infer(client, key, name, x)))
+    thread.start()
+    return thread, answers
+
+
+def _busy_worker(pool: WorkerPool, timeout_s: float = 30.0) -> int:
+    end = time.monotonic() + timeout_s
+    while time.monotonic() < end:
+        if busy := pool.busy_pids():
+            return busy[0]
+        time.sleep(0.01)
+    raise AssertionError("no worker took the request")
+
+
+def _crash_one(client: TestClient, key: str, sig: signal.Signals) -> Any:
+    pool = _pool(client)
+    thread, answers = _in_flight(client, key, "slow", 1024)
+    os.kill(_busy_worker(pool), sig)
+    thread.join(60)
+    (answer,) = answers
+    return answer
+
+
+def test_killed_workers_fail_their_request_alone_and_three_crashes_quarantine(
+    client: TestClient,
+) -> None:
+    key_a, key_b = new_tenant(client, "tenant-a"), new_tenant(client, "tenant-b")
+    upload(client, key_a, "slow", SLOW)
+    upload(client, key_b, "m", AFFINE)
+    x4 = np.eye(4, dtype=np.float32)
+    for sig in (signal.SIGKILL, signal.SIGSEGV):
+        crashed = _crash_one(client, key_a, sig)
+        assert crashed.status_code == 503, crashed.text
+        assert crashed.json()["code"] == "WORKER_CRASHED"
+        again = _infer(client, key_a, "slow", x4)  # a fresh worker loads the model lazily
+        assert again.status_code == 200, again.text
+        np.testing.assert_allclose(again.json()["outputs"][0]["data"], x4.reshape(-1))
+        other = _infer(client, key_b, "m", np.ones((1, 4), np.float32))
+        assert other.status_code == 200, other.text
+    assert len(_pool(client).pids()) == 2
+    third = _crash_one(client, key_a, signal.SIGABRT)
+    assert third.json()["code"] == "WORKER_CRASHED"
+    held = _infer(client, key_a, "slow", x4)
+    assert held.status_code == 503 and held.json()["code"] == "MODEL_QUARANTINED"
+    got = client.get("/v1/models/slow", headers=auth(key_a)).json()
+    assert got["versions"][0]["status"] == "quarantined"
+    assert _infer(client, key_b, "m", np.ones((1, 4), np.float32)).status_code == 200
+    released = client.post(
+        "/v1/admin/quarantine/tenant-a/slow/1/release", headers=auth(ADMIN_TOKEN)
+    )
+    assert released.status_code == 200, released.text
+    assert _infer(client, key_a, "slow", x4).status_code == 200
+
+
+def test_a_compile_worker_killed_mid_upload_fails_that_upload_alone(client: TestClient) -> None:
+    key = new_tenant(client, "tenant-a")
+    pool = _pool(client)
+    answers: list[Any] = []
+    files = {"program": SLOW.program}
+    thread = threading.Thread(
+        target=lambda: answers.append(
+            client.post("/v1/models", data={"name": "m"}, files=files, headers=auth(key))
+        )
+    )
+    thread.start()
+    os.kill(_busy_worker(pool), signal.SIGKILL)
+    thread.join(60)
+    (answer,) = answers
+    assert answer.status_code == 503 and answer.json()["code"] == "WORKER_CRASHED"
+    assert client.get("/v1/models/m", headers=auth(key)).status_code == 404
+    artifacts = client.app.state.settings.data_dir / "artifacts"  # type: ignore[attr-defined]
+    assert not [p for p in artifacts.rglob("*") if p.is_file()]
+    upload(client, key, "m", AFFINE)  # the next upload is served
+
+
+def test_a_long_run_answers_504_at_its_deadline_and_the_worker_serves_the_next(
+    client: TestClient,
+) -> None:
+    key = new_tenant(client, "tenant-a")
+    upload(client, key, "slow", SLOW)
+    start = time.monotonic()
+    late = _infer(
+        client, key, "slow", np.eye(1024, dtype=np.float32), {"Graphgate-Timeout-Ms": "300"}
+    )
+    assert late.status_code == 504 and late.json()["code"] == "DEADLINE_EXCEEDED"
+    assert time.monotonic() - start < 5
+    pids = _pool(client).pids()
+    assert _infer(client, key, "slow", np.eye(4, dtype=np.float32)).status_code == 200
+    assert _pool(client).pids() == pids  # no worker was replaced
+
+
+def test_a_request_over_the_run_time_budget_is_413_before_it_runs(tmp_path: Path) -> None:
+    settings = Settings(
+        data_dir=tmp_path / "data",
+        admin_token=SecretStr(ADMIN_TOKEN),
+        workers=1,
+        use_cuda=False,
+        max_flops_per_sample=10**6,
+        max_dynamic_dim=64,
+    )
+    with TestClient(create_app(settings)) as client:
+        key = new_tenant(client, "tenant-a")
+        upload(client, key, "chain", matmul_chain(3).built())
+        assert _infer(client, key, "chain", np.eye(8, dtype=np.float32)).status_code == 200
+        over = _infer(client, key, "chain", np.eye(1000, dtype=np.float32))
+        assert over.status_code == 413, over.text
+        assert over.json()["code"] == "REQUEST_OVER_BUDGET"
+        assert "expected at most 1.0e+09 FLOPs, got 6.0e+09" in over.json()["error"]
+
+
+# -- the pool itself: real workers, memory cap and session cache -----------------------------
+
+
+def _model(pool: WorkerPool, built: Built, options: SessionOptions) -> RemoteModel:
+    def source() -> tuple[bytes, bytes | None]:
+        return built.program, built.params
+
+    return pool.compile(built.program, built.params, Policy(), options, source)
+
+
+def test_a_request_over_the_memory_cap_fails_alone_and_its_worker_is_replaced() -> None:
+    pool = WorkerPool(PoolSettings(workers=1, memory_cap_bytes=1500 * 2**20))
+    try:
+        model = _model(
+            pool, matmul_chain(2).built(), SessionOptions(use_cuda=False, max_request_bytes=2**31)
+        )
+        small = np.eye(64, dtype=np.float32)
+        assert np.allclose(next(iter(model.run({"x": small}).values())), small)
+        (before,) = pool.pids()
+        with pytest.raises(WorkerOutOfMemory):  # 576 MB in, as much per product: over 1.5 GB
+            model.run({"x": np.eye(12000, dtype=np.float32)})
+        assert pool.pids() != [before]
+        assert np.allclose(next(iter(model.run({"x": small}).values())), small)
+    finally:
+        pool.stop()
+
+
+def test_the_session_cache_evicts_by_bytes_least_recently_used_first() -> None:
+    # Each model holds 8.4 MiB of weights; the cache takes 16 MiB: one of them at a time, with
+    # room left for the allocator's noise in the measured growth (a few MiB) and a tiny model.
+    pool = WorkerPool(PoolSettings(workers=1, session_cache_bytes=16 * 2**20))
+    options = SessionOptions(use_cuda=False)
+    try:
+        first = _model(pool, mlp((8, 1024, 2048)).built(), options)
+        second = _model(pool, mlp((8, 2048, 1024)).built(), options)
+        assert pool.cached_keys() == [second.key]
+        x = np.ones((2, 8), np.float32)
+        assert next(iter(first.run({"x": x}).values())).shape == (2, 2048)  # loaded again
+        assert pool.cached_keys() == [first.key]
+        tiny = _model(pool, affine().built(), options)  # a few bytes: fits beside the other
+        assert pool.cached_keys() == [first.key, tiny.key]
+    finally:
+        pool.stop()
