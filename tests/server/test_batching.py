@@ -314,10 +314,11 @@ def test_admin_sets_a_versions_batching(client: TestClient) -> None:
     v1 = client.get("/v2/models/relu/versions/1", headers=auth(key)).json()
     v2 = client.get("/v2/models/relu/versions/2", headers=auth(key)).json()
     assert v1["parameters"]["dynamic_batching"] == policy
+    settings = state.settings  # version 2 has no override: the server's defaults
     assert v2["parameters"]["dynamic_batching"] == {
-        "max_batch_size": 32,
-        "max_queue_delay_us": 200,
-        "preferred_batch_sizes": [],
+        "max_batch_size": settings.batch_max_size,
+        "max_queue_delay_us": settings.batch_max_queue_delay_us,
+        "preferred_batch_sizes": list(settings.batch_preferred_sizes),
     }
     # Requests to version 1 run in a batcher with its own policy.
     row = [0.5] * 16
