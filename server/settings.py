@@ -296,6 +296,13 @@ class Settings(BaseSettings):
         ge=0,
         description="onnxruntime threads running independent ops at once",
     )
+    ort_allow_spinning: bool = Field(
+        # The workers share the cores: an idle worker's spinning threads slow the busy one
+        # (ResNet50 served at half its raw speed with spinning on). benchmarks/results/serving.md
+        default=False,
+        description="let onnxruntime's threads spin after a run waiting for more work (worker "
+        "processes share the cores, so off by default)",
+    )
     use_cuda: bool = Field(
         default=_SESSION.use_cuda,
         description="run on CUDA when this onnxruntime build has it (CPU otherwise)",
@@ -437,6 +444,7 @@ class Settings(BaseSettings):
         return SessionOptions(
             intra_op_threads=self.ort_intra_op_threads,
             inter_op_threads=self.ort_inter_op_threads,
+            allow_spinning=self.ort_allow_spinning,
             use_cuda=self.use_cuda,
             max_request_bytes=self.max_request_bytes,
             cuda_mem_limit_bytes=self.cuda_mem_limit_mb * 1024**2,
