@@ -55,12 +55,12 @@ FLOAT64_JUDGED: Final[dict[str, str]] = {
 }
 
 # Models graphgate refuses today: name -> the codes expected (ops still missing, see
-# NOTES-11c.md). They xfail with graphgate's message and fail once accepted (remove them then).
+# docs/handover/corpus-findings-11c.md). They xfail with graphgate's message and fail once accepted (remove them then).
 KNOWN_REJECTIONS: Final[dict[str, frozenset[str]]] = {}
-# The same for the PIR programs (PIR reader gaps, see NOTES-11c.md).
+# The same for the PIR programs (PIR reader gaps, see docs/handover/corpus-findings-11c.md).
 KNOWN_PIR_REJECTIONS: Final[dict[str, frozenset[str]]] = {
     # pd_op.rnn (nn.LSTM): first its vector result, now the PIR reader counts 230 persistable
-    # values where Paddle's .pdiparams holds 229 (see NOTES-11c.md, for 11f)
+    # values where Paddle's .pdiparams holds 229 (see docs/handover/corpus-findings-11c.md, for 11f)
     "ocr_rec_crnn_mobilenetv3": frozenset({"PIR_UNSUPPORTED", "PARAMS_COUNT"}),
 }
 
