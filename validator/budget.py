@@ -106,38 +106,58 @@ def measure(
             return None
         if size is not None:
             bounded, batch = bounded_feeds(feeds, policy, dynamic=size)
-            try:
-                cost = _measure_at(ops, bounded, batch, params, fetches, policy, exact_dims=True)
-            except _Rejected as at_size:
-                out.append(at_size.diagnostic)
-                return None
-            out.append(
-                Diagnostic(
-                    code=Code.BUDGET_PINNED_DIMS,
-                    severity=Severity.WARNING,
-                    message=f"cost figures are taken with the dynamic dims at {size}, the size the program pins them to (at {policy.max_dynamic_dim}: {first.diagnostic.message})",
-                )
-            )
-            return _finish(cost, policy, out)
-        try:
-            cost = _measure_at(
+            return _measure_instead(
                 ops,
-                bounded_feeds(feeds, policy, batch_only=True)[0],
+                bounded,
                 batch,
                 params,
                 fetches,
                 policy,
+                out,
+                exact_dims=True,
+                warning=Diagnostic(
+                    code=Code.BUDGET_PINNED_DIMS,
+                    severity=Severity.WARNING,
+                    message=f"cost figures are taken with the dynamic dims at {size}, the size the program pins them to (at {policy.max_dynamic_dim}: {first.diagnostic.message})",
+                ),
             )
-        except _Rejected as second:
-            out.append(second.diagnostic)
-            return None
-        out.append(
-            Diagnostic(
+        return _measure_instead(
+            ops,
+            bounded_feeds(feeds, policy, batch_only=True)[0],
+            batch,
+            params,
+            fetches,
+            policy,
+            out,
+            exact_dims=False,
+            warning=Diagnostic(
                 code=Code.BUDGET_UPPER_BOUND,
                 severity=Severity.WARNING,
                 message=f"cost figures are upper bounds: binding every dynamic dim to {policy.max_dynamic_dim} contradicts the program ({first.diagnostic.message})",
-            )
+            ),
         )
+    return _finish(cost, policy, out)
+
+
+def _measure_instead(
+    ops: Sequence[BoundOp],
+    bounded: Mapping[str, TensorType],
+    batch: int,
+    params: Mapping[str, TensorType],
+    fetches: Sequence[str],
+    policy: Policy,
+    out: list[Diagnostic],
+    *,
+    exact_dims: bool,
+    warning: Diagnostic,
+) -> Cost | None:
+    """The figures at a fallback binding, with `warning` saying which binding; or its rejection."""
+    try:
+        cost = _measure_at(ops, bounded, batch, params, fetches, policy, exact_dims=exact_dims)
+    except _Rejected as rejected:
+        out.append(rejected.diagnostic)
+        return None
+    out.append(warning)
     return _finish(cost, policy, out)
 
 
