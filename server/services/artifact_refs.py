@@ -17,32 +17,22 @@ from __future__ import annotations
 
 import contextlib
 import threading
-from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
-from typing import Protocol
+from collections.abc import Callable, Iterable, Mapping, Sequence
 
 from sqlalchemy import func, select, union
 from sqlalchemy.orm import Session, sessionmaker
 
 from server.db.models import ArtifactRef, Model, ModelVersion, Tenant
 from server.services.limits import StorageQuotaExceeded
+from server.storage import ArtifactStore
 from server.storage.artifacts import ArtifactMissing
-
-
-class CollectableStore(Protocol):
-    """What the collector needs of an artifact store (server/storage: the folder, S3)."""
-
-    def put(self, data: bytes) -> str: ...
-    def delete(self, sha: str) -> None: ...
-    def list(self) -> Iterator[str]: ...
-    def list_aged(self) -> Iterator[tuple[str, float]]: ...
-    def size(self, sha: str) -> int: ...
 
 
 class ArtifactRefs:
     def __init__(
         self,
         sessions: sessionmaker[Session],
-        artifacts: CollectableStore,
+        artifacts: ArtifactStore,
         quota_of: Callable[[str], int] = lambda _tenant: 0,
     ) -> None:
         self._sessions = sessions
