@@ -23,7 +23,9 @@ from tests.executor.test_deadline import matmul_chain
 from tests.server.conftest import ADMIN_TOKEN, auth
 from tests.server.test_serve_process import ROOT, Server, post_tenant
 
-SLOW = matmul_chain(200).built()  # n=1024: many seconds of matmuls on one worker
+SLOW = matmul_chain(200).built()  # n=SLOW_N: many seconds of matmuls on one worker
+# 1024 ran in about 3 s on a quiet AVX-512 machine, racing the 3 s deadline; 2048 is 8x that.
+SLOW_N = 2048
 TINY = affine().built()
 
 
@@ -107,7 +109,7 @@ def _leave_after(server: Server, key: str, seconds: float) -> threading.Thread:
 
     def client() -> None:
         with socket.create_connection(("127.0.0.1", server.port)) as s:
-            s.sendall(_binary_request(server, key, "slow", np.eye(1024, dtype=np.float32)))
+            s.sendall(_binary_request(server, key, "slow", np.eye(SLOW_N, dtype=np.float32)))
             time.sleep(seconds)
 
     thread = threading.Thread(target=client)
@@ -137,7 +139,7 @@ def _disconnects(server: Server) -> int:
 def _slow_run_s(server: Server, key: str) -> float:
     """How long the slow model runs here, measured with a deadline it cannot meet (504)."""
     with socket.create_connection(("127.0.0.1", server.port)) as s:
-        request = _binary_request(server, key, "slow", np.eye(1024, dtype=np.float32))
+        request = _binary_request(server, key, "slow", np.eye(SLOW_N, dtype=np.float32))
         started = time.monotonic()
         s.sendall(request.replace(b"\r\n\r\n", b"\r\nGraphgate-Timeout-Ms: 3000\r\n\r\n", 1))
         assert b" 504 " in s.recv(65536).split(b"\r\n")[0]
