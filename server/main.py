@@ -112,7 +112,7 @@ def start_operator_services(
         app.state.audit,
         keep=settings.rejections_kept,
     )
-    console.start(app.state, sessions, artifacts)
+    console.start(app.state, sessions)
 
 
 def database_location(settings: Settings) -> Path | str:

@@ -83,7 +83,7 @@ class SecurityHeaders:
         await self.app(scope, receive, with_headers)
 
 
-def start(state: State, sessions: Any, artifacts: Any) -> None:
+def start(state: State, sessions: Any) -> None:
     """Start-up, once the operator services exist on the main app's state."""
     settings = state.settings
     state.console_sessions = ConsoleSessions(
@@ -93,7 +93,7 @@ def start(state: State, sessions: Any, artifacts: Any) -> None:
         max_s=settings.console_max_s,
         attempts_per_minute=settings.console_login_attempts,
     )
-    state.console_queries = ConsoleQueries(sessions, artifacts)
+    state.console_queries = ConsoleQueries(sessions)
 
 
 def build(main: State) -> FastAPI:

@@ -13,12 +13,10 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any, Final
 
-from sqlalchemy import func, select
+from sqlalchemy import func, select, union
 from sqlalchemy.orm import Session, sessionmaker
 
-from server.db.models import ApiKey, Model, ModelVersion, Tenant, TenantRules
-from server.storage import ArtifactStore
-from server.storage.artifacts import ArtifactMissing
+from server.db.models import ApiKey, ArtifactRef, Model, ModelVersion, Tenant, TenantRules
 
 MODELS_PER_PAGE: Final = 50
 
@@ -73,10 +71,8 @@ class VersionDetail:
 
 
 class ConsoleQueries:
-    def __init__(self, sessions: sessionmaker[Session], artifacts: ArtifactStore) -> None:
+    def __init__(self, sessions: sessionmaker[Session]) -> None:
         self._sessions = sessions
-        self._artifacts = artifacts
-        self._sizes: dict[str, int] = {}  # sha256 -> bytes: artifacts never change
 
     def tenants(self) -> list[TenantRow]:
         with self._sessions() as s:
@@ -92,22 +88,13 @@ class ConsoleQueries:
                     .group_by(ApiKey.tenant_id)
                 )
             )
-            versions = s.execute(
-                select(
-                    Model.tenant_id,
-                    ModelVersion.status,
-                    ModelVersion.program_sha256,
-                    ModelVersion.params_sha256,
-                    ModelVersion.onnx_sha256,
-                ).join(Model)
-            ).all()
+            stored = _counts(s.execute(_storage_by_tenant()))
+            versions = s.execute(select(Model.tenant_id, ModelVersion.status).join(Model)).all()
         counts: Counter[str] = Counter()
         blocked: Counter[str] = Counter()
-        shas: dict[str, set[str]] = {}
-        for tenant_id, status, *digests in versions:
+        for tenant_id, status in versions:
             counts[tenant_id] += 1
             blocked[tenant_id] += status == "blocked"
-            shas.setdefault(tenant_id, set()).update(d for d in digests if d)
         return sorted(
             (
                 TenantRow(
@@ -117,7 +104,7 @@ class ConsoleQueries:
                     models[tenant_id],
                     counts[tenant_id],
                     blocked[tenant_id],
-                    sum(map(self._size, shas.get(tenant_id, ()))),
+                    stored[tenant_id],
                     keys[tenant_id],
                 )
                 for tenant_id, name, created in tenants
@@ -196,16 +183,6 @@ class ConsoleQueries:
             found: str | None = s.scalar(select(Tenant.id).where(Tenant.name == tenant))
             return found
 
-    def _size(self, sha: str) -> int:
-        size = self._sizes.get(sha)
-        if size is None:
-            try:
-                size = self._artifacts.size(sha)
-            except ArtifactMissing:
-                size = 0  # deleted since the page's query: shown as nothing stored
-            self._sizes[sha] = size
-        return size
-
 
 def _counts(rows: Any) -> Counter[str]:
     return Counter({str(key): int(count) for key, count in rows})
@@ -213,3 +190,17 @@ def _counts(rows: Any) -> Counter[str]:
 
 def _count_by_tenant(column: Any) -> Any:
     return select(Model.tenant_id, func.count(column)).group_by(Model.tenant_id)
+
+
+def _storage_by_tenant() -> Any:
+    """(tenant id, bytes of its distinct artifacts), from the sizes the artifact_refs
+    bookkeeping keeps: no store round trip (on S3 a HEAD request an artifact)."""
+    digests = (ModelVersion.program_sha256, ModelVersion.params_sha256, ModelVersion.onnx_sha256)
+    named = union(
+        *(select(Model.tenant_id, digest.label("sha256")).join(ModelVersion) for digest in digests)
+    ).subquery()  # an artifact two versions of a tenant name counts once
+    return (
+        select(named.c.tenant_id, func.sum(ArtifactRef.size_bytes))
+        .join(ArtifactRef, ArtifactRef.sha256 == named.c.sha256)
+        .group_by(named.c.tenant_id)
+    )

@@ -6,15 +6,20 @@ from __future__ import annotations
 import re
 import sqlite3
 import time
+from collections import Counter
+from collections.abc import Iterator
 from pathlib import Path
 
+import pytest
 from fastapi.testclient import TestClient
 from pydantic import SecretStr
 
+import server.main
 from server.main import create_app
 from server.services.metrics import RING_BOUNDS, MinuteRing
 from server.settings import Settings
-from tests.builders import affine
+from server.storage.artifacts import Artifacts
+from tests.builders import affine, mlp
 from tests.server.conftest import ADMIN_TOKEN, auth
 
 
@@ -136,6 +141,59 @@ def test_overview_shows_each_loaded_session_with_its_provider_and_memory(tmp_pat
     # at least its ONNX weights per worker holding it (plus what its first run grew); the page
     # rounds to 0.1 KiB
     assert _bytes(memory) >= int(workers) * len(onnx) * 0.95
+
+
+class CountingArtifacts(Artifacts):
+    """The real artifacts folder, counting the reads made of it."""
+
+    def __init__(self, root: Path) -> None:
+        super().__init__(root)
+        self.reads: Counter[str] = Counter()
+
+    def get(self, sha: str) -> bytes:
+        self.reads["get"] += 1
+        return super().get(sha)
+
+    def size(self, sha: str) -> int:
+        self.reads["size"] += 1
+        return super().size(sha)
+
+    def list(self) -> Iterator[str]:
+        self.reads["list"] += 1
+        return super().list()
+
+
+def test_tenants_page_sums_each_tenants_distinct_artifacts_without_reading_the_store(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    store = CountingArtifacts(tmp_path / "data" / "artifacts")
+    monkeypatch.setattr(server.main, "open_artifacts", lambda _url, _data_dir: store)
+    lin, net = affine().built(), mlp().built()
+    stored: dict[str, set[bytes]] = {"acme": set(), "beta": set()}
+    with TestClient(create_app(_settings(tmp_path))) as client:
+        for tenant, uploads in (("acme", [lin, lin, net]), ("beta", [lin])):
+            made = client.post(
+                "/v1/admin/tenants", json={"name": tenant}, headers=auth(ADMIN_TOKEN)
+            )
+            key = auth(made.json()["key"])
+            for built in uploads:  # lin twice: two versions naming one set of artifacts
+                name = "net" if built is net else "lin"
+                files = {"program": built.program, "params": built.params or b""}
+                created = client.post("/v1/models", data={"name": name}, files=files, headers=key)
+                assert created.status_code == 201, created.text
+                version = created.json()["version"]
+                onnx = client.get(f"/v1/models/{name}/versions/{version}/onnx", headers=key)
+                stored[tenant] |= {built.program, built.params or b"", onnx.content}
+        assert _login(client, ADMIN_TOKEN)[0] == 303
+        store.reads.clear()
+        page = client.get("/admin/tenants").text
+        assert sum(store.reads.values()) == 0, store.reads
+    for tenant, blobs in stored.items():
+        row = re.search(rf">{tenant}</a></td>(.*?)</tr>", page, re.S)
+        assert row is not None, page
+        cells = re.findall(r'<td class="num">([^<]*)</td>', row.group(1))
+        expected = sum(len(blob) for blob in blobs)  # each distinct artifact once
+        assert abs(_bytes(cells[3]) - expected) <= 0.05 * 1024  # the page rounds to 0.1 KiB
 
 
 def _bytes(size: str) -> float:
