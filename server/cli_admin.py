@@ -11,8 +11,7 @@ from typing import Annotated, Any
 
 import typer
 
-from server.cli_tenants import DEFAULT_URL, TokenOpt, UrlOpt
-from server.cli_tenants import _call as call
+from server.cli_client import DEFAULT_URL, TokenOpt, UrlOpt, admin_call
 
 admins = typer.Typer(help="Manage operators: admins change things, viewers only read.")
 policy = typer.Typer(help="Show or set a tenant's policy (what it may upload).")
@@ -33,7 +32,7 @@ def create_admin(
     admin_token: TokenOpt = "",
 ) -> None:
     """Creates an operator and prints its key (shown this once)."""
-    body = call("POST", url, "/v1/admin/admins", admin_token, {"name": name, "role": role})
+    body = admin_call("POST", url, "/v1/admin/admins", admin_token, {"name": name, "role": role})
     typer.echo(f"{body['role']} {body['name']!r} created; key id {body['key_id']}")
     typer.echo(f"API key (shown once, store it now): {body['key']}")
 
@@ -41,7 +40,7 @@ def create_admin(
 @admins.command("list")
 def list_admins(url: UrlOpt = DEFAULT_URL, admin_token: TokenOpt = "") -> None:
     """Lists operators, their roles and key ids (never secrets)."""
-    for admin in call("GET", url, "/v1/admin/admins", admin_token)["admins"]:
+    for admin in admin_call("GET", url, "/v1/admin/admins", admin_token)["admins"]:
         state = f"revoked {admin['revoked']}" if admin["revoked"] else "active"
         typer.echo(f"{admin['name']}  {admin['role']}  {state}  {' '.join(admin['key_ids'])}")
 
@@ -49,14 +48,14 @@ def list_admins(url: UrlOpt = DEFAULT_URL, admin_token: TokenOpt = "") -> None:
 @admins.command("revoke")
 def revoke_admin(name: str, url: UrlOpt = DEFAULT_URL, admin_token: TokenOpt = "") -> None:
     """Revokes an operator and its keys."""
-    call("DELETE", url, f"/v1/admin/admins/{name}", admin_token)
+    admin_call("DELETE", url, f"/v1/admin/admins/{name}", admin_token)
     typer.echo(f"admin {name!r} revoked")
 
 
 @policy.command("show")
 def show_policy(tenant: str, url: UrlOpt = DEFAULT_URL, admin_token: TokenOpt = "") -> None:
     """Prints the tenant's effective policy and which fields are its own, as JSON."""
-    body = call("GET", url, f"/v1/admin/tenants/{tenant}/policy", admin_token)
+    body = admin_call("GET", url, f"/v1/admin/tenants/{tenant}/policy", admin_token)
     typer.echo(json.dumps({k: body[k] for k in ("policy", "policy_overrides")}, indent=2))
 
 
@@ -67,7 +66,7 @@ def set_policy(
     """Sets policy fields, e.g. `max_batch=8 allowed_ops='["relu"]'`; blocks or unblocks the
     tenant's stored versions accordingly."""
     path = f"/v1/admin/tenants/{tenant}/policy"
-    body = call("PUT", url, path, admin_token, _pairs(changes))
+    body = admin_call("PUT", url, path, admin_token, _pairs(changes))
     typer.echo(json.dumps(body["policy_overrides"], indent=2))
     for label in body["blocked"]:
         typer.echo(f"blocked {label}")
@@ -78,7 +77,7 @@ def set_policy(
 @quota.command("show")
 def show_quota(tenant: str, url: UrlOpt = DEFAULT_URL, admin_token: TokenOpt = "") -> None:
     """Prints the tenant's effective quotas and which are its own, as JSON."""
-    body = call("GET", url, f"/v1/admin/tenants/{tenant}/quota", admin_token)
+    body = admin_call("GET", url, f"/v1/admin/tenants/{tenant}/quota", admin_token)
     typer.echo(json.dumps({k: body[k] for k in ("quota", "quota_overrides")}, indent=2))
 
 
@@ -87,7 +86,7 @@ def set_quota(
     tenant: str, changes: SetOpt, url: UrlOpt = DEFAULT_URL, admin_token: TokenOpt = ""
 ) -> None:
     """Sets quota fields, e.g. `max_models=10 rate_per_s=5`."""
-    body = call("PUT", url, f"/v1/admin/tenants/{tenant}/quota", admin_token, _pairs(changes))
+    body = admin_call("PUT", url, f"/v1/admin/tenants/{tenant}/quota", admin_token, _pairs(changes))
     typer.echo(json.dumps(body["quota"], indent=2))
 
 
@@ -106,7 +105,7 @@ def read_audit(
     filters = {"actor": actor, "action": action, "tenant": tenant, "since": since, "until": until}
     query = "&".join(f"{k}={v}" for k, v in filters.items() if v is not None)
     path = f"/v1/admin/audit?limit={limit}" + (f"&{query}" if query else "")
-    for entry in call("GET", url, path, admin_token)["entries"]:
+    for entry in admin_call("GET", url, path, admin_token)["entries"]:
         typer.echo(json.dumps(entry, sort_keys=True))
 
 
