@@ -9,6 +9,8 @@ from dataclasses import dataclass
 from importlib import metadata
 from typing import Final
 
+import prometheus_client
+
 from executor.session import choose_providers
 from server.services.metrics import Metrics, MinutePoint
 from server.services.models import ModelService
@@ -112,25 +114,24 @@ def _chart(title: str, values: list[float], label: str) -> Chart:
 
 def _traffic(metrics: Metrics) -> tuple[Counter[str], Counter[str], Counter[str], Counter[str]]:
     """Requests and errors since start by tenant and by model, from the Prometheus counters."""
+    tenants, models = _by_tenant_and_model(metrics.requests)
+    tenant_errors, model_errors = _by_tenant_and_model(metrics.failures)
+    return tenants, tenant_errors, models, model_errors
+
+
+def _by_tenant_and_model(counter: prometheus_client.Counter) -> tuple[Counter[str], Counter[str]]:
+    """A Prometheus counter labelled by tenant (and model) summed by tenant and by
+    `tenant/model`."""
     tenants: Counter[str] = Counter()
-    tenant_errors: Counter[str] = Counter()
     models: Counter[str] = Counter()
-    model_errors: Counter[str] = Counter()
-    for family in metrics.requests.collect():
+    for family in counter.collect():
         for sample in family.samples:
             if sample.name.endswith("_total") and sample.labels.get("tenant"):
                 tenant, model = sample.labels["tenant"], sample.labels.get("model", "")
                 tenants[tenant] += int(sample.value)
                 if model:
                     models[f"{tenant}/{model}"] += int(sample.value)
-    for family in metrics.failures.collect():
-        for sample in family.samples:
-            if sample.name.endswith("_total") and sample.labels.get("tenant"):
-                tenant, model = sample.labels["tenant"], sample.labels.get("model", "")
-                tenant_errors[tenant] += int(sample.value)
-                if model:
-                    model_errors[f"{tenant}/{model}"] += int(sample.value)
-    return tenants, tenant_errors, models, model_errors
+    return tenants, models
 
 
 def _top(seen: Counter[str], errors: Counter[str]) -> list[tuple[str, int, int]]:

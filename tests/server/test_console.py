@@ -143,6 +143,36 @@ def test_overview_shows_each_loaded_session_with_its_provider_and_memory(tmp_pat
     assert _bytes(memory) >= int(workers) * len(onnx) * 0.95
 
 
+def test_overview_counts_requests_and_errors_by_tenant_and_by_model(tmp_path: Path) -> None:
+    built = affine().built()
+    with TestClient(create_app(_settings(tmp_path))) as client:
+        for tenant, good, bad in (("acme", 3, 2), ("beta", 1, 0)):
+            made = client.post(
+                "/v1/admin/tenants", json={"name": tenant}, headers=auth(ADMIN_TOKEN)
+            )
+            key = auth(made.json()["key"])
+            files = {"program": built.program, "params": built.params or b""}
+            created = client.post("/v1/models", data={"name": "lin"}, files=files, headers=key)
+            assert created.status_code == 201, created.text
+            for width, times, status in ((4, good, 200), (5, bad, 400)):  # x is [batch, 4]
+                x = {"name": "x", "datatype": "FP32", "shape": [1, width], "data": [1] * width}
+                for _ in range(times):
+                    answer = client.post("/v2/models/lin/infer", json={"inputs": [x]}, headers=key)
+                    assert answer.status_code == status, answer.text
+        assert _login(client, ADMIN_TOKEN)[0] == 303
+        page = client.get("/admin/").text
+    tenants = dict(_counted(page, r'<td><a href="/admin/tenants/([^"]+)">'))
+    models = dict(_counted(page, r"<tr><td>([a-z]+/[a-z]+)"))
+    assert tenants == {"acme": (5, 2), "beta": (1, 0)}
+    assert models == {"acme/lin": (5, 2), "beta/lin": (1, 0)}
+
+
+def _counted(page: str, name: str) -> list[tuple[str, tuple[int, int]]]:
+    """(name, (requests, errors)) of each row of a top-N table whose first cell matches `name`."""
+    cells = r'[^<]*(?:</a>)?</td><td class="num">(\d+)</td><td class="num">(\d+)</td>'
+    return [(n, (int(r), int(e))) for n, r, e in re.findall(name + cells, page)]
+
+
 class CountingArtifacts(Artifacts):
     """The real artifacts folder, counting the reads made of it."""
 
