@@ -186,14 +186,7 @@ def _routes(app: FastAPI, templates: Jinja2Templates) -> None:
         except Unauthorized:
             return _login_page(request, render, "That key is not an operator's key.", 401)
         response = RedirectResponse(f"{PREFIX}/", status_code=303)
-        response.set_cookie(
-            SESSION_COOKIE,
-            session_id,
-            httponly=True,
-            samesite="strict",
-            secure=_main(request).settings.cookie_secure,
-            path=PREFIX,
-        )
+        _set_cookie(request, response, SESSION_COOKIE, session_id)
         response.delete_cookie(LOGIN_COOKIE, path=PREFIX)
         return response
 
@@ -391,18 +384,26 @@ def _routes(app: FastAPI, templates: Jinja2Templates) -> None:
         return RedirectResponse(f"{PREFIX}/tenants/{name}", status_code=303)
 
 
-def _login_page(request: Request, render: Any, error: str | None, status: int) -> HTMLResponse:
-    token = secrets.token_urlsafe(24)
-    response: HTMLResponse = render(request, "login.html", None, status, error=error, csrf=token)
+def _set_cookie(
+    request: Request, response: Response, name: str, value: str, max_age: int | None = None
+) -> None:
+    """A console cookie: the console's path only, never read by scripts or sent cross-site,
+    over https only where configured (`cookie_secure`)."""
     response.set_cookie(
-        LOGIN_COOKIE,
-        token,
+        name,
+        value,
+        max_age=max_age,
         httponly=True,
         samesite="strict",
         secure=_main(request).settings.cookie_secure,
         path=PREFIX,
-        max_age=3600,
     )
+
+
+def _login_page(request: Request, render: Any, error: str | None, status: int) -> HTMLResponse:
+    token = secrets.token_urlsafe(24)
+    response: HTMLResponse = render(request, "login.html", None, status, error=error, csrf=token)
+    _set_cookie(request, response, LOGIN_COOKIE, token, max_age=3600)
     return response
 
 

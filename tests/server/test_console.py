@@ -41,11 +41,13 @@ def _login(client: TestClient, key: str) -> tuple[int, str]:
 def test_secure_cookie_when_configured_and_id_stored_hashed(tmp_path: Path) -> None:
     app = create_app(_settings(tmp_path, cookie_secure=True))
     with TestClient(app, base_url="https://testserver") as client:  # Secure: https only
+        form_cookie = client.get("/admin/login").headers["set-cookie"]
         status, cookie = _login(client, ADMIN_TOKEN)
     assert status == 303
-    flags = [part.strip().lower() for part in cookie.split(",")[0].split(";")]
-    assert "secure" in flags and "httponly" in flags and "samesite=strict" in flags
-    session_id = flags[0].split("=", 1)[1]
+    for set_cookie in (form_cookie, cookie):  # the login form's CSRF cookie, then the session's
+        flags = [part.strip().lower() for part in set_cookie.split(",")[0].split(";")]
+        assert {"secure", "httponly", "samesite=strict", "path=/admin"} <= set(flags), flags
+    session_id = cookie.split(";")[0].split("=", 1)[1]
     with sqlite3.connect(tmp_path / "data" / "graphgate.db") as db:
         stored = [row[0] for row in db.execute("select id_hash from console_sessions")]
     assert len(stored) == 1 and session_id not in stored[0] and len(stored[0]) == 64
