@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 from dataclasses import replace
 from pathlib import Path
 from typing import Annotated, Any, Final, NoReturn
@@ -130,28 +131,34 @@ def run(
 
 
 def _validated(program: Path, params: Path | None, as_json: bool, max_batch: int | None) -> Any:
-    from validator import DEFAULT_POLICY, ValidationFailed, validate
+    """validate() on the files; a rejection is printed, exit 1."""
+    from validator import validate
 
-    program_bytes = _read(program)
-    params_bytes = _read(params) if params is not None else None
-    policy = DEFAULT_POLICY if max_batch is None else replace(DEFAULT_POLICY, max_batch=max_batch)
-    try:
-        return validate(program_bytes, params_bytes, policy)
-    except ValidationFailed as failed:
-        _print_rejection(program, failed, as_json)
-        raise typer.Exit(EXIT_REJECTED) from None
+    return _checked(validate, program, params, as_json, max_batch)
 
 
 def _servable(program: Path, params: Path | None, as_json: bool, max_batch: int | None) -> Any:
     """check_servable() on the files, as upload runs it; a rejection is printed, exit 1."""
     from executor import check_servable
+
+    return _checked(check_servable, program, params, as_json, max_batch)
+
+
+def _checked(
+    check: Callable[[bytes, bytes | None, Any], Any],
+    program: Path,
+    params: Path | None,
+    as_json: bool,
+    max_batch: int | None,
+) -> Any:
+    """`check` on the files' bytes under the default policy (its max_batch replaced when given)."""
     from validator import DEFAULT_POLICY, ValidationFailed
 
     program_bytes = _read(program)
     params_bytes = _read(params) if params is not None else None
     policy = DEFAULT_POLICY if max_batch is None else replace(DEFAULT_POLICY, max_batch=max_batch)
     try:
-        return check_servable(program_bytes, params_bytes, policy)
+        return check(program_bytes, params_bytes, policy)
     except ValidationFailed as failed:
         _print_rejection(program, failed, as_json)
         raise typer.Exit(EXIT_REJECTED) from None
