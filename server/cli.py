@@ -74,7 +74,8 @@ def convert(
     output: Annotated[Path, typer.Option("-o", "--output", help="Where to write the .onnx.")],
     params: ParamsOpt = None,
 ) -> None:
-    """Convert a legacy Paddle program to ONNX offline: validated, exact, gated. No Paddle needed.
+    """Convert a Paddle program (legacy or PIR) to ONNX offline: validated, exact, gated. No
+    Paddle needed.
     The .onnx is portable: its outputs are exactly the program's fetches."""
     from executor.convert import export
     from validator import GraphError
