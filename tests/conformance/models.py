@@ -150,7 +150,30 @@ def transformer(
     """Embedding(vocab, d_model) over int64 ids [-1, -1] then a TransformerEncoder; the defaults
     are the tests' size (2 layers, d_model 16, 2 heads), larger ones are for benchmarks."""
     paddle_util.install_legacy_compat()  # matmul and gelu only trace to PIR in Paddle 3.3.1
-    with paddle_util.building() as (main, startup):
+    network = transformer_network(
+        activation,
+        d_model=d_model,
+        nhead=nhead,
+        dim_feedforward=dim_feedforward,
+        num_layers=num_layers,
+        vocab=vocab,
+    )
+    return paddle_util.build_and_save(network)
+
+
+def transformer_network(
+    activation: str,
+    *,
+    d_model: int = 16,
+    nhead: int = 2,
+    dim_feedforward: int = 32,
+    num_layers: int = 2,
+    vocab: int = 100,
+) -> Callable[[], tuple[list[Any], list[Any]]]:
+    """What `transformer` saves, as a builder (feeds, fetches) to trace under either program
+    format (test_pir saves it as PIR)."""
+
+    def build() -> tuple[list[Any], list[Any]]:
         ids = paddle.static.data("ids", [-1, -1], "int64")
         embedding = paddle.nn.Embedding(vocab, d_model)
         layer = paddle.nn.TransformerEncoderLayer(
@@ -163,8 +186,9 @@ def transformer(
         encoder = paddle.nn.TransformerEncoder(layer, num_layers=num_layers)
         embedding.eval()
         encoder.eval()
-        out = encoder(embedding(ids))
-    return paddle_util.save(main, startup, [ids], [out])
+        return [ids], [encoder(embedding(ids))]
+
+    return build
 
 
 @cache

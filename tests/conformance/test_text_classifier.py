@@ -4,7 +4,7 @@ time, fc and softmax, built by real Paddle and run by graphgate with Paddle's nu
 from __future__ import annotations
 
 from functools import cache
-from typing import Final
+from typing import Any, Final
 
 import numpy as np
 import pytest
@@ -15,12 +15,11 @@ pytest.importorskip("tests.conformance.paddle_util")
 from tests.conformance.paddle_util import (
     Saved,
     assert_parity,
-    building,
+    build_and_save,
     dims_differences,
     install_legacy_compat,
     op_types,
     paddle,
-    save,
 )
 from validator import validate
 
@@ -31,25 +30,29 @@ VOCABULARY, EMBEDDING, HIDDEN, CLASSES = 50, 16, 8, 4
 
 @cache
 def classifier() -> Saved:
-    """ids [-1, -1] int64 and lengths [-1] int64 -> class probabilities [-1, CLASSES].
+    """ids [-1, -1] int64 and lengths [-1] int64 -> class probabilities [-1, CLASSES]."""
+    install_legacy_compat()  # matmul only traces to PIR in Paddle 3.3.1
+    return build_and_save(network)
+
+
+def network() -> tuple[list[Any], list[Any]]:
+    """The classifier's (feeds, fetches), traced under either program format (test_pir saves it
+    as PIR): probabilities and the LSTM's final states.
 
     Pooling: the mean over each row's valid steps (the LSTM zeroes the padded ones, so the sum
     over time divided by the length) next to the max over time."""
-    install_legacy_compat()  # matmul only traces to PIR in Paddle 3.3.1
-    with building() as (main, startup):
-        ids = paddle.static.data("ids", [-1, -1], "int64")
-        lengths = paddle.static.data("lengths", [-1], "int64")
-        embedding = paddle.nn.Embedding(VOCABULARY, EMBEDDING, padding_idx=0)
-        lstm = paddle.nn.LSTM(EMBEDDING, HIDDEN, num_layers=2, direction="bidirect")
-        fc = paddle.nn.Linear(4 * HIDDEN, CLASSES)
-        for layer in (embedding, lstm, fc):
-            layer.eval()
-        out, (h, c) = lstm(embedding(ids), sequence_length=lengths)
-        steps = paddle.unsqueeze(paddle.cast(lengths, "float32"), -1)
-        mean = paddle.divide(paddle.sum(out, axis=1), steps)
-        pooled = paddle.concat([mean, paddle.max(out, axis=1)], axis=-1)
-        probabilities = paddle.nn.functional.softmax(fc(pooled))
-    return save(main, startup, [ids, lengths], [probabilities, h, c])
+    ids = paddle.static.data("ids", [-1, -1], "int64")
+    lengths = paddle.static.data("lengths", [-1], "int64")
+    embedding = paddle.nn.Embedding(VOCABULARY, EMBEDDING, padding_idx=0)
+    lstm = paddle.nn.LSTM(EMBEDDING, HIDDEN, num_layers=2, direction="bidirect")
+    fc = paddle.nn.Linear(4 * HIDDEN, CLASSES)
+    for layer in (embedding, lstm, fc):
+        layer.eval()
+    out, (h, c) = lstm(embedding(ids), sequence_length=lengths)
+    steps = paddle.unsqueeze(paddle.cast(lengths, "float32"), -1)
+    mean = paddle.divide(paddle.sum(out, axis=1), steps)
+    pooled = paddle.concat([mean, paddle.max(out, axis=1)], axis=-1)
+    return [ids, lengths], [paddle.nn.functional.softmax(fc(pooled)), h, c]
 
 
 # (batch, steps): batch 1 and a batch of rows of different lengths, padded with id 0.
