@@ -12,6 +12,7 @@ from typing import Any
 import numpy as np
 import pytest
 
+from tests.conformance import models
 from tests.conformance import test_control_flow as control_flow
 from tests.conformance import test_ops_rnn as rnn
 from tests.conformance import test_text_classifier as text
@@ -104,27 +105,9 @@ def test_lenet_googlenet_alexnet_as_pir(name: str, size: int, channels: int) -> 
     assert_pir_parity(saved, atol=1e-4 if name == "AlexNet" else 1e-5)
 
 
-def _transformer(activation: str) -> Build:
-    """The same encoder as models.transformer: Embedding(100, 16) over int64 ids [-1, -1] then
-    a 2-layer TransformerEncoder (2 heads, feed-forward 32), in eval mode."""
-
-    def build() -> tuple[Sequence[Any], Sequence[Any]]:
-        ids = paddle.static.data("ids", [-1, -1], "int64")
-        embedding = paddle.nn.Embedding(100, 16)
-        layer = paddle.nn.TransformerEncoderLayer(
-            d_model=16, nhead=2, dim_feedforward=32, dropout=0.1, activation=activation
-        )
-        encoder = paddle.nn.TransformerEncoder(layer, num_layers=2)
-        embedding.eval()
-        encoder.eval()
-        return [ids], [encoder(embedding(ids))]
-
-    return build
-
-
 @cache
 def transformer(activation: str) -> Saved:
-    return save_pir(_transformer(activation))
+    return save_pir(models.transformer_network(activation))
 
 
 @pytest.mark.parametrize("activation", ["relu", "gelu"])
@@ -161,26 +144,9 @@ def test_rnn_as_pir(mode: str, layers: int, bidirec: bool, lengths: bool, initia
         assert_pir_parity(saved, feeds)
 
 
-def _text_classifier() -> tuple[Sequence[Any], Sequence[Any]]:
-    """The network of test_text_classifier.classifier: embedding, 2-layer bidirectional LSTM
-    over lengths, mean and max pooling over time, a linear layer and softmax."""
-    ids = paddle.static.data("ids", [-1, -1], "int64")
-    lengths = paddle.static.data("lengths", [-1], "int64")
-    embedding = paddle.nn.Embedding(text.VOCABULARY, text.EMBEDDING, padding_idx=0)
-    lstm = paddle.nn.LSTM(text.EMBEDDING, text.HIDDEN, num_layers=2, direction="bidirect")
-    fc = paddle.nn.Linear(4 * text.HIDDEN, text.CLASSES)
-    for layer in (embedding, lstm, fc):
-        layer.eval()
-    out, (h, c) = lstm(embedding(ids), sequence_length=lengths)
-    steps = paddle.unsqueeze(paddle.cast(lengths, "float32"), -1)
-    mean = paddle.divide(paddle.sum(out, axis=1), steps)
-    pooled = paddle.concat([mean, paddle.max(out, axis=1)], axis=-1)
-    return [ids, lengths], [paddle.nn.functional.softmax(fc(pooled)), h, c]
-
-
 @pytest.mark.parametrize(("batch", "steps"), text.SHAPES)
 def test_text_classifier_as_pir(batch: int, steps: int) -> None:
-    ours = assert_pir_parity(save_pir(_text_classifier), text._feeds(batch, steps))
+    ours = assert_pir_parity(save_pir(text.network), text._feeds(batch, steps))
     probabilities = next(iter(ours.values()))
     np.testing.assert_allclose(probabilities.sum(axis=1), np.ones(batch), rtol=1e-5)
 
