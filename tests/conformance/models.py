@@ -138,27 +138,12 @@ def alexnet() -> Saved:
     return vision("AlexNet", 224)
 
 
-def transformer(
-    activation: str,
-    *,
-    d_model: int = 16,
-    nhead: int = 2,
-    dim_feedforward: int = 32,
-    num_layers: int = 2,
-    vocab: int = 100,
-) -> Saved:
+def transformer(activation: str, **sizes: int) -> Saved:
     """Embedding(vocab, d_model) over int64 ids [-1, -1] then a TransformerEncoder; the defaults
-    are the tests' size (2 layers, d_model 16, 2 heads), larger ones are for benchmarks."""
+    of `sizes` (transformer_network's keywords) are the tests' size (2 layers, d_model 16,
+    2 heads), larger ones are for benchmarks."""
     paddle_util.install_legacy_compat()  # matmul and gelu only trace to PIR in Paddle 3.3.1
-    network = transformer_network(
-        activation,
-        d_model=d_model,
-        nhead=nhead,
-        dim_feedforward=dim_feedforward,
-        num_layers=num_layers,
-        vocab=vocab,
-    )
-    return paddle_util.build_and_save(network)
+    return paddle_util.build_and_save(transformer_network(activation, **sizes))
 
 
 def transformer_network(
