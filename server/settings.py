@@ -311,7 +311,7 @@ class Settings(BaseSettings):
     # -- the operator's console (/admin) ------------------------------------------------------
     cookie_secure: bool = Field(
         default=False,
-        description="mark the console's session cookie `Secure` (set it when served over HTTPS)",
+        description="mark the console's session and login-form cookies `Secure` (set it when served over HTTPS)",
     )
     console_idle_s: float = Field(
         default=1800.0, gt=0, description="seconds a console session lives without a request"
