@@ -46,7 +46,9 @@ class Server:
         self.process = subprocess.Popen(
             [*command, "--data-dir", str(self.data_dir)], cwd=ROOT, env=env
         )
-        deadline = time.monotonic() + 30
+        # NOTE: 60 s: a start (imports, migrations, forkserver workers) took over 30 s on a
+        # 2-core machine at load 20.
+        deadline = time.monotonic() + 60
         while time.monotonic() < deadline:
             try:
                 if httpx2.get(f"{self.url}/v2/health/live", timeout=1).status_code == 200:
