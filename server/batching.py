@@ -258,8 +258,12 @@ class Batcher:
             if self._closed:
                 raise WorkerUnavailable("the server is shutting down")
             self._queues.setdefault(item.source, deque()).append(item)
-            self._rows += item.rows
-            self._cond.notify()  # no-op unless a batch thread is idle or filling a batch
+            before, self._rows = self._rows, self._rows + item.rows
+            # Wakes a batch thread only when one may act: the queue was empty (an idle thread
+            # waits for it) or a filling batch just reached its size. Not on every arrival: a
+            # wake-up is a thread switch and a GIL handover, paid on the event loop's core.
+            if not before or before < self.policy.target <= self._rows:
+                self._cond.notify()
         if item.cancel is not None:
             item.cancel.on_cancel(lambda: self._cancelled(item))
         return item
@@ -290,6 +294,8 @@ class Batcher:
                     self._cond.wait(left)
             dropped: list[_Outcome] = []
             batch = self._take(dropped)
+            if self._rows:  # more than one batch is waiting: another idle thread takes it
+                self._cond.notify()
         _deliver(dropped)
         return batch
 
