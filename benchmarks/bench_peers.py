@@ -1,7 +1,7 @@
 """graphgate against real peers on the same ONNX, driven by the same `tritonclient.http` client.
 
 Usage: python benchmarks/bench_peers.py [--rounds 4] [--requests 400] [--large-requests 64]
-                                        [--models small,image,resnet50] [--no-install]
+                                        [--models small,image,resnet50] [--no-install] [--out F]
 
 Serves, on loopback, the ONNX graphgate made of each model (downloaded from graphgate through
 `GET /v1/models/{name}/versions/1/onnx`) with:
@@ -146,6 +146,15 @@ def interpreter(name: str) -> str:
     return str(found[-1])
 
 
+def shared_libpython(python: str) -> dict[str, str]:
+    """LD_LIBRARY_PATH with the venv's libpython folder first: Triton's Python-backend stub
+    links libpython3.x.so, which a pyenv-built interpreter keeps outside the loader's path."""
+    query = "import sysconfig; print(sysconfig.get_config_var('LIBDIR'))"
+    libdir = subprocess.run([python, "-c", query], capture_output=True, text=True, check=True)
+    paths = [libdir.stdout.strip(), os.environ.get("LD_LIBRARY_PATH", "")]
+    return {"LD_LIBRARY_PATH": os.pathsep.join(filter(None, paths))}
+
+
 def free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
@@ -220,7 +229,9 @@ def upload(url: str, key: str, case: Case) -> bytes:
     if uploaded.status_code != 201:
         raise SystemExit(f"upload of {case.key} failed: {uploaded.text[:500]}")
     if not uploaded.json()["report"].get("batchable"):
-        raise SystemExit(f"{case.key}: the validator does not prove it batchable; it would not batch")
+        raise SystemExit(
+            f"{case.key}: the validator does not prove it batchable; it would not batch"
+        )
     onnx = client.get(f"/v1/models/{case.key}/versions/1/onnx", timeout=120)
     onnx.raise_for_status()
     return onnx.content
@@ -371,7 +382,7 @@ def run(args: argparse.Namespace) -> None:
             python = str(venv(peer, not args.no_install))
             ready = f"http://127.0.0.1:{port}/v2/models/{chosen[0].key}/ready"
             command = [python, str(PEERS / f"{peer}_server.py"), str(work), str(port)]
-            stack.enter_context(process(command, ready))
+            stack.enter_context(process(command, ready, shared_libpython(python)))
             targets.append(Target(peer, f"127.0.0.1:{port}"))
             if peer == "pytriton":
                 url = f"127.0.0.1:{port}"
@@ -379,8 +390,7 @@ def run(args: argparse.Namespace) -> None:
         noop_port = free_port()
         noop = [sys.executable, str(PEERS / "noop_server.py"), str(noop_port)]
         stack.enter_context(process(noop, f"http://127.0.0.1:{noop_port}/v2/health/ready"))
-        targets.append(Target("client ceiling (no-op server)", f"127.0.0.1:{noop_port}",
-                              binary=False))  # fmt: skip
+        targets.append(Target("client ceiling (no-op server)", f"127.0.0.1:{noop_port}"))
         for case in chosen:
             for target in targets[1:-1]:
                 check(target, case, sigs[case.key], raws[case.key])
@@ -450,8 +460,9 @@ def write(
                     f"{plain.per_s / m.per_s:.2f} | {batched.per_s / m.per_s:.2f} |"
                 )
         lines.append("")
-    RESULTS.write_text("\n".join(lines) + "\n")
-    print(RESULTS.read_text())
+    out = Path(args.out)
+    out.write_text("\n".join(lines) + "\n")
+    print(out.read_text())
 
 
 def main() -> None:
@@ -463,6 +474,7 @@ def main() -> None:
     parser.add_argument("--concurrency", default="1,8,32")
     parser.add_argument("--peers", default="pytriton,mlserver,kserve")
     parser.add_argument("--no-install", action="store_true", help="fail if a venv is missing")
+    parser.add_argument("--out", default=str(RESULTS), help="the table (a smoke run: elsewhere)")
     run(parser.parse_args())
 
 
