@@ -254,6 +254,11 @@ class Batcher:
                 thread.join(5.0)
 
     def _queue(self, item: _Item) -> _Item:
+        # Before queueing: a batch thread that takes the item at once sets its own callback
+        # (`_run_together`), which this must not overwrite. A cancel that fires before the
+        # item is queued finds nothing to remove; the item is then `gone` and dropped.
+        if item.cancel is not None:
+            item.cancel.on_cancel(lambda: self._cancelled(item))
         with self._cond:
             if self._closed:
                 raise WorkerUnavailable("the server is shutting down")
@@ -264,8 +269,6 @@ class Batcher:
             # wake-up is a thread switch and a GIL handover, paid on the event loop's core.
             if not before or before < self.policy.target <= self._rows:
                 self._cond.notify()
-        if item.cancel is not None:
-            item.cancel.on_cancel(lambda: self._cancelled(item))
         return item
 
     # -- taking batches (any batch thread, holding the lock) -------------------------------
