@@ -1,15 +1,15 @@
 """graphgate against real peers on the same ONNX, driven by the same `tritonclient.http` client.
 
 Usage: python benchmarks/bench_peers.py [--rounds 4] [--requests 400] [--large-requests 64]
-                                        [--models small,image,resnet50] [--no-install]
+                                        [--models small,image,resnet50] [--no-install] [--out F]
 
 Serves, on loopback, the ONNX graphgate made of each model (downloaded from graphgate through
 `GET /v1/models/{name}/versions/1/onnx`) with:
   - raw:           onnxruntime in this process (c threads on one session; no HTTP at all)
   - graphgate:     `graphgate serve`, batching off (GRAPHGATE_BATCH_MAX_SIZE=0)
-  - graphgate+db:  `graphgate serve` with its dynamic batcher (max batch 32, 200 us), through
-                   benchmarks/peers/graphgate_assume_batchable.py: the batcher's TEST-ONLY
-                   override, because the validator's batchability proof is not merged yet
+  - graphgate+batching: `graphgate serve` with its dynamic batcher (max batch 32, 200 us); the
+                   validator proves the benchmarked models batchable (the upload report says
+                   `batchable: true`, checked here), so they batch as any tenant's would
   - pytriton / pytriton+db: nvidia-pytriton 0.7.0 (Triton's C++ HTTP frontend, onnxruntime in
                    the callable), without and with dynamic batching (max batch 32, 200 us)
   - mlserver:      MLServer 1.7.1 with a small custom onnxruntime runtime
@@ -122,12 +122,37 @@ def venv(peer: str, install: bool) -> Path:
     if not (home / ".installed").exists():
         if not install:
             raise SystemExit(f"{home} is missing: run without --no-install")
-        python = PYTHONS.get(peer, "python3.11")
+        python = interpreter(PYTHONS.get(peer, "python3.11"))
         subprocess.run([python, "-m", "venv", str(home)], check=True)
         pip = [str(home / "bin" / "pip"), "install", "-q", *INSTALL[peer], "onnxruntime", "numpy"]
         subprocess.run(pip, check=True)
         (home / ".installed").touch()
     return home / "bin" / "python"
+
+
+def interpreter(name: str) -> str:
+    """`name` (e.g. python3.10) as a path: on PATH when it runs there, else a pyenv install of
+    it (pyenv's shim for a version that is not the global one exits 127)."""
+    try:
+        if subprocess.run([name, "--version"], capture_output=True, check=False).returncode == 0:
+            return name
+    except FileNotFoundError:
+        pass
+    version = name.removeprefix("python")
+    pyenv = Path(os.environ.get("PYENV_ROOT", Path.home() / ".pyenv")) / "versions"
+    found = sorted(pyenv.glob(f"{version}.*/bin/{name}"))
+    if not found:
+        raise SystemExit(f"{name} is needed for a peer's venv: install it (e.g. pyenv install)")
+    return str(found[-1])
+
+
+def shared_libpython(python: str) -> dict[str, str]:
+    """LD_LIBRARY_PATH with the venv's libpython folder first: Triton's Python-backend stub
+    links libpython3.x.so, which a pyenv-built interpreter keeps outside the loader's path."""
+    query = "import sysconfig; print(sysconfig.get_config_var('LIBDIR'))"
+    libdir = subprocess.run([python, "-c", query], capture_output=True, text=True, check=True)
+    paths = [libdir.stdout.strip(), os.environ.get("LD_LIBRARY_PATH", "")]
+    return {"LD_LIBRARY_PATH": os.pathsep.join(filter(None, paths))}
 
 
 def free_port() -> int:
@@ -178,7 +203,7 @@ def process(command: list[str], ready: str, env: dict[str, str] | None = None) -
 
 
 def graphgate(stack: ExitStack, batching: bool, data: Path) -> tuple[str, str]:
-    """A `graphgate serve` (with the benchmark-only batchable launcher when `batching`)."""
+    """A `graphgate serve`, its dynamic batcher on or off."""
     port = free_port()
     env = {
         "GRAPHGATE_ADMIN_TOKEN": ADMIN_TOKEN,
@@ -187,8 +212,8 @@ def graphgate(stack: ExitStack, batching: bool, data: Path) -> tuple[str, str]:
         "GRAPHGATE_BATCH_MAX_QUEUE_DELAY_US": "200",
         "PYTHONPATH": os.pathsep.join(filter(None, [str(ROOT), os.environ.get("PYTHONPATH")])),
     }
-    entry = [str(PEERS / "graphgate_assume_batchable.py")] if batching else ["-m", "server.cli"]
-    command = [sys.executable, *entry, "serve", "--port", str(port), "--data-dir", str(data)]
+    command = [sys.executable, "-m", "server.cli", "serve", "--port", str(port),
+               "--data-dir", str(data)]  # fmt: skip
     url = f"127.0.0.1:{port}"
     stack.enter_context(process(command, f"http://{url}/v2/health/ready", env))
     admin = {"Authorization": f"Bearer {ADMIN_TOKEN}"}
@@ -203,6 +228,10 @@ def upload(url: str, key: str, case: Case) -> bytes:
     uploaded = client.post("/v1/models", data={"name": case.key}, files=files, timeout=600)
     if uploaded.status_code != 201:
         raise SystemExit(f"upload of {case.key} failed: {uploaded.text[:500]}")
+    if not uploaded.json()["report"].get("batchable"):
+        raise SystemExit(
+            f"{case.key}: the validator does not prove it batchable; it would not batch"
+        )
     onnx = client.get(f"/v1/models/{case.key}/versions/1/onnx", timeout=120)
     onnx.raise_for_status()
     return onnx.content
@@ -353,7 +382,7 @@ def run(args: argparse.Namespace) -> None:
             python = str(venv(peer, not args.no_install))
             ready = f"http://127.0.0.1:{port}/v2/models/{chosen[0].key}/ready"
             command = [python, str(PEERS / f"{peer}_server.py"), str(work), str(port)]
-            stack.enter_context(process(command, ready))
+            stack.enter_context(process(command, ready, shared_libpython(python)))
             targets.append(Target(peer, f"127.0.0.1:{port}"))
             if peer == "pytriton":
                 url = f"127.0.0.1:{port}"
@@ -361,8 +390,7 @@ def run(args: argparse.Namespace) -> None:
         noop_port = free_port()
         noop = [sys.executable, str(PEERS / "noop_server.py"), str(noop_port)]
         stack.enter_context(process(noop, f"http://127.0.0.1:{noop_port}/v2/health/ready"))
-        targets.append(Target("client ceiling (no-op server)", f"127.0.0.1:{noop_port}",
-                              binary=False))  # fmt: skip
+        targets.append(Target("client ceiling (no-op server)", f"127.0.0.1:{noop_port}"))
         for case in chosen:
             for target in targets[1:-1]:
                 check(target, case, sigs[case.key], raws[case.key])
@@ -413,10 +441,9 @@ def write(
         "",
         "Medians over interleaved rounds (A B C ..., then ... C B A) of p50 / p99 latency and "
         "requests/s; each of c client threads has its own `tritonclient.http` client. "
-        "`graphgate+batching` runs graphgate's dynamic batcher (max batch 32, 200 us) through the "
-        "batcher's TEST-ONLY override (benchmarks/peers/graphgate_assume_batchable.py): the "
-        "validator's batchability proof is not merged on this branch; these models are "
-        "row-independent. Binary tensors where the server takes them "
+        "`graphgate+batching` runs graphgate's dynamic batcher (max batch 32, 200 us) on models "
+        "the validator proves batchable (`batchable: true` in the upload report). "
+        "Binary tensors where the server takes them "
         f"(JSON for: {', '.join(t.name for t in targets if not t.binary) or 'none'}).",
         "",
     ]
@@ -433,8 +460,9 @@ def write(
                     f"{plain.per_s / m.per_s:.2f} | {batched.per_s / m.per_s:.2f} |"
                 )
         lines.append("")
-    RESULTS.write_text("\n".join(lines) + "\n")
-    print(RESULTS.read_text())
+    out = Path(args.out)
+    out.write_text("\n".join(lines) + "\n")
+    print(out.read_text())
 
 
 def main() -> None:
@@ -446,6 +474,7 @@ def main() -> None:
     parser.add_argument("--concurrency", default="1,8,32")
     parser.add_argument("--peers", default="pytriton,mlserver,kserve")
     parser.add_argument("--no-install", action="store_true", help="fail if a venv is missing")
+    parser.add_argument("--out", default=str(RESULTS), help="the table (a smoke run: elsewhere)")
     run(parser.parse_args())
 
 

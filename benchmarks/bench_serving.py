@@ -17,8 +17,8 @@ blocks that take turns. Reports p50, p99, throughput (1 / mean), and the goals: 
 the small model over binary <= 1 ms, ResNet50 throughput server/raw >= 0.9, JSON/binary time for
 a 1x3x224x224 input <= 10x. ResNet50 is also run by 2 callers at once (throughput at its peak).
 The server runs at its defaults: every inference in a worker process (server/workers), and
-the models here are batchable, so their requests pass the dynamic batcher (alone, a request
-waits out its queue delay). To show where the added time goes it times requests that cross
+the models here are batchable, so their requests pass the dynamic batcher (queue delay 0 by
+default: a lone request goes to a batch thread at once). To show where the added time goes it times requests that cross
 more and more of the path (health, model ready, infer) and, in this process with a real worker
 pool, the hot path's pieces: the key check and model lookup (from the in-memory caches, as every
 request after the first finds them, and from the database, as on a miss), the worker round
@@ -468,7 +468,7 @@ def report(
         "limit off so the benchmark's own rate is not throttled, everything else at its default: "
         "every inference runs in a worker process (2 workers, tensors through a shared-memory "
         "arena), and these models are batchable, so each request passes the dynamic batcher, "
-        "which holds a lone request for its queue delay (200 us) before dispatch), "
+        "whose queue delay is 0 by default: a lone request goes to a batch thread at once), "
         "one client on a persistent keep-alive connection (`http.client`, the leanest Python "
         "client; httpx2's extra cost is in the anatomy below), batch 1, one request at a time. "
         "Raw: the ONNX downloaded from the server's `/v1/models/{name}/versions/1/onnx`, run "
@@ -516,9 +516,10 @@ def report(
         "runs them; `RemoteModel.run`, the worker round trip (feeds into the shared-memory "
         "arena, a pipe message, `CompiledModel.run` in the worker, outputs copied back); and "
         "`server.services.inference.infer` (V2 decode, worker run, encode) for binary and JSON "
-        "bodies, unbatched. The rest of the served p50 is the batcher's queue delay and HTTP: "
+        "bodies, unbatched. The rest of the served p50 is the batcher's hand-off and HTTP: "
         "uvicorn, the infer endpoint (key check, rate limit, concurrency slot, model lookup, "
-        "metrics), a threadpool hop to wait for the worker, and loopback TCP.",
+        "metrics), a batch thread running the worker round trip while the loop awaits its answer, "
+        "and loopback TCP.",
         "",
         "| model | " + " | ".join(next(iter(breakdown.values()))) + " | served p50 binary / JSON |",
         "|---|" + "---|" * (len(next(iter(breakdown.values()))) + 1),
@@ -571,7 +572,7 @@ def findings(anatomy: dict[str, float], layer_ms: dict[str, float]) -> list[str]
         f"(arena, pipe, the run in the worker), against {_ms(in_process)} for the same "
         "CompiledModel.run in this process: the rest is the cost of crash isolation.",
         f"- The inference itself: +{_ms(infer - ready)} (infer over ready: reading the body, "
-        "the concurrency slot, the batcher's queue delay, a threadpool hop, metrics, and the V2 "
+        "the concurrency slot, the hand-off to a batch thread and back, metrics, and the V2 "
         f"service, which takes {_ms(service_ms)} of it unbatched in-process: decode, worker "
         "round trip, encode; a small body decodes on the event loop).",
         f"- The client: the same infer through httpx2.Client takes {_ms(via_httpx)}, "

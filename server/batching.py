@@ -5,10 +5,15 @@ axis, run as ONE worker run (server/workers: `RemoteModel.run`, the pool's publi
 the outputs are split back by rows. Batching happens before dispatch, so a batch costs one
 IPC round trip and one `session.run` instead of one per request.
 
-Dispatch (as Triton's dynamic batcher): a batch is formed only while a worker slot is free
-(at most `slots` batches in flight, one per worker). It closes when it holds `max_batch` rows
-(or the largest preferred size), or when its oldest request has waited `max_queue_delay_us`.
-While every slot is busy, requests accumulate, so batches grow with load by themselves.
+Dispatch (as Triton's dynamic batcher): `slots` batch threads (one per worker) each take a
+batch, run it, answer it, and take the next. A batch closes when it holds `max_batch` rows
+(or the largest preferred size), or when its oldest request has waited `max_queue_delay_us`
+(0 by default: a lone request is never held). While every thread is busy, requests
+accumulate, so batches grow with load by themselves, with no timer per request.
+
+Answers: each member's response is encoded on the batch thread; a batch's answers go back to
+the event loop in one `call_soon_threadsafe` (`submit_async`), so the loop wakes once per
+batch, not once per request (the loop is one thread: its time per request caps throughput).
 
 Fairness: the queue is one FIFO per *source* (the caller's API key id; a shared model would
 key by tenant), served round-robin: a batch takes the head of each source in turn, so one
@@ -26,15 +31,16 @@ unbatched.
 from __future__ import annotations
 
 import asyncio
+import bisect
 import contextlib
 import itertools
 import threading
 import time
 from collections import deque
 from collections.abc import Callable, Mapping
-from concurrent.futures import Future, InvalidStateError, ThreadPoolExecutor
+from concurrent.futures import Future, InvalidStateError
 from dataclasses import dataclass
-from typing import Final, Generic, TypeVar
+from typing import Final, TypeVar
 
 import numpy as np
 
@@ -106,7 +112,10 @@ def batch_axis_everywhere(report: Report) -> bool:
     return bool(report.inputs) and all(s.dims and s.dims[0] < 0 for s in report.inputs)
 
 
-class _Item(Generic[T]):
+class _Item:
+    """One queued request. Its outcome goes to `future` (a caller thread waits on it) or, for
+    a request submitted from an event loop, to `waiter` on `loop` (see `_deliver`)."""
+
     __slots__ = (
         "arrived",
         "cancel",
@@ -115,17 +124,20 @@ class _Item(Generic[T]):
         "finish",
         "future",
         "key",
+        "loop",
         "rows",
         "source",
+        "waiter",
     )
 
     def __init__(
         self,
         feeds: Feeds,
-        finish: Callable[[Outputs], T],
+        finish: Callable[[Outputs], object],
         deadline: float | None,
         cancel: Cancel | None,
         source: str,
+        loop: asyncio.AbstractEventLoop | None,
     ) -> None:
         self.source = source
         self.feeds = feeds
@@ -135,35 +147,57 @@ class _Item(Generic[T]):
         self.rows = int(next(iter(feeds.values())).shape[0])
         self.key = tuple((n, a.dtype.str, a.shape[1:]) for n, a in sorted(feeds.items()))
         self.arrived = time.monotonic()
-        self.future: Future[T] = Future()
+        self.loop = loop
+        self.future: Future[object] | None = None if loop else Future()
+        self.waiter: asyncio.Future[object] | None = loop.create_future() if loop else None
 
     @property
     def gone(self) -> bool:
-        """The client left, or its waiter gave up (a cancelled future)."""
-        return self.future.cancelled() or (self.cancel is not None and self.cancel.is_set())
+        """The client left, or its waiter gave up (cancelled, or failed at its deadline)."""
+        if self.cancel is not None and self.cancel.is_set():
+            return True
+        if self.waiter is not None:
+            return self.waiter.done()  # a flag read: safe from any thread
+        assert self.future is not None
+        return self.future.cancelled()
+
+
+# What a batch thread hands back per request: (request, succeeded, result or error).
+_Outcome = tuple[_Item, bool, object]
 
 
 class Batcher:
-    """The queue and dispatcher of one model version (see the module docstring)."""
+    """The queue of one model version and its `slots` batch threads (module docstring)."""
 
     def __init__(
-        self, model: RemoteModel, label: Label | None, policy: BatchPolicy, slots: int
+        self,
+        model: RemoteModel,
+        label: Label | None,
+        policy: BatchPolicy,
+        slots: int,
+        sizes: BatchSizes | None = None,
     ) -> None:
         self.model = model
         self.label = label
         self.policy = policy
         self._max_bytes = model.options.max_request_bytes
-        self._queues: dict[str, deque[_Item[object]]] = {}  # insertion order: round-robin
+        self._sizes = sizes
+        self._queues: dict[str, deque[_Item]] = {}  # insertion order: round-robin
         self._rows = 0
         self._cond = threading.Condition()
-        self._slots = threading.Semaphore(slots)
-        self._runner = ThreadPoolExecutor(slots, thread_name_prefix="graphgate-batch")
         self._closed = False
         self.batches = 0  # batches run, and the rows in them (metrics, benchmarks)
         self.batched_rows = 0
         self.recent: deque[tuple[str, ...]] = deque(maxlen=64)  # sources of recent batches
-        self._thread = threading.Thread(target=self._loop, name="graphgate-batcher", daemon=True)
-        self._thread.start()
+        # NOTE: each thread takes a batch, runs it and answers it, then takes the next: no
+        # dispatcher thread in between (one thread wake-up per batch, not two), and requests
+        # that arrive while every thread is busy make the next batches bigger by themselves.
+        self._threads = [
+            threading.Thread(target=self._serve, name=f"graphgate-batch-{i}", daemon=True)
+            for i in range(slots)
+        ]
+        for thread in self._threads:
+            thread.start()
 
     # -- callers ---------------------------------------------------------------------------
 
@@ -178,16 +212,25 @@ class Batcher:
     ) -> Future[T]:
         """Queues one request; its future holds `finish(outputs)`, computed on a batch thread
         (encoding the response there keeps it off the event loop)."""
-        item: _Item[T] = _Item(feeds, finish, deadline, cancel, source)
-        with self._cond:
-            if self._closed:
-                raise WorkerUnavailable("the server is shutting down")
-            self._queues.setdefault(source, deque()).append(item)  # type: ignore[arg-type]
-            self._rows += item.rows
-            self._cond.notify()
-        if cancel is not None:
-            cancel.on_cancel(lambda: self._cancelled(item))  # type: ignore[arg-type]
-        return item.future
+        item = self._queue(_Item(feeds, finish, deadline, cancel, source, None))
+        assert item.future is not None
+        return item.future  # type: ignore[return-value]
+
+    def submit_async(
+        self,
+        feeds: Feeds,
+        finish: Callable[[Outputs], T],
+        *,
+        source: str = "",
+        deadline: float | None = None,
+        cancel: Cancel | None = None,
+    ) -> asyncio.Future[T]:
+        """`submit` from the running event loop: the answers of a batch come back to the loop
+        in ONE call (a wake-up per batch, not per request); await it with `wait_async`."""
+        loop = asyncio.get_running_loop()
+        item = self._queue(_Item(feeds, finish, deadline, cancel, source, loop))
+        assert item.waiter is not None
+        return item.waiter  # type: ignore[return-value]
 
     def run(
         self,
@@ -202,50 +245,69 @@ class Batcher:
         return wait(future, deadline)
 
     def close(self, wait: bool = True) -> None:
-        """Takes no new requests; the queued ones still run (the thread drains, then ends)."""
+        """Takes no new requests; the queued ones still run (the threads drain, then end)."""
         with self._cond:
             self._closed = True
-            self._cond.notify()
+            self._cond.notify_all()
         if wait:
-            self._thread.join(5.0)
+            for thread in self._threads:
+                thread.join(5.0)
 
-    # -- the dispatcher thread -------------------------------------------------------------
+    def _queue(self, item: _Item) -> _Item:
+        # Before queueing: a batch thread that takes the item at once sets its own callback
+        # (`_run_together`), which this must not overwrite. A cancel that fires before the
+        # item is queued finds nothing to remove; the item is then `gone` and dropped.
+        if item.cancel is not None:
+            item.cancel.on_cancel(lambda: self._cancelled(item))
+        with self._cond:
+            if self._closed:
+                raise WorkerUnavailable("the server is shutting down")
+            self._queues.setdefault(item.source, deque()).append(item)
+            before, self._rows = self._rows, self._rows + item.rows
+            # Wakes a batch thread only when one may act: the queue was empty (an idle thread
+            # waits for it) or a filling batch just reached its size. Not on every arrival: a
+            # wake-up is a thread switch and a GIL handover, paid on the event loop's core.
+            if not before or before < self.policy.target <= self._rows:
+                self._cond.notify()
+        return item
 
-    def _loop(self) -> None:
-        while True:
-            self._slots.acquire()
-            batch = self._next_batch()
-            if batch is None:
-                self._runner.shutdown(wait=False)  # running batches finish
-                return
-            if not batch:
-                self._slots.release()
-                continue
-            self.recent.append(tuple(item.source for item in batch))
-            self._runner.submit(self._run, batch)
+    # -- taking batches (any batch thread, holding the lock) -------------------------------
 
-    def _next_batch(self) -> list[_Item[object]] | None:
-        """Waits for requests, then for the batch to fill or its oldest to wait long enough."""
+    def _serve(self) -> None:
+        while (batch := self._next_batch()) is not None:
+            if batch:
+                self.recent.append(tuple(item.source for item in batch))
+                self._run(batch)
+
+    def _next_batch(self) -> list[_Item] | None:
+        """Waits for requests, then for the batch to fill or its oldest to wait long enough;
+        None once closed and drained."""
         delay = self.policy.max_queue_delay_us / 1e6
         with self._cond:
             while not self._rows and not self._closed:
                 self._cond.wait()
             if not self._rows:
-                return None  # closed and drained
-            close_at = min(q[0].arrived for q in self._queues.values() if q) + delay
-            while self._rows < self.policy.target and not self._closed:
-                left = close_at - time.monotonic()
-                if left <= 0:
-                    break
-                self._cond.wait(left)
-            return self._take()
+                return None
+            if delay:
+                close_at = min(q[0].arrived for q in self._queues.values() if q) + delay
+                while self._rows < self.policy.target and not self._closed:
+                    left = close_at - time.monotonic()
+                    if left <= 0:
+                        break
+                    self._cond.wait(left)
+            dropped: list[_Outcome] = []
+            batch = self._take(dropped)
+            if self._rows:  # more than one batch is waiting: another idle thread takes it
+                self._cond.notify()
+        _deliver(dropped)
+        return batch
 
-    def _take(self) -> list[_Item[object]]:
+    def _take(self, dropped: list[_Outcome]) -> list[_Item]:
         """Round-robin over sources, heads only (each source stays FIFO), same dims as the
-        first; drops members that left or expired. Called holding the lock."""
+        first; members that left or expired go to `dropped`."""
         now = time.monotonic()
         limit = self._limit()
-        taken: list[_Item[object]] = []
+        taken: list[_Item] = []
         rows = nbytes = 0
         key: tuple[object, ...] | None = None
         progress = True
@@ -253,7 +315,7 @@ class Batcher:
             progress = False
             for source in list(self._queues):
                 queue = self._queues[source]
-                item = self._pop_live(queue, now)
+                item = self._pop_live(queue, now, dropped)
                 if item is None:
                     del self._queues[source]
                     continue
@@ -262,10 +324,9 @@ class Batcher:
                 if taken and (item.key != key or not fits):
                     queue.appendleft(item)
                     continue
-                queue_rows = item.rows
                 taken.append(item)
-                key, rows, nbytes = item.key, rows + queue_rows, nbytes + size
-                self._rows -= queue_rows
+                key, rows, nbytes = item.key, rows + item.rows, nbytes + size
+                self._rows -= item.rows
                 self._queues[source] = self._queues.pop(source)  # served: to the back
                 progress = rows < limit
         return taken
@@ -277,20 +338,22 @@ class Batcher:
         fitting = [size for size in self.policy.preferred_batch_sizes if size <= ready]
         return max(fitting, default=ready)
 
-    def _pop_live(self, queue: deque[_Item[object]], now: float) -> _Item[object] | None:
+    def _pop_live(self, queue: deque[_Item], now: float, dropped: list[_Outcome]) -> _Item | None:
         while queue:
             item = queue.popleft()
             if item.gone:
                 self._rows -= item.rows
-                _fail(item, RunCancelled("the client went away while the request was queued"))
+                error: Exception = RunCancelled("the client went away while the request was queued")
+                dropped.append((item, False, error))
             elif item.deadline is not None and now >= item.deadline:
                 self._rows -= item.rows
-                _fail(item, DeadlineExceeded("the request waited for a batch past its deadline"))
+                error = DeadlineExceeded("the request waited for a batch past its deadline")
+                dropped.append((item, False, error))
             else:
                 return item
         return None
 
-    def _cancelled(self, item: _Item[object]) -> None:
+    def _cancelled(self, item: _Item) -> None:
         """A queued request whose client left fails now, not when a worker frees up."""
         with self._cond:
             for queue in self._queues.values():
@@ -300,31 +363,27 @@ class Batcher:
                     break
             else:
                 return  # running, or done
-        _fail(item, RunCancelled("the client went away while the request was queued"))
+        error = RunCancelled("the client went away while the request was queued")
+        _deliver([(item, False, error)])
 
-    # -- a batch thread --------------------------------------------------------------------
+    # -- running a batch (its batch thread, without the lock) ------------------------------
 
-    def _run(self, batch: list[_Item[object]]) -> None:
-        try:
-            if len(batch) == 1:
-                self._run_alone(batch[0])
-            else:
-                self._run_together(batch)
-        finally:
-            self._slots.release()
+    def _run(self, batch: list[_Item]) -> None:
+        outcomes = [self._run_alone(batch[0])] if len(batch) == 1 else self._run_together(batch)
+        _deliver(outcomes)
 
-    def _run_alone(self, item: _Item[object]) -> None:
+    def _run_alone(self, item: _Item) -> _Outcome:
+        self._observe(item.rows)
         try:
             outputs = self.model.run(
                 item.feeds, deadline=item.deadline, cancelled=item.cancel, label=self.label
             )
         except BaseException as error:
-            _fail(item, error)
-            return
+            return item, False, error
         self._count(item.rows)
-        _finish(item, outputs)
+        return _finish(item, outputs)
 
-    def _run_together(self, batch: list[_Item[object]]) -> None:
+    def _run_together(self, batch: list[_Item]) -> list[_Outcome]:
         names = list(batch[0].feeds)
         feeds = {n: np.concatenate([item.feeds[n] for item in batch]) for n in names}
         together = Cancel()
@@ -333,27 +392,55 @@ class Batcher:
                 item.cancel.on_cancel(lambda: _all_gone(batch, together))
         deadlines = [item.deadline for item in batch]
         deadline = None if None in deadlines else max(d for d in deadlines if d is not None)
+        rows = sum(item.rows for item in batch)
+        self._observe(rows)
         try:
             outputs = self.model.run(feeds, deadline=deadline, cancelled=together, label=self.label)
             parts = _split(outputs, [item.rows for item in batch])
         except _SHARED_FAILURES as error:
-            for item in batch:
-                _fail(item, error)
-            return
+            return [(item, False, error) for item in batch]
         except Exception:  # one member's fault, or a batch over a budget: each on its own
             parts = None
         if parts is None:
-            for item in batch:
-                self._run_alone(item)
-            return
-        self._count(sum(item.rows for item in batch))
-        for item, part in zip(batch, parts, strict=True):
-            _finish(item, part)
+            return [self._run_alone(item) for item in batch]
+        self._count(rows)
+        return [_finish(item, part) for item, part in zip(batch, parts, strict=True)]
+
+    def _observe(self, rows: int) -> None:
+        if self._sizes is not None and self.label is not None:
+            self._sizes.observe(self.label, rows)
 
     def _count(self, rows: int) -> None:
         with self._cond:
             self.batches += 1
             self.batched_rows += rows
+
+
+class BatchSizes:
+    """Rows per run of every batching model version, as histogram buckets: the batch sizes
+    actually achieved (Prometheus `graphgate_batch_size`, server/metrics.py). Kept by label,
+    not by batcher, so a version whose policy changes keeps counting up."""
+
+    BOUNDS: Final = (1, 2, 4, 8, 16, 32, 64, 128, 256, 512, 1024)
+
+    def __init__(self) -> None:
+        self._counts: dict[Label, list[int]] = {}  # per bound, then +Inf
+        self._sums: dict[Label, int] = {}
+        self._lock = threading.Lock()
+
+    def observe(self, label: Label, rows: int) -> None:
+        slot = bisect.bisect_left(self.BOUNDS, rows)
+        with self._lock:
+            counts = self._counts.get(label)
+            if counts is None:
+                counts = self._counts[label] = [0] * (len(self.BOUNDS) + 1)
+            counts[slot] += 1
+            self._sums[label] = self._sums.get(label, 0) + rows
+
+    def snapshot(self) -> dict[Label, tuple[list[int], int]]:
+        """Label -> (count per bucket, not cumulative; the +Inf one last), sum of rows."""
+        with self._lock:
+            return {label: (list(c), self._sums[label]) for label, c in self._counts.items()}
 
 
 class Batchers:
@@ -375,6 +462,7 @@ class Batchers:
         self._batchable = batchable
         self._batchers: dict[tuple[object, ...], Batcher] = {}
         self._lock = threading.Lock()
+        self.sizes = BatchSizes()
 
     def policy_for(
         self, report: Report, override: Mapping[str, object] | None = None
@@ -400,7 +488,8 @@ class Batchers:
             stale = [k for k in self._batchers if k[:3] == label and k != key]
             for old in stale:
                 self._batchers.pop(old).close(wait=False)
-            batcher = self._batchers[key] = Batcher(model, label, policy, self._slots)
+            batcher = Batcher(model, label, policy, self._slots, self.sizes)
+            self._batchers[key] = batcher
             return batcher
 
     def close(self) -> None:
@@ -410,13 +499,23 @@ class Batchers:
             batcher.close()
 
 
-async def wait_async(future: Future[T], deadline: float | None) -> T:
-    """`wait` for the event loop: no thread waits, the batch thread wakes the loop."""
-    timeout = None if deadline is None else max(0.0, deadline - time.monotonic())
+async def wait_async(waiter: asyncio.Future[T], deadline: float | None) -> T:
+    """Awaits a `submit_async` answer; DeadlineExceeded at `deadline` (the batch may run on).
+    A plain timer on the loop, not `asyncio.wait_for` (a task and two futures a request)."""
+    timer = None
+    if deadline is not None:
+        loop = asyncio.get_running_loop()
+        timer = loop.call_later(max(0.0, deadline - time.monotonic()), _expire, waiter)
     try:
-        return await asyncio.wait_for(asyncio.wrap_future(future), timeout)
-    except TimeoutError:
-        raise DeadlineExceeded("the request ran past its deadline and was stopped") from None
+        return await waiter
+    finally:
+        if timer is not None:
+            timer.cancel()
+
+
+def _expire(waiter: asyncio.Future[T]) -> None:
+    if not waiter.done():
+        waiter.set_exception(DeadlineExceeded("the request ran past its deadline and was stopped"))
 
 
 def wait(future: Future[T], deadline: float | None) -> T:
@@ -438,7 +537,7 @@ def _split(outputs: Outputs, rows: list[int]) -> list[Outputs] | None:
     return [{name: parts[i] for name, parts in per_output.items()} for i in range(len(rows))]
 
 
-def _all_gone(batch: list[_Item[object]], together: Cancel) -> None:
+def _all_gone(batch: list[_Item], together: Cancel) -> None:
     if all(item.gone for item in batch):
         together.set()
 
@@ -451,16 +550,43 @@ def _same(outputs: Outputs) -> Outputs:
     return outputs
 
 
-def _finish(item: _Item[object], outputs: Outputs) -> None:
+def _finish(item: _Item, outputs: Outputs) -> _Outcome:
+    """The request's answer, made on the batch thread (its encoded response)."""
     try:
-        result = item.finish(outputs)
+        return item, True, item.finish(outputs)
     except BaseException as error:
-        _fail(item, error)
-        return
-    with contextlib.suppress(InvalidStateError):  # its waiter gave up meanwhile
-        item.future.set_result(result)
+        return item, False, error
 
 
-def _fail(item: _Item[object], error: BaseException) -> None:
-    with contextlib.suppress(InvalidStateError):
-        item.future.set_exception(error)
+def _deliver(outcomes: list[_Outcome]) -> None:
+    """Hands outcomes to their waiters: a caller thread's future directly, an event loop's
+    in one `call_soon_threadsafe` per loop for the whole batch."""
+    by_loop: dict[asyncio.AbstractEventLoop, list[_Outcome]] = {}
+    for outcome in outcomes:
+        item, ok, value = outcome
+        if item.loop is not None:
+            by_loop.setdefault(item.loop, []).append(outcome)
+            continue
+        assert item.future is not None
+        with contextlib.suppress(InvalidStateError):  # its waiter gave up meanwhile
+            if ok:
+                item.future.set_result(value)
+            else:
+                assert isinstance(value, BaseException)
+                item.future.set_exception(value)
+    for loop, answered in by_loop.items():
+        with contextlib.suppress(RuntimeError):  # the loop closed: nobody waits any more
+            loop.call_soon_threadsafe(_settle, answered)
+
+
+def _settle(outcomes: list[_Outcome]) -> None:
+    """On the event loop: resolves every waiter of a batch (skipping those already done)."""
+    for item, ok, value in outcomes:
+        waiter = item.waiter
+        if waiter is None or waiter.done():
+            continue
+        if ok:
+            waiter.set_result(value)
+        else:
+            assert isinstance(value, BaseException)
+            waiter.set_exception(value)

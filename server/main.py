@@ -16,7 +16,7 @@ from server.batching import Batchers
 from server.body_limit import BodyLimit
 from server.console import app as console
 from server.db.engine import PoolSettings, open_database
-from server.metrics import InferenceMetrics
+from server.metrics import BatchSizeCollector, InferenceMetrics
 from server.routes import (
     admin,
     admin_operator,
@@ -212,6 +212,8 @@ def create_app(settings: Settings) -> FastAPI:
     )
     app.state.limits, app.state.bus = shared_state(settings, app.state.limits)
     app.state.metrics = Metrics()  # its own registry: apps in one process never collide
+    batch_sizes = BatchSizeCollector(app.state, app.state.metrics.tenant_label)
+    app.state.metrics.registry.register(batch_sizes)
     errors.install(app)
     app.add_middleware(
         BodyLimit,

@@ -9,11 +9,14 @@ that far is labelled "" for them, never with the raw path.
 from __future__ import annotations
 
 import time
+from collections.abc import Callable, Iterator
 from typing import Final
 
+from prometheus_client.core import HistogramMetricFamily, Metric
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from server import request_state
+from server.batching import Batchers, BatchSizes
 from server.paths import V2_INFER_PATHS, Paths
 from server.services.metrics import NO_LABEL, Metrics
 from server.services.types import LoadedModel, Principal
@@ -58,3 +61,31 @@ class InferenceMetrics:
             code=code if isinstance(code, str) else ("INTERNAL" if status == 500 else None),
             seconds=seconds,
         )
+
+
+class BatchSizeCollector:
+    """`graphgate_batch_size`: rows per worker run of every model version that batches, the
+    batch sizes the dynamic batcher actually achieved (1 when a request ran alone). Read from
+    the app's batchers (`app_state.batchers`, which tests may swap) when /metrics is scraped,
+    so the batch threads only bump a few integers per batch."""
+
+    def __init__(self, app_state: object, tenant_label: Callable[[str], str]) -> None:
+        self._state = app_state
+        self._tenant_label = tenant_label
+
+    def collect(self) -> Iterator[Metric]:
+        family = HistogramMetricFamily(
+            "graphgate_batch_size",
+            "Rows per worker run of a model version that batches (dynamic batching).",
+            labels=["tenant", "model", "version"],
+        )
+        batchers = getattr(self._state, "batchers", None)
+        snapshot = batchers.sizes.snapshot() if isinstance(batchers, Batchers) else {}
+        for (tenant_id, model, version), (counts, total) in sorted(snapshot.items()):
+            cumulative, seen = [], 0
+            for bound, count in zip([*map(str, BatchSizes.BOUNDS), "+Inf"], counts, strict=True):
+                seen += count
+                cumulative.append((bound, float(seen)))
+            labels = [self._tenant_label(tenant_id), model, str(version)]
+            family.add_metric(labels, cumulative, float(total))
+        yield family

@@ -23,7 +23,7 @@ class OnnxModel(kserve.Model):
         response = InferResponse(response_id="", model_name=self.name, infer_outputs=[])
         for name, value in zip(self._outputs, values, strict=True):
             output = kserve.InferOutput(name=name, shape=list(value.shape), datatype="FP32")
-            output.set_numpy(value, binary_data=False)
+            output.set_data_from_numpy(value, binary_data=False)
             response.outputs.append(output)
         return response
 

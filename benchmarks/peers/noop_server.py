@@ -1,5 +1,6 @@
-"""The client's own ceiling: a V2 endpoint that does nothing (raw asyncio, one canned JSON
-answer per request, keep-alive), so the client's cost is all that is measured.
+"""The client's own ceiling: a V2 endpoint that does nothing (raw asyncio, one canned answer
+per request, keep-alive), so the client's cost is all that is measured. A request with binary
+tensors (Inference-Header-Content-Length) gets a binary answer, others JSON, as a server would.
 Usage: noop_server.py PORT (runs in graphgate's environment; no dependency)"""
 
 from __future__ import annotations
@@ -20,6 +21,29 @@ ANSWER = (
     + b"\r\n\r\n"
     + BODY
 )
+BINARY_HEAD = json.dumps(
+    {
+        "model_name": "noop",
+        "outputs": [
+            {
+                "name": "y",
+                "datatype": "FP32",
+                "shape": [1, 16],
+                "parameters": {"binary_data_size": 64},
+            }
+        ],
+    }
+).encode()
+BINARY_ANSWER = (
+    b"HTTP/1.1 200 OK\r\ncontent-type: application/octet-stream\r\n"
+    + b"inference-header-content-length: "
+    + str(len(BINARY_HEAD)).encode()
+    + b"\r\ncontent-length: "
+    + str(len(BINARY_HEAD) + 64).encode()
+    + b"\r\n\r\n"
+    + BINARY_HEAD
+    + bytes(64)
+)
 READY = b"HTTP/1.1 200 OK\r\ncontent-length: 0\r\n\r\n"
 
 
@@ -28,12 +52,18 @@ async def handle(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> 
         while True:
             head = await reader.readuntil(b"\r\n\r\n")
             length = 0
+            binary = False
             for line in head.split(b"\r\n"):
-                if line.lower().startswith(b"content-length:"):
+                lower = line.lower()
+                if lower.startswith(b"content-length:"):
                     length = int(line.split(b":")[1])
+                binary = binary or lower.startswith(b"inference-header-content-length:")
             if length:
                 await reader.readexactly(length)
-            writer.write(ANSWER if head.startswith(b"POST") else READY)
+            if not head.startswith(b"POST"):
+                writer.write(READY)
+            else:
+                writer.write(BINARY_ANSWER if binary else ANSWER)
     except (asyncio.IncompleteReadError, ConnectionError):
         writer.close()
 

@@ -92,10 +92,10 @@ async def _answer(
             batcher=batcher,
             source=source,
         )
-    elif batcher is not None:  # no thread waits: the batch thread encodes and wakes the loop
+    elif batcher is not None:  # no thread waits: the batch thread encodes, wakes the loop once
         decoded = inference.decode(model, body, request.headers, max_body_bytes=cap)
         deadline = inference.deadline(decoded, request.headers, timeout_s)
-        queued = inference.submit(batcher, model, decoded, deadline, cancel, source)
+        queued = inference.submit_async(batcher, model, decoded, deadline, cancel, source)
         work = batching.wait_async(queued, deadline)
     else:
         decoded = inference.decode(model, body, request.headers, max_body_bytes=cap)

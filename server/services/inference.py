@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import time
 from collections.abc import Mapping
 from concurrent.futures import Future
@@ -116,6 +117,25 @@ def submit(
     response (encoded on the batch's thread, off the event loop). `source`: whose queue
     (fairness: the caller's key)."""
     return batcher.submit(
+        request.feeds,
+        partial(_encode, model, request),
+        source=source,
+        deadline=deadline,
+        cancel=cancel,
+    )
+
+
+def submit_async(
+    batcher: Batcher,
+    model: LoadedModel,
+    request: InferRequest,
+    deadline: float | None,
+    cancel: Cancel | None,
+    source: str,
+) -> asyncio.Future[tuple[bytes, dict[str, str]]]:
+    """`submit` from the event loop: the batch's answers come back to the loop at once
+    (Batcher.submit_async); await with `batching.wait_async`."""
+    return batcher.submit_async(
         request.feeds,
         partial(_encode, model, request),
         source=source,

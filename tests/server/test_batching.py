@@ -19,6 +19,7 @@ from fastapi.testclient import TestClient
 from executor import SessionOptions
 from server import gpu
 from server.batching import Batcher, Batchers, BatchPolicy, proven_batchable
+from server.settings import Settings
 from server.workers import Cancel, PoolSettings, RemoteModel, WorkerPool
 from tests.builders import FP32, Built, GraphBuilder, V
 from tests.conformance import models
@@ -280,6 +281,54 @@ def test_http_requests_batch_and_metadata_says_so(client: TestClient) -> None:
         np.testing.assert_allclose(answer, np.maximum(row.ravel(), 0), rtol=1e-6)
     (batcher,) = state.batchers._batchers.values()
     assert batcher.batches < len(rows)
+    # The batch sizes achieved, in /metrics: every row counted once, fewer runs than requests.
+    sizes = _batch_size_samples(client.get("/metrics", headers=auth(ADMIN_TOKEN)).text)
+    labels = 'model="relu",tenant="acme",version="1"'
+    assert sizes[f"graphgate_batch_size_sum{{{labels}}}"] == len(rows)
+    runs = sizes[f"graphgate_batch_size_count{{{labels}}}"]
+    assert 1 <= runs < len(rows)
+    buckets = [sizes[f'graphgate_batch_size_bucket{{le="{le}",{labels}}}'] for le in BUCKETS]
+    assert buckets == sorted(buckets) and buckets[-1] == runs  # cumulative, +Inf holds all
+    assert buckets[0] < runs  # at least one run held more than one row
+
+
+BUCKETS = ["1", "2", "4", "8", "16", "32", "64", "128", "256", "512", "1024", "+Inf"]
+
+
+def _batch_size_samples(exposition: str) -> dict[str, float]:
+    """`name{labels}` -> value of every graphgate_batch_size sample (labels sorted)."""
+    samples = {}
+    for line in exposition.splitlines():
+        if line.startswith("graphgate_batch_size"):
+            name, value = line.rsplit(" ", 1)
+            samples[name] = float(value)
+    return samples
+
+
+def test_a_request_held_in_the_queue_past_its_deadline_is_a_504(client: TestClient) -> None:
+    """The route's deadline holds while a request waits for a batch (the event loop's timer),
+    and the batcher then drops it instead of running it."""
+    state = client.app.state  # type: ignore[attr-defined]
+    state.batchers.close()
+    # A 5 s queue delay and a batch of 8 that never fills: the lone request waits in the queue.
+    state.batchers = Batchers(BatchPolicy(max_batch=8, max_queue_delay_us=5_000_000), slots=1)
+    key = new_tenant(client, "acme")
+    upload(client, key, "relu", _relu_built())
+    body = {"inputs": [{"name": "x", "shape": [1, 16], "datatype": "FP32", "data": [1.0] * 16}]}
+    headers = {**auth(key), "Graphgate-Timeout-Ms": "200"}
+    answer = client.post("/v2/models/relu/infer", json=body, headers=headers)
+    assert answer.status_code == 504, answer.text
+    assert answer.json()["code"] == "DEADLINE_EXCEEDED"
+    (batcher,) = state.batchers._batchers.values()
+    state.batchers.close()  # drains the queue: the expired request is dropped, never run
+    assert batcher.batches == 0
+
+
+def test_by_default_a_lone_request_is_never_held() -> None:
+    """p99 with batching no worse than without: by default no request waits for others
+    (a queue delay of 0); batches form only from requests that queued while workers were busy."""
+    assert BatchPolicy().max_queue_delay_us == 0
+    assert Settings.model_fields["batch_max_queue_delay_us"].default == 0
 
 
 def test_metrics_report_the_provider(client: TestClient) -> None:
