@@ -49,36 +49,60 @@ class BodyLimit:
         return None
 
     async def _guarded(self, scope: Scope, receive: Receive, send: Send, cap: int) -> None:
-        seen = 0
-        crossed = False
-        started = False
-
-        async def counting_receive() -> Message:
-            nonlocal seen, crossed
-            if seen == 0 and _declared(scope) > cap:
-                crossed = True
-                raise BodyTooLarge
-            message = await receive()
-            if message["type"] == "http.request":
-                seen += len(message.get("body", b""))
-                if seen > cap:
-                    crossed = True
-                    raise BodyTooLarge
-            return message
-
-        async def guarded_send(message: Message) -> None:
-            nonlocal started
-            if not crossed:
-                started = True
-                await send(message)
-
+        guard = BodyGuard(scope, receive, send, cap)
         try:
-            await self.app(scope, counting_receive, guarded_send)
+            await self.app(scope, guard.receive, guard.send)
         except Exception:
-            if not crossed:
+            if not guard.crossed:
                 raise
-        if crossed and not started:
-            await _too_large(scope, receive, send, cap)
+        if guard.crossed and not guard.started:
+            await guard.refuse()
+
+
+class BodyGuard:
+    """One request's cap: the app reads through `receive`, which counts the body's bytes and
+    raises BodyTooLarge once they cross `cap`, and answers through `send`, which drops the
+    app's answer once the cap is crossed (`refuse` answers the 413 instead). `status` is the
+    status answered so far, None before an answer starts (the metrics label)."""
+
+    __slots__ = ("_receive", "_send", "cap", "crossed", "scope", "seen", "status")
+
+    def __init__(self, scope: Scope, receive: Receive, send: Send, cap: int) -> None:
+        self.scope = scope
+        self.cap = cap
+        self.seen = 0
+        self.crossed = False
+        self.status: int | None = None
+        self._receive = receive
+        self._send = send
+
+    @property
+    def started(self) -> bool:
+        return self.status is not None
+
+    async def receive(self) -> Message:
+        if self.seen == 0 and _declared(self.scope) > self.cap:
+            self.crossed = True
+            raise BodyTooLarge
+        message = await self._receive()
+        if message["type"] == "http.request":
+            self.seen += len(message.get("body", b""))
+            if self.seen > self.cap:
+                self.crossed = True
+                raise BodyTooLarge
+        return message
+
+    async def send(self, message: Message) -> None:
+        if self.crossed:
+            return
+        if message["type"] == "http.response.start":
+            self.status = int(message["status"])
+        await self._send(message)
+
+    async def refuse(self) -> None:
+        """Answers 413 (once the cap is crossed, before the app answered)."""
+        self.status = 413
+        await _too_large(self.scope, self._receive, self._send, self.cap)
 
 
 def _declared(scope: Scope) -> int:

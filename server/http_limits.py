@@ -14,11 +14,17 @@ from __future__ import annotations
 
 import asyncio
 import json
+from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any, Final
 
 import httptools
-from uvicorn.protocols.http.httptools_impl import STATUS_LINE, HttpToolsProtocol
+from uvicorn._types import ASGISendEvent
+from uvicorn.protocols.http.httptools_impl import (
+    STATUS_LINE,
+    HttpToolsProtocol,
+    RequestResponseCycle,
+)
 
 HEAD_TOO_LARGE: Final = "HEADER_TOO_LARGE"
 TOO_MANY_HEADERS: Final = "TOO_MANY_HEADERS"
@@ -133,7 +139,10 @@ class LimitedHttpToolsProtocol(HttpToolsProtocol):
     def on_headers_complete(self) -> None:
         self._in_head = False
         self._stop_watch()
+        previous = self.cycle
         super().on_headers_complete()
+        if self.cycle is not None and self.cycle is not previous:
+            _write_head_with_body(self.cycle)
         if self.cycle is not None and self.cycle.more_body:
             self._watch_for(self.limits.body_timeout_s, self._body_deadline)
 
@@ -199,6 +208,70 @@ class LimitedHttpToolsProtocol(HttpToolsProtocol):
         self._stop_watch()
         self.transport.write(b"".join(head))
         self.transport.close()
+
+
+class _HeadWithBody:
+    """The transport as one request's cycle sees it: a response head is held until the body's
+    first write, and both leave in one `writelines` (one send() on the socket, not two).
+
+    NOTE: uvicorn writes the head and the body of a response with a write each; on a small
+    response that is two syscalls and two loop write paths per request, ~a quarter of the event
+    loop's time per V2 inference. The cycle asks to hold a head only when its response has a
+    Content-Length and the request is not HEAD: then a body write always follows (uvicorn writes
+    even an empty body), whereas a streamed head waits for no chunk.
+    """
+
+    __slots__ = ("_head", "_hold_next", "_transport")
+
+    def __init__(self, transport: asyncio.Transport) -> None:
+        self._transport = transport
+        self._hold_next = False
+        self._head: bytes | None = None
+
+    def hold_next_write(self) -> None:
+        self._hold_next = True
+
+    def write(self, data: bytes) -> None:
+        if self._hold_next:
+            self._hold_next = False
+            self._head = data
+            return
+        if self._head is not None:
+            head, self._head = self._head, None
+            self._transport.writelines((head, data))
+            return
+        self._transport.write(data)
+
+    def close(self) -> None:
+        # The app failed between head and body: the head leaves, as it did unheld.
+        if self._head is not None:
+            self._transport.write(self._head)
+            self._head = None
+        self._transport.close()
+
+    def is_closing(self) -> bool:
+        return self._transport.is_closing()
+
+
+def _write_head_with_body(cycle: RequestResponseCycle) -> None:
+    """Makes `cycle` write each response's head with its body (see `_HeadWithBody`)."""
+    if cycle.scope["method"] == "HEAD":
+        return
+    transport = _HeadWithBody(cycle.transport)
+    send = cycle.send
+
+    async def send_head_with_body(message: ASGISendEvent) -> None:
+        if message["type"] == "http.response.start" and _has_length(message):
+            transport.hold_next_write()
+        await send(message)
+
+    cycle.transport = transport  # type: ignore[assignment]
+    cycle.send = send_head_with_body  # type: ignore[method-assign]
+
+
+def _has_length(message: ASGISendEvent) -> bool:
+    headers: Iterable[tuple[bytes, bytes]] = message.get("headers", ())  # type: ignore[assignment]
+    return any(name.lower() == b"content-length" for name, _ in headers)
 
 
 def _too_large(cap: int, what: str) -> str:

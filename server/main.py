@@ -10,12 +10,14 @@ from typing import Final
 
 from fastapi import FastAPI
 from sqlalchemy.orm import Session, sessionmaker
+from starlette.types import ASGIApp
 
 from server import errors, gpu, paths
 from server.batching import Batchers
 from server.body_limit import BodyLimit
 from server.console import app as console
 from server.db.engine import PoolSettings, open_database
+from server.infer_fast_path import InferFastPath
 from server.metrics import BatchSizeCollector, InferenceMetrics
 from server.routes import (
     admin,
@@ -182,6 +184,15 @@ def with_workers(lifespan: Lifespan, settings: Settings) -> Lifespan:
     return run
 
 
+class GraphgateApp(FastAPI):
+    """FastAPI with the V2 infer endpoint's fast path outermost (server/infer_fast_path.py)."""
+
+    def build_middleware_stack(self) -> ASGIApp:
+        return InferFastPath(
+            super().build_middleware_stack(), inference.infer, self.exception_handlers
+        )
+
+
 def create_app(settings: Settings) -> FastAPI:
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
@@ -191,7 +202,7 @@ def create_app(settings: Settings) -> FastAPI:
         finally:
             app.state.bus.close()
 
-    app = FastAPI(
+    app = GraphgateApp(
         title="graphgate",
         lifespan=with_workers(lifespan, settings),
         docs_url=None,

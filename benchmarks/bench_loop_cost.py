@@ -1,0 +1,145 @@
+"""Server CPU per V2 inference: two graphgate checkouts side by side, rounds interleaved.
+
+Issue 13: the event loop's cost per request caps the server's throughput on 2 cores. On a
+shared, noisy machine the figure to trust is the server's CPU time per request (the `graphgate
+serve` process and every process under it, its workers, from /proc), not the rate: this starts
+one server per checkout (`--base`, e.g. a `git archive` of main, and this one), uploads the
+models, then drives both with the same c `tritonclient.http` clients (binary tensors), taking
+turns round by round, and prints the medians per checkout.
+
+    python benchmarks/bench_loop_cost.py --base /tmp/hot-base --requests 3000 --rounds 3
+"""
+
+from __future__ import annotations
+
+import argparse
+import functools
+import os
+import statistics
+import sys
+import tempfile
+import time
+from contextlib import ExitStack
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+sys.path.insert(0, str(ROOT / "benchmarks"))
+
+import bench_peers  # noqa: E402
+from bench_peers import ADMIN_TOKEN, Clients, Target, caller, raw_session, signature  # noqa: E402
+
+_TICK = os.sysconf("SC_CLK_TCK")
+
+
+def cpu_seconds(root_pid: int) -> float:
+    """utime + stime of `root_pid` and every live process under it."""
+    parents: dict[int, int] = {}
+    times: dict[int, float] = {}
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit():
+            continue
+        try:
+            stat = Path(f"/proc/{entry}/stat").read_text()
+        except OSError:
+            continue
+        fields = stat[stat.rindex(")") + 2 :].split()
+        parents[int(entry)] = int(fields[1])
+        times[int(entry)] = (int(fields[11]) + int(fields[12])) / _TICK
+    total, todo = 0.0, [root_pid]
+    while todo:
+        pid = todo.pop()
+        total += times.get(pid, 0.0)
+        todo.extend(child for child, parent in parents.items() if parent == pid)
+    return total
+
+
+def serve(stack: ExitStack, root: Path, batching: bool) -> tuple[str, str, int]:
+    """`graphgate serve` from the checkout at `root`; its host:port, a tenant key, its pid."""
+    port = bench_peers.free_port()
+    env = {
+        "GRAPHGATE_ADMIN_TOKEN": ADMIN_TOKEN,
+        "GRAPHGATE_TENANT_RATE_PER_S": "0",
+        "GRAPHGATE_BATCH_MAX_SIZE": "32" if batching else "0",
+        "PYTHONPATH": str(root),
+    }
+    data = Path(stack.enter_context(tempfile.TemporaryDirectory()))
+    command = [sys.executable, "-m", "server.cli", "serve", "--port", str(port),
+               "--data-dir", str(data)]  # fmt: skip
+    url = f"127.0.0.1:{port}"
+    before = set(os.listdir("/proc"))
+    stack.enter_context(bench_peers.process(command, f"http://{url}/v2/health/ready", env))
+    import httpx2
+
+    admin = {"Authorization": f"Bearer {ADMIN_TOKEN}"}
+    made = httpx2.post(f"http://{url}/v1/admin/tenants", json={"name": "bench"}, headers=admin)
+    made.raise_for_status()
+    (pid,) = [
+        int(p)
+        for p in set(os.listdir("/proc")) - before
+        if p.isdigit() and _is_server(int(p), port)
+    ]
+    return url, made.json()["key"], pid
+
+
+def _is_server(pid: int, port: int) -> bool:
+    try:
+        args = Path(f"/proc/{pid}/cmdline").read_bytes().split(b"\0")
+    except OSError:
+        return False
+    return b"serve" in args and str(port).encode() in args
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--base", type=Path, required=True, help="the baseline checkout")
+    parser.add_argument("--requests", type=int, default=3000, help="per round and cell")
+    parser.add_argument("--rounds", type=int, default=3)
+    parser.add_argument("--clients", type=int, default=32)
+    parser.add_argument("--models", default="small,image")
+    parser.add_argument("--batching", choices=["off", "on", "both"], default="both")
+    args = parser.parse_args()
+    modes = {"off": [False], "on": [True], "both": [False, True]}[args.batching]
+    roots = {"base": args.base.resolve(), "this": ROOT}
+    with ExitStack() as stack:
+        servers = {
+            (name, batching): serve(stack, root, batching)
+            for batching in modes
+            for name, root in roots.items()
+        }
+        for case in bench_peers.cases(args.requests, args.requests, args.models.split(",")):
+            clients: dict[tuple[str, bool], tuple[Clients, int]] = {}
+            for (name, batching), (url, key, pid) in servers.items():
+                onnx = bench_peers.upload(url, key, case)
+                sig, raw = signature(onnx), raw_session(onnx)
+                target = Target(name, url, headers={"Authorization": f"Bearer {key}"})
+                make = functools.partial(caller, target, case, sig, raw)
+                clients[(name, batching)] = (Clients(make, args.clients), pid)
+            figures: dict[tuple[str, bool], list[tuple[float, float]]] = {k: [] for k in clients}
+            for each, _pid in clients.values():
+                each.measure(args.clients * 4)  # warm-up: connections, sessions, caches
+            for _ in range(args.rounds):
+                for cell, (each, pid) in clients.items():
+                    used = cpu_seconds(pid)
+                    start = time.perf_counter()
+                    done = each.measure(args.requests)
+                    wall = time.perf_counter() - start
+                    used = cpu_seconds(pid) - used
+                    count = done.per_s * wall
+                    figures[cell].append((1e6 * used / count, done.per_s))
+            for cell, rows in figures.items():
+                name, batching = cell
+                cpu = statistics.median(r[0] for r in rows)
+                rate = statistics.median(r[1] for r in rows)
+                print(
+                    f"{case.key:6} batching={'on ' if batching else 'off'} {name:4}: "
+                    f"server CPU {cpu:6.0f} us/request, {rate:7.0f} req/s "
+                    f"(rounds: {', '.join(f'{r[0]:.0f}' for r in rows)})",
+                    flush=True,
+                )
+            for each, _pid in clients.values():
+                each.close()
+
+
+if __name__ == "__main__":
+    main()
