@@ -61,6 +61,8 @@ def serve(stack: ExitStack, root: Path, batching: bool) -> tuple[str, str, int]:
         "GRAPHGATE_ADMIN_TOKEN": ADMIN_TOKEN,
         "GRAPHGATE_TENANT_RATE_PER_S": "0",
         "GRAPHGATE_BATCH_MAX_SIZE": "32" if batching else "0",
+        # The clients stay connected while the other servers take their turns.
+        "GRAPHGATE_KEEP_ALIVE_TIMEOUT_S": "600",
         "PYTHONPATH": str(root),
     }
     data = Path(stack.enter_context(tempfile.TemporaryDirectory()))
