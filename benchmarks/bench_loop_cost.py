@@ -7,7 +7,11 @@ one server per checkout (`--base`, e.g. a `git archive` of main, and this one), 
 models, then drives both with the same c `tritonclient.http` clients (binary tensors), taking
 turns round by round, and prints the medians per checkout.
 
-    python benchmarks/bench_loop_cost.py --base /tmp/hot-base --requests 3000 --rounds 3
+    git archive main | tar -x -C /tmp/hot-base   # the baseline checkout, once
+    python benchmarks/bench_loop_cost.py --base /tmp/hot-base --requests 3000 --rounds 5 --write
+
+`--write` puts the figures in their section of benchmarks/results/serving.md (bench_serving.py
+keeps that section when it rewrites the file).
 """
 
 from __future__ import annotations
@@ -28,6 +32,7 @@ sys.path.insert(0, str(ROOT / "benchmarks"))
 
 import bench_peers  # noqa: E402
 from bench_peers import ADMIN_TOKEN, Clients, Target, caller, raw_session, signature  # noqa: E402
+from bench_serving import LOOP_COST_SECTION, RESULTS  # noqa: E402
 
 _TICK = os.sysconf("SC_CLK_TCK")
 
@@ -100,7 +105,10 @@ def main() -> None:
     parser.add_argument("--clients", type=int, default=32)
     parser.add_argument("--models", default="small,image")
     parser.add_argument("--batching", choices=["off", "on", "both"], default="both")
+    parser.add_argument("--write", action="store_true", help="into benchmarks/results/serving.md")
     args = parser.parse_args()
+    load_before = os.getloadavg()[0]
+    rows: list[tuple[str, bool, dict[str, tuple[float, float]]]] = []
     modes = {"off": [False], "on": [True], "both": [False, True]}[args.batching]
     roots = {"base": args.base.resolve(), "this": ROOT}
     with ExitStack() as stack:
@@ -129,18 +137,59 @@ def main() -> None:
                     used = cpu_seconds(pid) - used
                     count = done.per_s * wall
                     figures[cell].append((1e6 * used / count, done.per_s))
-            for cell, rows in figures.items():
+            medians: dict[bool, dict[str, tuple[float, float]]] = {b: {} for b in modes}
+            for cell, rounds in figures.items():
                 name, batching = cell
-                cpu = statistics.median(r[0] for r in rows)
-                rate = statistics.median(r[1] for r in rows)
+                cpu = statistics.median(r[0] for r in rounds)
+                rate = statistics.median(r[1] for r in rounds)
+                medians[batching][name] = (cpu, rate)
                 print(
                     f"{case.key:6} batching={'on ' if batching else 'off'} {name:4}: "
                     f"server CPU {cpu:6.0f} us/request, {rate:7.0f} req/s "
-                    f"(rounds: {', '.join(f'{r[0]:.0f}' for r in rows)})",
+                    f"(rounds: {', '.join(f'{r[0]:.0f}' for r in rounds)})",
                     flush=True,
                 )
+            rows.extend((case.label, batching, medians[batching]) for batching in modes)
             for each, _pid in clients.values():
                 each.close()
+    if args.write:
+        loads = (load_before, os.getloadavg()[0])
+        section = report(args, rows, loads)
+        text = RESULTS.read_text().partition(LOOP_COST_SECTION)[0].rstrip("\n")
+        RESULTS.write_text(f"{text}\n\n{LOOP_COST_SECTION}\n\n{section}")
+        print(section)
+
+
+def report(
+    args: argparse.Namespace,
+    rows: list[tuple[str, bool, dict[str, tuple[float, float]]]],
+    loads: tuple[float, float],
+) -> str:
+    command = (
+        f"python benchmarks/bench_loop_cost.py --base <baseline checkout> --requests "
+        f"{args.requests} --rounds {args.rounds} --clients {args.clients} --write"
+    )
+    lines = [
+        f"`{command}` on {os.cpu_count()} CPUs, load average (1 min) {loads[0]:.1f} at the "
+        f"start, {loads[1]:.1f} at the end. One `graphgate serve` per checkout and batching "
+        "setting (`GRAPHGATE_BATCH_MAX_SIZE=0` or 32), all running at once; "
+        f"{args.clients} `tritonclient.http` clients (binary tensors, batch 1, the clients "
+        "on the same CPUs) drive one server at a time, the servers taking turns round by "
+        "round. Server CPU: the server process and its workers (utime + stime from /proc) "
+        "per request, median of the rounds; on a shared machine it is the figure to trust, "
+        "the rates move with the other load.",
+        "",
+        "| model | batching | server CPU per request, base | this | this / base "
+        "| req/s, base | this |",
+        "|---|---|---|---|---|---|---|",
+    ]
+    for label, batching, cells in rows:
+        (base_cpu, base_rate), (cpu, rate) = cells["base"], cells["this"]
+        lines.append(
+            f"| {label} | {'on' if batching else 'off'} | {base_cpu:.0f} us | {cpu:.0f} us "
+            f"| {cpu / base_cpu:.2f} | {base_rate:.0f} | {rate:.0f} |"
+        )
+    return "\n".join(lines) + "\n"
 
 
 if __name__ == "__main__":
