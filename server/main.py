@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import AsyncIterator, Callable
+from concurrent.futures import ThreadPoolExecutor
 from contextlib import AbstractAsyncContextManager, asynccontextmanager
 from pathlib import Path
 from typing import Final
@@ -47,6 +48,9 @@ Lifespan = Callable[[FastAPI], AbstractAsyncContextManager[None]]
 # A limit check on the hot path waits at most this long for Redis, then falls back to the
 # process's own limiter (server/services/limits_redis.py).
 REDIS_TIMEOUT_S: Final = 0.5
+# Threads that decode big V2 bodies and wait for unbatched worker runs (server/routes/
+# inference.py): as many as anyio's default thread limiter, which they used before.
+INFER_THREADS: Final = 40
 
 
 def start_services(app: FastAPI, settings: Settings) -> None:
@@ -174,11 +178,13 @@ def with_workers(lifespan: Lifespan, settings: Settings) -> Lifespan:
         app.state.workers.start()
         # Batching happens before dispatch: at most one batch in flight per worker.
         app.state.batchers = Batchers(settings.batch_policy(), slots=settings.workers)
+        app.state.infer_threads = ThreadPoolExecutor(INFER_THREADS, thread_name_prefix="infer")
         try:
             async with lifespan(app):
                 yield
         finally:
             app.state.batchers.close()
+            app.state.infer_threads.shutdown(wait=False, cancel_futures=True)
             app.state.workers.stop()
 
     return run

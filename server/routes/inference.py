@@ -3,11 +3,12 @@
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Awaitable
+import functools
+from collections.abc import Awaitable, Callable
+from concurrent.futures import Executor
 from typing import Any
 
 from fastapi import APIRouter, Request, Response
-from starlette.concurrency import run_in_threadpool
 from starlette.routing import Route
 
 from server import batching
@@ -59,8 +60,8 @@ async def model_ready(model: LoadedModelDep) -> dict[str, Any]:
 # model's request does. The same steps, in the same order, with the same functions: the caller
 # (key check, rate limit), the tenant's concurrency slot (held while the body is read, decoded
 # and run), the model, then the body. Decoding is CPU-bound: a small uncompressed body is
-# decoded here, bigger ones in the threadpool. Every run is in a worker process
-# (server/workers), waited for in the threadpool while this watches for the client leaving.
+# decoded here, bigger ones in a thread. Every run is in a worker process (server/workers),
+# waited for by the batch thread or in a thread while this watches for the client leaving.
 async def infer(request: Request) -> Response:
     state = request.app.state
     settings: Settings = state.settings
@@ -81,7 +82,8 @@ async def _answer(
     cancel = Cancel()
     batcher = _batcher(request, model)
     if not inference.decodes_cheaply(body, request.headers):
-        work = run_in_threadpool(
+        work = _in_thread(
+            request,
             inference.infer,
             model,
             body,
@@ -100,8 +102,22 @@ async def _answer(
     else:
         decoded = inference.decode(model, body, request.headers, max_body_bytes=cap)
         deadline = inference.deadline(decoded, request.headers, timeout_s)
-        work = run_in_threadpool(inference.run, model, decoded, deadline, cancel)
+        work = _in_thread(request, inference.run, model, decoded, deadline, cancel)
     return await _unless_disconnected(request, work, cancel)
+
+
+def _in_thread(
+    request: Request, run: Callable[..., tuple[bytes, dict[str, str]]], *args: Any, **kwargs: Any
+) -> Awaitable[tuple[bytes, dict[str, str]]]:
+    """`run(*args, **kwargs)` in the app's inference threads (`infer_threads`, server/main.py).
+
+    NOTE: not Starlette's `run_in_threadpool`: anyio's hand-off costs the event loop ~50-90 us
+    of CPU a call here, an executor's ~15 us (benchmarks/results/serving.md). What differs:
+    a request task cancelled meanwhile (only at a forced shutdown) stops waiting at once
+    instead of waiting for the thread; the run itself is stopped by `cancel` either way."""
+    threads: Executor = request.app.state.infer_threads
+    call = functools.partial(run, *args, **kwargs)
+    return asyncio.get_running_loop().run_in_executor(threads, call)
 
 
 def _batcher(request: Request, model: LoadedModel) -> Batcher | None:
