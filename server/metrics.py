@@ -1,4 +1,5 @@
-"""ASGI middleware that records every V2 inference request in the app's Metrics.
+"""ASGI middleware that records every V2 inference request in the app's Metrics (the infer
+endpoint's fast path, server/infer_fast_path.py, records its requests with `record_inference`).
 
 It sees the final status whatever produced it (the route, a dependency, an error handler),
 and reads the labels the request left in its state: the caller (`deps.get_principal`), the
