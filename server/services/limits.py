@@ -241,11 +241,13 @@ class CompileQueue:
 
     async def run(self, tenant: str, work: Callable[[], T]) -> T:
         """Runs `work` in the compile pool under one of `tenant`'s slots."""
-        self.slots.acquire(tenant)
-        try:
-            return await asyncio.wrap_future(self._pool.submit(work))
-        finally:
-            self.slots.release(tenant)
+        with self.slots.slot(tenant):
+            return await self.run_held(work)
+
+    async def run_held(self, work: Callable[[], T]) -> T:
+        """Runs `work` in the compile pool; the caller holds the tenant's slot (`slots.slot`),
+        taken before it read the request body, so that a refusal costs no body parsing."""
+        return await asyncio.wrap_future(self._pool.submit(work))
 
     def shutdown(self) -> None:
         self._pool.shutdown(wait=True, cancel_futures=True)
