@@ -10,7 +10,7 @@ from fastapi import APIRouter, Request, Response, status
 from starlette.datastructures import UploadFile
 
 from server.deps import MetricsDep, ModelsDep, PrincipalDep
-from server.deps_admin import ActorDep, UploadsDep
+from server.deps_admin import ActorDep, UploadsDep, get_actor
 from server.paths import CHECK, MODELS, V1
 from server.routes.json import iso
 from server.routes.schemas import ERRORS, UPLOAD_ERRORS
@@ -43,8 +43,8 @@ class _Upload:
 # reads and parses a declared form before it even authenticates, so each refused check of a
 # 3,000-op program cost a multipart parse on the event loop, thousands a second under one
 # tenant's flood (benchmarks/results/fairness.md). Here the key, the rate and the tenant's
-# compile slot come first; a refusal reads no body (uvicorn drains the unread bytes, and the
-# connection stays usable: tests/server/test_check_refusal.py).
+# compile slot come first (the audit actor after them); a refusal reads no body (uvicorn drains
+# the unread bytes, and the connection stays usable: tests/server/test_check_refusal.py).
 # Validation and compilation are CPU-bound: they run in the compile queue's own pool
 # (server/services/limits.py), under the slot; the shared threadpool, and so every other route,
 # never waits behind them. The answer is serialised there too: a report of a few thousand ops
@@ -62,11 +62,11 @@ async def upload_model(
     request: Request,
     principal: PrincipalDep,
     uploads: UploadsDep,
-    actor: ActorDep,
     metrics: MetricsDep,
 ) -> Response:
     compiles = _compiles(request)
     with compiles.slots.slot(principal.tenant_id or ""):
+        actor = await get_actor(request, principal)
         form = await _read_form(request, named=True)
 
         def upload() -> bytes:
@@ -91,11 +91,10 @@ async def upload_model(
     responses=UPLOAD_ERRORS,
     openapi_extra=_multipart(["program"], {"program": _PROGRAM, "params": _PARAMS}),
 )
-async def check_model(
-    request: Request, principal: PrincipalDep, uploads: UploadsDep, actor: ActorDep
-) -> Response:
+async def check_model(request: Request, principal: PrincipalDep, uploads: UploadsDep) -> Response:
     compiles = _compiles(request)
     with compiles.slots.slot(principal.tenant_id or ""):
+        actor = await get_actor(request, principal)
         form = await _read_form(request, named=False)
 
         def check() -> bytes:
