@@ -53,7 +53,7 @@ def row(name: str, f: Figures) -> str:
         f"{f.loaded_ms['p50']:.1f} / {f.loaded_ms['p99']:.1f} | {ratio:.1f}x | {met} | "
         f"{f.server_p99_s[0] * 1e3:g} / {f.server_p99_s[1] * 1e3:g} | "
         f"{f.list_idle_ms['p99']:.1f} / {f.list_loaded_ms['p99']:.1f} | "
-        f"{sorted(f.b_statuses.items())} | {dict(sorted(f.a_statuses.items()))} |"
+        f"{sorted(f.b_statuses.items())} | {dict(sorted(f.a_statuses.items()))} ({f.a_rate_per_s():.0f}/s) |"
     )
 
 
@@ -75,7 +75,7 @@ def main() -> None:
         "",
         "| server | B infer idle p50 / p99 ms | B infer loaded p50 / p99 ms | p99 ratio | "
         "within bound | B infer p99 in the app, idle / loaded ms (at most: histogram edge) | "
-        "B list p99 idle / loaded ms | B statuses | A statuses |",
+        "B list p99 idle / loaded ms | B statuses | A statuses (A's answers a second) |",
         "|---|---|---|---|---|---|---|---|---|",
         *rows,
     ]

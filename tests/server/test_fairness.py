@@ -82,6 +82,11 @@ class Figures:
     # the upper edge of its /metrics histogram bucket, idle and loaded: the rest of B's time is
     # outside the app (the event loop's queue, the sockets, the CPUs the load shares)
     server_p99_s: tuple[float, float] = (math.nan, math.nan)
+    flood_s: float = math.nan  # how long A's flood ran, once all its clients were going
+
+    def a_rate_per_s(self) -> float:
+        """A's answered requests a second (the flood's intensity)."""
+        return sum(self.a_statuses.values()) / self.flood_s
 
     def summary(self) -> str:
         def ms(p: dict[str, float]) -> str:
@@ -91,7 +96,8 @@ class Figures:
             f"B infer idle {ms(self.idle_ms)}, loaded {ms(self.loaded_ms)} (bound p99 "
             f"{self.bound_ms():.1f}); B list idle {ms(self.list_idle_ms)}, loaded "
             f"{ms(self.list_loaded_ms)}; B server-side p99 <= {self.server_p99_s[0] * 1e3:g} / "
-            f"{self.server_p99_s[1] * 1e3:g} ms; B {self.b_statuses}; A {self.a_statuses}"
+            f"{self.server_p99_s[1] * 1e3:g} ms; B {self.b_statuses}; A {self.a_statuses} "
+            f"({self.a_rate_per_s():.0f}/s)"
         )
 
     def bound_ms(self, slack_ms: float = SLACK_MS) -> float:
@@ -187,14 +193,17 @@ def measure_fairness(server: Server, load: Load) -> Figures:
         flood = ctx.Process(
             target=_flood, args=(server.url, key_a, load, running, stop, a_statuses)
         )
+        started = time.perf_counter()
         flood.start()
         try:
             assert running.wait(120), "tenant A's load never got going"
+            started = time.perf_counter()
             time.sleep(1.0)  # its clients all busy, its checks compiling
             loaded, list_loaded, b_statuses = _measure(server.url, key_b, load.samples)
             after_loaded = _latency_buckets(server.url, "tenant-b")
         finally:
             stop.set()
+            flood_s = time.perf_counter() - started
             flood.join(120)
         assert flood.exitcode == 0, f"the load process failed: exit {flood.exitcode}"
         a_counts = dict(a_statuses)
@@ -206,6 +215,7 @@ def measure_fairness(server: Server, load: Load) -> Figures:
         dict(b_statuses),
         a_counts,
         (_p99_edge(before_idle, after_idle), _p99_edge(after_idle, after_loaded)),
+        flood_s,
     )
 
 
