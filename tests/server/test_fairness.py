@@ -138,12 +138,14 @@ def _flood(url: str, key: str, load: Load, running: Any, stop: Any, statuses: An
     statuses.update(counts)
 
 
-def _percentiles(samples: list[float]) -> dict[str, float]:
+def percentiles(samples: list[float]) -> dict[str, float]:
     cuts = statistics.quantiles(samples, n=100)
     return {"p50": statistics.median(samples) * 1e3, "p99": cuts[98] * 1e3}
 
 
-def _measure(url: str, key: str, samples: int) -> tuple[list[float], list[float], Counter[int]]:
+def measure_tenant(
+    url: str, key: str, samples: int
+) -> tuple[list[float], list[float], Counter[int]]:
     """B's inference latencies, its model-list latencies (one in ten), and its statuses."""
     infer, listing, statuses = [], [], Counter[int]()
     with httpx2.Client(base_url=url, headers=auth(key), timeout=120) as client:
@@ -182,9 +184,9 @@ def measure_fairness(server: Server, load: Load) -> Figures:
     key_a, key_b = post_tenant(server, "tenant-a"), post_tenant(server, "tenant-b")
     for key in (key_a, key_b):
         assert post_model(server, key, affine().built()).status_code == 201
-    _measure(server.url, key_b, 50)  # warm: model loaded in the workers, connection open
+    measure_tenant(server.url, key_b, 50)  # warm: model loaded in the workers, connection open
     before_idle = _latency_buckets(server.url, "tenant-b")
-    idle, list_idle, _ = _measure(server.url, key_b, load.samples)
+    idle, list_idle, _ = measure_tenant(server.url, key_b, load.samples)
     after_idle = _latency_buckets(server.url, "tenant-b")
 
     ctx = multiprocessing.get_context("spawn")
@@ -199,7 +201,7 @@ def measure_fairness(server: Server, load: Load) -> Figures:
             assert running.wait(120), "tenant A's load never got going"
             started = time.perf_counter()
             time.sleep(1.0)  # its clients all busy, its checks compiling
-            loaded, list_loaded, b_statuses = _measure(server.url, key_b, load.samples)
+            loaded, list_loaded, b_statuses = measure_tenant(server.url, key_b, load.samples)
             after_loaded = _latency_buckets(server.url, "tenant-b")
         finally:
             stop.set()
@@ -208,10 +210,10 @@ def measure_fairness(server: Server, load: Load) -> Figures:
         assert flood.exitcode == 0, f"the load process failed: exit {flood.exitcode}"
         a_counts = dict(a_statuses)
     return Figures(
-        _percentiles(idle),
-        _percentiles(loaded),
-        _percentiles(list_idle),
-        _percentiles(list_loaded),
+        percentiles(idle),
+        percentiles(loaded),
+        percentiles(list_idle),
+        percentiles(list_loaded),
         dict(b_statuses),
         a_counts,
         (_p99_edge(before_idle, after_idle), _p99_edge(after_idle, after_loaded)),
