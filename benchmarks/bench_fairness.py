@@ -118,6 +118,14 @@ def row(name: str, f: Figures) -> str:
     )
 
 
+def _notes() -> str:
+    """The results file's hand-written sections (from its first `## ` heading on): a rerun
+    replaces the figures and keeps the analysis."""
+    text = RESULTS.read_text() if RESULTS.exists() else ""
+    start = text.find("\n## ")
+    return "" if start < 0 else text[start:]
+
+
 def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--small", action="store_true", help="the bounded size the tests run")
@@ -148,7 +156,7 @@ def main() -> None:
         "",
         f"The CPUs' share alone (defaults, a fresh server, no tenant A): {floor}.",
     ]
-    RESULTS.write_text("\n".join(lines) + "\n")
+    RESULTS.write_text("\n".join(lines) + "\n" + _notes())
     print("\n".join(lines))
 
 
