@@ -44,7 +44,8 @@ class _Upload:
 # 3,000-op program cost a multipart parse on the event loop, thousands a second under one
 # tenant's flood (benchmarks/results/fairness.md). Here the key, the rate and the tenant's
 # compile slot come first (the audit actor after them); a refusal reads no body (uvicorn drains
-# the unread bytes, and the connection stays usable: tests/server/test_check_refusal.py).
+# the unread bytes, and the connection stays usable: tests/server/test_check_refusal.py). A body
+# still streaming holds its tenant's own slot, not a place among all tenants' (CompileQueue).
 # Validation and compilation are CPU-bound: they run in the compile queue's own pool
 # (server/services/limits.py), under the slot; the shared threadpool, and so every other route,
 # never waits behind them. The answer is serialised there too: a report of a few thousand ops
@@ -65,7 +66,7 @@ async def upload_model(
     metrics: MetricsDep,
 ) -> Response:
     compiles = _compiles(request)
-    with compiles.slots.slot(principal.tenant_id or ""):
+    with compiles.admitted(principal.tenant_id or "") as admission:
         actor = await get_actor(request, principal)
         form = await _read_form(request, named=True)
 
@@ -81,7 +82,7 @@ async def upload_model(
             )
 
         with metrics.upload(principal.tenant_id):
-            content = await compiles.run_held(upload)
+            content = await admission.run(upload)
     return Response(content, status.HTTP_201_CREATED, media_type=JSON)
 
 
@@ -93,7 +94,7 @@ async def upload_model(
 )
 async def check_model(request: Request, principal: PrincipalDep, uploads: UploadsDep) -> Response:
     compiles = _compiles(request)
-    with compiles.slots.slot(principal.tenant_id or ""):
+    with compiles.admitted(principal.tenant_id or "") as admission:
         actor = await get_actor(request, principal)
         form = await _read_form(request, named=False)
 
@@ -101,7 +102,7 @@ async def check_model(request: Request, principal: PrincipalDep, uploads: Upload
             report = uploads.check(principal, actor.tenant, form.program, form.params)
             return _json_bytes({"valid": True, "report": report.to_json()})
 
-        content = await compiles.run_held(check)
+        content = await admission.run(check)
     return Response(content, media_type=JSON)
 
 

@@ -8,6 +8,7 @@ raw sockets: a client that sends a head and never its body gets its 429 at once.
 
 from __future__ import annotations
 
+import asyncio
 import json
 import os
 import socket
@@ -19,6 +20,7 @@ from typing import Final
 import httpx2
 import pytest
 
+from server.services.limits import CompileQueue, Overloaded, TooManyCompiles
 from tests.server.conftest import auth
 from tests.server.test_serve_process import AFFINE, Server, post_tenant
 
@@ -185,3 +187,37 @@ def test_the_form_is_still_documented(served: tuple[Server, str]) -> None:
         assert schema["required"] == required
         assert schema["properties"]["program"]["format"] == "binary"
         assert "params" in schema["properties"]
+
+
+# -- CompileQueue.admitted on its own: what a body still streaming holds -------------------------
+
+
+def test_a_streaming_body_holds_its_tenants_slot_not_a_place_of_the_server() -> None:
+    queue = CompileQueue(threads=1, per_tenant=1, total=1)
+    try:
+        with queue.admitted("a"):  # a's body still streaming
+            assert (queue.slots.in_flight("a"), queue.slots.in_flight_total()) == (1, 0)
+            refused = pytest.raises(TooManyCompiles, match="expected at most 1 uploads and checks")
+            with refused, queue.admitted("a"):
+                pytest.fail("a second body of a tenant at its cap was admitted")
+            # another tenant's compile takes the server's one place meanwhile
+            assert asyncio.run(queue.run("b", lambda: "b compiled")) == "b compiled"
+        assert (queue.slots.in_flight("a"), queue.slots.in_flight_total()) == (0, 0)
+    finally:
+        queue.shutdown()
+
+
+def test_a_body_read_while_the_server_filled_up_is_503_and_leaks_nothing() -> None:
+    queue = CompileQueue(threads=1, per_tenant=2, total=1)
+    try:
+        queue.slots.acquire("b")  # b's compile holds the server's one place
+        full = pytest.raises(Overloaded, match=r"expected at most 1 .* on this server, got 2")
+        with full, queue.admitted("a") as admission:
+            asyncio.run(admission.run(lambda: "never"))
+        queue.slots.release("b")
+        assert (queue.slots.in_flight("a"), queue.slots.in_flight_total()) == (0, 0)
+        with queue.admitted("a") as admission:
+            assert asyncio.run(admission.run(lambda: 42)) == 42
+        assert queue.slots.in_flight_total() == 0
+    finally:
+        queue.shutdown()
