@@ -3,76 +3,106 @@
 from __future__ import annotations
 
 import json
-from typing import Annotated, Any, Final
+from dataclasses import dataclass
+from typing import Any, Final
 
-from fastapi import APIRouter, File, Form, Request, Response, UploadFile, status
+from fastapi import APIRouter, Request, Response, status
+from starlette.datastructures import UploadFile
 
 from server.deps import MetricsDep, ModelsDep, PrincipalDep
-from server.deps_admin import ActorDep, UploadsDep
+from server.deps_admin import ActorDep, UploadsDep, get_actor
 from server.paths import CHECK, MODELS, V1
 from server.routes.json import iso
 from server.routes.schemas import ERRORS, UPLOAD_ERRORS
 from server.services.limits import CompileQueue
-from server.services.types import StoredModel, StoredVersion
+from server.services.types import BadRequest, StoredModel, StoredVersion
 
 router = APIRouter(prefix=V1, tags=["models"], responses=ERRORS)
 JSON: Final = "application/json"
-ProgramPart = Annotated[UploadFile, File(description="The .pdmodel (ProgramDesc) bytes.")]
-ParamsPart = Annotated[UploadFile | None, File(description="The .pdiparams bytes.")]
+_FILE: Final = {"type": "string", "format": "binary"}
+_PROGRAM: Final = {**_FILE, "description": "The .pdmodel (ProgramDesc) bytes."}
+_PARAMS: Final = {**_FILE, "description": "The .pdiparams bytes."}
 
 
-# NOTE: `async def` routes: validation and compilation are CPU-bound, so they run in the compile
-# queue's own pool (server/services/limits.py), under the tenant's compile cap; the shared
-# threadpool, and so every other route, never waits behind them. The answer is serialised there
-# too: a report of a few thousand ops took the event loop (and every tenant's requests) for
-# hundreds of milliseconds when FastAPI encoded it (benchmarks/results/fairness.md).
+def _multipart(required: list[str], properties: dict[str, Any]) -> dict[str, Any]:
+    """The OpenAPI request body of a route that reads its multipart form itself."""
+    schema = {"type": "object", "required": required, "properties": properties}
+    return {
+        "requestBody": {"required": True, "content": {"multipart/form-data": {"schema": schema}}}
+    }
+
+
+@dataclass(frozen=True, slots=True)
+class _Upload:
+    program: bytes
+    params: bytes | None
+    name: str = ""
+
+
+# NOTE: `async def` routes that read their form themselves (no `File`/`Form` parameters): FastAPI
+# reads and parses a declared form before it even authenticates, so each refused check of a
+# 3,000-op program cost a multipart parse on the event loop, thousands a second under one
+# tenant's flood (benchmarks/results/fairness.md). Here the key, the rate and the tenant's
+# compile slot come first (the audit actor after them); a refusal reads no body (uvicorn drains
+# the unread bytes, and the connection stays usable: tests/server/test_check_refusal.py). A body
+# still streaming holds its tenant's own slot, not a place among all tenants' (CompileQueue).
+# Validation and compilation are CPU-bound: they run in the compile queue's own pool
+# (server/services/limits.py), under the slot; the shared threadpool, and so every other route,
+# never waits behind them. The answer is serialised there too: a report of a few thousand ops
+# took the event loop for hundreds of milliseconds when FastAPI encoded it.
 @router.post(
-    MODELS, status_code=status.HTTP_201_CREATED, response_class=Response, responses=UPLOAD_ERRORS
+    MODELS,
+    status_code=status.HTTP_201_CREATED,
+    response_class=Response,
+    responses=UPLOAD_ERRORS,
+    openapi_extra=_multipart(
+        ["name", "program"], {"name": {"type": "string"}, "program": _PROGRAM, "params": _PARAMS}
+    ),
 )
 async def upload_model(
     request: Request,
     principal: PrincipalDep,
     uploads: UploadsDep,
-    actor: ActorDep,
     metrics: MetricsDep,
-    name: Annotated[str, Form()],
-    program: ProgramPart,
-    params: ParamsPart = None,
 ) -> Response:
-    program_bytes, params_bytes = await program.read(), await _read(params)
+    compiles = _compiles(request)
+    with compiles.admitted(principal.tenant_id or "") as admission:
+        actor = await get_actor(request, principal)
+        form = await _read_form(request, named=True)
 
-    def upload() -> bytes:
-        uploaded = uploads.upload(principal, actor, name, program_bytes, params_bytes)
-        return _json_bytes(
-            {
-                "name": uploaded.name,
-                "version": uploaded.version,
-                "status": uploaded.status,
-                "report": uploaded.report.to_json(),
-            }
-        )
+        def upload() -> bytes:
+            uploaded = uploads.upload(principal, actor, form.name, form.program, form.params)
+            return _json_bytes(
+                {
+                    "name": uploaded.name,
+                    "version": uploaded.version,
+                    "status": uploaded.status,
+                    "report": uploaded.report.to_json(),
+                }
+            )
 
-    with metrics.upload(principal.tenant_id):
-        content = await _compiles(request).run(principal.tenant_id or "", upload)
+        with metrics.upload(principal.tenant_id):
+            content = await admission.run(upload)
     return Response(content, status.HTTP_201_CREATED, media_type=JSON)
 
 
-@router.post(CHECK, response_class=Response, responses=UPLOAD_ERRORS)
-async def check_model(
-    request: Request,
-    principal: PrincipalDep,
-    uploads: UploadsDep,
-    actor: ActorDep,
-    program: ProgramPart,
-    params: ParamsPart = None,
-) -> Response:
-    program_bytes, params_bytes = await program.read(), await _read(params)
+@router.post(
+    CHECK,
+    response_class=Response,
+    responses=UPLOAD_ERRORS,
+    openapi_extra=_multipart(["program"], {"program": _PROGRAM, "params": _PARAMS}),
+)
+async def check_model(request: Request, principal: PrincipalDep, uploads: UploadsDep) -> Response:
+    compiles = _compiles(request)
+    with compiles.admitted(principal.tenant_id or "") as admission:
+        actor = await get_actor(request, principal)
+        form = await _read_form(request, named=False)
 
-    def check() -> bytes:
-        report = uploads.check(principal, actor.tenant, program_bytes, params_bytes)
-        return _json_bytes({"valid": True, "report": report.to_json()})
+        def check() -> bytes:
+            report = uploads.check(principal, actor.tenant, form.program, form.params)
+            return _json_bytes({"valid": True, "report": report.to_json()})
 
-    content = await _compiles(request).run(principal.tenant_id or "", check)
+        content = await admission.run(check)
     return Response(content, media_type=JSON)
 
 
@@ -113,8 +143,34 @@ def download_onnx(name: str, version: int, principal: PrincipalDep, models: Mode
     )
 
 
-async def _read(part: UploadFile | None) -> bytes | None:
-    return None if part is None else await part.read()
+async def _read_form(request: Request, *, named: bool) -> _Upload:
+    """The form's `program`, optional `params` and, when `named`, `name`; a missing or
+    mistyped part is 400 BAD_REQUEST (a malformed body: Starlette's 400)."""
+    form = await request.form()  # capped by server/body_limit.py as it streams
+    try:
+        program = await _file(form.get("program"), "program")
+        if program is None:
+            raise BadRequest("expected a form part 'program' (the .pdmodel file), got none")
+        params = await _file(form.get("params"), "params")
+        return _Upload(program, params, _name(form.get("name")) if named else "")
+    finally:
+        await form.close()
+
+
+async def _file(part: UploadFile | str | None, what: str) -> bytes | None:
+    if part is None or part == "":  # an empty text field is an absent part, as FastAPI had it
+        return None
+    if isinstance(part, str):
+        raise BadRequest(f"expected form part {what!r} as a file, got a text field")
+    return await part.read()
+
+
+def _name(part: UploadFile | str | None) -> str:
+    if part is None or part == "":
+        raise BadRequest("expected a form field 'name' (the model's name), got none")
+    if not isinstance(part, str):
+        raise BadRequest("expected form field 'name' as text, got a file")
+    return part
 
 
 def _json_bytes(document: dict[str, Any]) -> bytes:

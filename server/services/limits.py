@@ -185,23 +185,51 @@ class ConcurrencyLimiter:
     def acquire(self, key: str) -> None:
         """Holds a slot for `key`, else raises the per-key 429 or Overloaded."""
         with self._lock:
-            held = self._held.get(key, 0)
-            limit = self._overrides.get(key, self.limit)
-            if limit and held >= limit:
-                raise self._per_key_error(
-                    f"expected at most {limit} {self.what} per tenant, got {held + 1}",
-                    self.RETRY_AFTER_S,
-                )
-            if self.total and self._held_total >= self.total:
-                raise Overloaded(
-                    f"expected at most {self.total} {self.what} on this server, got "
-                    f"{self._held_total + 1}; retry in {self.RETRY_AFTER_S} s",
-                    self.RETRY_AFTER_S,
-                )
+            held = self._room_for(key)
             self._held[key] = held + 1
             self._held_total += 1
 
+    def acquire_own(self, key: str) -> None:
+        """Holds a slot of `key`'s own limit only, after checking (not taking) that the server
+        has room: the per-key 429 or Overloaded, as `acquire` would. `take_place` completes it."""
+        with self._lock:
+            self._held[key] = self._room_for(key) + 1
+
+    def _room_for(self, key: str) -> int:
+        """`key`'s slots held; raises when it has no slot left or the server no place."""
+        held = self._held.get(key, 0)
+        limit = self._overrides.get(key, self.limit)
+        if limit and held >= limit:
+            raise self._per_key_error(
+                f"expected at most {limit} {self.what} per tenant, got {held + 1}",
+                self.RETRY_AFTER_S,
+            )
+        self._check_room()
+        return held
+
+    def take_place(self) -> None:
+        """Takes a place among the server's `total` for a slot `acquire_own` holds."""
+        with self._lock:
+            self._check_room()
+            self._held_total += 1
+
+    def _check_room(self) -> None:
+        if self.total and self._held_total >= self.total:
+            raise Overloaded(
+                f"expected at most {self.total} {self.what} on this server, got "
+                f"{self._held_total + 1}; retry in {self.RETRY_AFTER_S} s",
+                self.RETRY_AFTER_S,
+            )
+
     def release(self, key: str) -> None:
+        """Gives back `key`'s slot and its place in the total."""
+        self._give_back(key, placed=True)
+
+    def release_own(self, key: str) -> None:
+        """Gives back a slot `acquire_own` took and `take_place` never completed."""
+        self._give_back(key, placed=False)
+
+    def _give_back(self, key: str, *, placed: bool) -> None:
         with self._lock:
             held = self._held.get(key, 0) - 1
             if held < 0:
@@ -210,7 +238,8 @@ class ConcurrencyLimiter:
                 self._held[key] = held
             else:
                 del self._held[key]  # idle tenants cost no memory
-            self._held_total -= 1
+            if placed:
+                self._held_total -= 1
 
     @contextmanager
     def slot(self, key: str) -> Iterator[None]:
@@ -241,14 +270,48 @@ class CompileQueue:
 
     async def run(self, tenant: str, work: Callable[[], T]) -> T:
         """Runs `work` in the compile pool under one of `tenant`'s slots."""
-        self.slots.acquire(tenant)
+        with self.slots.slot(tenant):
+            return await self.run_held(work)
+
+    @contextmanager
+    def admitted(self, tenant: str) -> Iterator[Admission]:
+        """Holds one of `tenant`'s slots from before its request body is read (a refusal then
+        costs no body: the 429, or the 503 when the server is full, comes first); the place
+        among the server's total is taken by `Admission.run`, once the body is in.
+
+        NOTE: a body still streaming holds its tenant's own slot only: a tenant's slow bodies
+        fill its own cap, never the places of every tenant's compiles.
+        """
+        self.slots.acquire_own(tenant)
+        admission = Admission(self)
         try:
-            return await asyncio.wrap_future(self._pool.submit(work))
+            yield admission
         finally:
-            self.slots.release(tenant)
+            if admission.placed:
+                self.slots.release(tenant)
+            else:
+                self.slots.release_own(tenant)
+
+    async def run_held(self, work: Callable[[], T]) -> T:
+        """Runs `work` in the compile pool; the caller holds the tenant's slot and place."""
+        return await asyncio.wrap_future(self._pool.submit(work))
 
     def shutdown(self) -> None:
         self._pool.shutdown(wait=True, cancel_futures=True)
+
+
+class Admission:
+    """A tenant's slot held by `CompileQueue.admitted`; `run` takes the server-wide place."""
+
+    def __init__(self, queue: CompileQueue) -> None:
+        self._queue = queue
+        self.placed = False
+
+    async def run(self, work: Callable[[], T]) -> T:
+        """Runs `work` in the compile pool, once the server has room (Overloaded if not)."""
+        self._queue.slots.take_place()
+        self.placed = True
+        return await self._queue.run_held(work)
 
 
 def compile_threads(threads: int, workers: int) -> int:
