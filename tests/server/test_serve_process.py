@@ -55,6 +55,7 @@ class Server:
                     return
             except httpx2.HTTPError:
                 time.sleep(0.1)
+        self.stop(signal.SIGKILL)  # a server that never came up is not left running
         raise AssertionError("graphgate serve did not come up")
 
     def stop(self, sig: int = signal.SIGTERM) -> None:
