@@ -58,11 +58,9 @@ FLOAT64_JUDGED: Final[dict[str, str]] = {
 # docs/handover/corpus-findings-11c.md). They xfail with graphgate's message and fail once accepted (remove them then).
 KNOWN_REJECTIONS: Final[dict[str, frozenset[str]]] = {}
 # The same for the PIR programs (PIR reader gaps, see docs/handover/corpus-findings-11c.md).
-KNOWN_PIR_REJECTIONS: Final[dict[str, frozenset[str]]] = {
-    # pd_op.rnn (nn.LSTM): first its vector result, now the PIR reader counts 230 persistable
-    # values where Paddle's .pdiparams holds 229 (see docs/handover/corpus-findings-11c.md, for 11f)
-    "ocr_rec_crnn_mobilenetv3": frozenset({"PIR_UNSUPPORTED", "PARAMS_COUNT"}),
-}
+# (Empty: nn.LSTM's dropout state, a parameter op Paddle marks non-persistable and leaves out
+# of .pdiparams, was counted as a parameter until graph_proto/pir.py read the flag.)
+KNOWN_PIR_REJECTIONS: Final[dict[str, frozenset[str]]] = {}
 
 
 # Models Paddle 3.3.1 cannot save as PIR programs from the ecosystem code as it is, and why:
