@@ -173,16 +173,20 @@ def distance(name: str, ours: compare.Runner, theirs: compare.Runner) -> float:
 
 
 def pir_verdict(row: Row, follow: bool) -> str:
+    """The PIR cell; what is not a PASS gets a note (Paddle's own export error, or graphgate's)."""
     where = export_of(row.name, "pir", follow)
     if isinstance(where, str):
         reason = PIR_NOT_EXPORTABLE.get(row.name)
-        last = where.strip().splitlines()[-1][:160] if where.strip() else "no message"
-        return f"xfail: Paddle cannot export it ({reason})" if reason else f"NOT EXPORTED: {last}"
+        last = where.strip().splitlines()[-1][:300] if where.strip() else "no message"
+        row.notes.append(f"PIR export by Paddle 3.3.1 fails: {last}")
+        return "xfail (Paddle cannot export it)" if reason else "NOT EXPORTED"
     assert row.where is not None
     legacy = compare.Files.read(row.where)
     result = compare.verdict(
         row.name, compare.Files.read(where), row.name in FLOAT64_JUDGED, legacy
     )
+    if result.status != "PASS":
+        row.notes.append(f"PIR program: {result.line()[:300]}")
     return verdict_cell(result) + (
         f" ({worst_cell(result)})" if result.status != "REJECTED" else ""
     )
@@ -261,7 +265,7 @@ def write(
         for r in rows
         for label, v in (("graphgate", r.ours), ("Paddle2ONNX", r.theirs))
         if v is not None and v.status in ("REJECTED", "FAILED")
-    ]
+    ] + [f"- {r.name}: {note}" for r in rows for note in r.notes]
     lines = [
         "# Real-world corpus: graphgate vs Paddle2ONNX 2.1.0",
         "",
@@ -283,7 +287,7 @@ def write(
         "|---|---|---|---|---|---|---|---|---|---|",
         *table,
         "",
-        "## Why (rejections and wrong answers)",
+        "## Why (rejections, wrong answers, PIR export failures)",
         "",
         *(why or ["- none"]),
         "",
