@@ -220,12 +220,10 @@ def graphgate_seconds(files: compare.Files) -> float:
 def timings(
     rows: list[Row], count: int, repeats: int, converter: Converter, scratch: Path
 ) -> list[str]:
-    """Bytes to a ready session, interleaved rounds, median each: the largest `count` models."""
-    both = [
-        r
-        for r in rows
-        if r.ours and r.theirs and r.ours.status != "REJECTED" and r.theirs.status != "REJECTED"
-    ]
+    """Bytes to a ready session, interleaved rounds, median each: the largest `count` models
+    that both convert (with --timing-only: the largest of those named)."""
+    both = [r for r in rows if r.where is not None and "REJECTED" not in (
+        verdict_cell(r.ours)[:8], verdict_cell(r.theirs)[:8])]  # fmt: skip
     largest = sorted(both, key=lambda r: r.ops, reverse=True)[:count]
     lines = []
     for row in largest:
@@ -312,6 +310,11 @@ def main() -> int:
         "--timed", type=int, default=10, help="how many of the largest models to time"
     )
     parser.add_argument("--repeats", type=int, default=3)
+    parser.add_argument(
+        "--timing-only",
+        action="store_true",
+        help="only the conversion-time table, for the named models (no verdicts)",
+    )
     args = parser.parse_args()
     names = args.names or list(zoo.ENTRIES)
     if not args.follow:
@@ -333,7 +336,12 @@ def main() -> int:
         converter = Converter(scratch)
         timed: list[str] = []
         try:
-            for row in rows:
+            for row in rows if args.timing_only else []:
+                where = export_of(row.name, "legacy", args.follow)
+                if not isinstance(where, str):
+                    row.where = where
+                    row.ops = compare.op_count(compare.Files.read(where))
+            for row in [] if args.timing_only else rows:
                 where = export_of(row.name, "legacy", args.follow)
                 if isinstance(where, str):
                     row.notes.append(
@@ -350,7 +358,7 @@ def main() -> int:
                     flush=True,
                 )
                 write(out, [r for r in rows if r.ours], len(names), timed, context)
-            for row in rows:
+            for row in [] if args.timing_only else rows:
                 if row.where is not None:
                     row.pir = pir_verdict(row, args.follow)
                     print(f"{row.name}: pir {row.pir}", flush=True)
