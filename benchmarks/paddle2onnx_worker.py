@@ -3,7 +3,8 @@
 Usage (by bench_executor.py): <venv python> paddle2onnx_worker.py PROGRAM PARAMS OUT_ONNX --opset N --log FILE
 
 Imports paddle2onnx once (timed apart, and excluded from the figures), answers with a line
-`@@P2O {json}`, then for every `run` line on stdin converts the files the way its command line
+`@@P2O {json}`, then for every `run` line on stdin (`run {"program": P, "params": Q, "out": O}`:
+another model, as bench_corpus.py converts the whole corpus in one worker) converts the files the way its command line
 does (`paddle2onnx --model_dir ... --save_file ...`: onnx.checker, Polygraphy constant folding), at
 graphgate's opset, opens the result in an onnxruntime CPU session, and answers with its times (or
 the failure message) on another `@@P2O` line; the parent interleaves these runs with graphgate's.
@@ -88,7 +89,7 @@ def main() -> int:
     out = Path(args.out)
     log = Path(args.log)
 
-    def once() -> dict[str, Any]:
+    def once(program: str, params: str, out: Path) -> dict[str, Any]:
         out.unlink(missing_ok=True)
         log.unlink(missing_ok=True)
         error: BaseException | None = None
@@ -96,8 +97,8 @@ def main() -> int:
         with captured_output(log):
             try:
                 paddle2onnx.export(
-                    args.program,
-                    args.params,
+                    program,
+                    params,
                     save_file=str(out),
                     opset_version=args.opset,
                     auto_upgrade_opset=True,
@@ -128,9 +129,14 @@ def main() -> int:
         }
     )
     for line in sys.stdin:
-        if line.strip() != "run":
+        command, _, paths = line.strip().partition(" ")
+        if command != "run":
             break
-        answer(once())
+        if paths:  # `run {"program": ..., "params": ..., "out": ...}`: another model
+            files = json.loads(paths)
+            answer(once(files["program"], files["params"], Path(files["out"])))
+        else:
+            answer(once(args.program, args.params, out))
     return 0
 
 

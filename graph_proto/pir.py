@@ -118,6 +118,20 @@ def parse_pir(data: bytes, *, max_bytes: int) -> PirProgram:
     return converter.result
 
 
+def _persistable(op: Mapping[str, Any], name: str) -> bool:
+    """Whether Paddle saved a builtin.parameter's tensor in .pdiparams: its result attributes
+    `"OA"` are [persistable, stop_gradient, trainable] as 0/1. nn.LSTM's dropout state
+    (`lstm_0.dropout_state__non_persistable`) is a parameter op with persistable 0, which
+    Paddle leaves out of .pdiparams (a persistable var here would count one tensor too many)."""
+    flags = op.get("OA", [1])
+    if not isinstance(flags, list) or not flags or flags[0] not in (0, 1):
+        raise _fail(
+            f"builtin.parameter {name!r}: expected [persistable, stop_gradient, trainable] "
+            f"flags (0 or 1) as result attributes, got {_kind(flags)}"
+        )
+    return bool(flags[0])
+
+
 def _folded(value: _Value) -> Any:
     """A constant as a legacy attribute: full_int_array's list; full's number, or a list of
     copies where the full fills more than one element (paddle.full([6], 1) as paddings)."""
@@ -429,7 +443,7 @@ class _Converter:
             raise _fail(f"builtin.parameter {name!r}: expected in the top block, got block {block}")
         ((vid, tt),) = self._one_result(op)
         dtype, dims = self._tensor_type(tt, f"parameter {name!r}")
-        self._declare(0, name, dtype, dims, persistable=True)
+        self._declare(0, name, dtype, dims, persistable=_persistable(op, name))
         self._define(vid, _Value((name,), dtype, dims))
 
     def _one_result(self, op: dict[str, Any]) -> list[tuple[int, dict[str, Any]]]:

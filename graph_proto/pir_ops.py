@@ -160,6 +160,8 @@ OPS: Final[Mapping[str, OpMap]] = {
     "pd_op.roll": OpMap("roll", ("X", "=shifts|ShiftsTensor")),
     "pd_op.flip": _unary("flip"),
     "pd_op.meshgrid": OpMap("meshgrid", ("X*",), ("Out*",)),
+    # paddle.nn.functional.pad with a width for every dim (MobileBERT's embeddings).
+    "pd_op.pad": OpMap("pad", ("X", "=pad_value")),
     "pd_op.pad3d": OpMap(
         "pad3d",
         ("X", "=paddings|Paddings"),

@@ -200,3 +200,24 @@ def test_while_until_values_converge_as_pir(scale: float) -> None:
     saved = save_pir(control_flow._while_until_values_converge)
     x = (np.random.default_rng(5).standard_normal((3, 2)) * scale).astype(np.float32)
     assert_pir_parity(saved, {"x": x})
+
+
+def _pad_every_dim(value: float) -> Build:
+    """paddle.nn.functional.pad with a width for every dim of a 3-D tensor (pd_op.pad, whose
+    pad_value is a constant operand), as MobileBERT's embeddings pad the token axis."""
+
+    def build() -> tuple[Sequence[Any], Sequence[Any]]:
+        x = paddle.static.data("x", [-1, -1, 4], "float32")
+        padded = paddle.nn.functional.pad(x, [0, 0, 1, 2, 0, 1], value=value)
+        return [x], [padded]
+
+    return build
+
+
+@pytest.mark.parametrize("value", [0.0, -2.5])
+def test_pad_of_every_dim_as_pir(value: float) -> None:
+    saved = save_pir(_pad_every_dim(value))
+    x = np.random.default_rng(5).standard_normal((2, 3, 4)).astype(np.float32)
+    (padded,) = assert_pir_parity(saved, {"x": x}).values()
+    assert padded.shape == (2, 6, 5)
+    assert (padded[:, 0, :] == value).all() and (padded[:, :, 4] == value).all()

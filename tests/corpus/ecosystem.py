@@ -12,7 +12,6 @@ builder imports that package with run_init().
 
 from __future__ import annotations
 
-import contextlib
 import hashlib
 import importlib
 import importlib.abc
@@ -101,8 +100,12 @@ class _EmptyPackageLoader(importlib.abc.Loader):
         module.__getattr__ = _lazy_init(module)  # type: ignore[method-assign]
 
 
+# How many times a package __init__ that failed half-way is run again when asked for a name.
+_INIT_RUNS: Final = 8
+
+
 def _lazy_init(module: types.ModuleType) -> Any:
-    state = {"ran": False}
+    state = {"runs": 0, "running": False}
 
     def lookup(name: str) -> Any:
         if name.startswith("__") and name not in ("__version__", "__all__"):
@@ -111,12 +114,21 @@ def _lazy_init(module: types.ModuleType) -> Any:
         if (folder / f"{name}.py").exists() or (folder / name).is_dir():
             return importlib.import_module(f"{module.__name__}.{name}")
         init = folder / "__init__.py"
-        if not state["ran"] and init.exists():
-            state["ran"] = True
+        if not state["running"] and state["runs"] < _INIT_RUNS and init.exists():
+            state["runs"] += 1
+            state["running"] = True
             module.__file__ = str(init)
             # What it defined before a failure (a stubbed dependency) is what the caller needs.
-            with contextlib.suppress(Exception):
+            # A failure can also be a circular import (bert's modeling imports model_utils,
+            # which imports the package while model_utils is half-initialised): then a later
+            # name asked for (ernie's PretrainedModel) runs it again, the cycle done.
+            try:
                 exec(compile(init.read_bytes(), str(init), "exec"), module.__dict__)
+                state["runs"] = _INIT_RUNS
+            except Exception:
+                pass
+            finally:
+                state["running"] = False
         if name in module.__dict__:
             return module.__dict__[name]
         raise AttributeError(f"module {module.__name__!r} has no attribute {name!r}")

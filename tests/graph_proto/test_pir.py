@@ -85,6 +85,38 @@ def test_params_are_required_when_the_program_has_parameters() -> None:
     assert _codes(CNN, None) == ["PARAMS_MISSING"]
 
 
+def _with_extra_parameter(flags: Any) -> bytes:
+    """The CNN with one more builtin.parameter (uint8, as nn.LSTM's dropout state) whose result
+    attributes are `flags` ([persistable, stop_gradient, trainable] in Paddle's files)."""
+    doc = _doc()
+    ops = _ops(doc)
+    extra = copy.deepcopy(_first(ops, "p"))
+    extra["A"][3] = "lstm_0.dropout_state__non_persistable"
+    extra["O"] = {
+        "%": 10_000,
+        "TT": {"#": "0.t_dtensor", "D": [{"#": "0.t_ui8"}, [], "NCHW", [], 0]},
+    }
+    extra["OA"] = flags
+    ops.insert(0, extra)
+    return _bytes(doc)
+
+
+def test_a_non_persistable_parameter_is_not_looked_for_in_the_params_file() -> None:
+    # Paddle's jit.save writes nn.LSTM's dropout state as a parameter op with persistable 0
+    # and leaves it out of .pdiparams (the CRNN and DeepSpeech2 corpus models).
+    validated = validate(_with_extra_parameter([0, 1, 0]), CNN_PARAMS)
+    assert validated.report.param_count == 8
+
+
+def test_a_persistable_parameter_missing_from_the_params_file_is_still_refused() -> None:
+    assert _codes(_with_extra_parameter([1, 1, 0])) == ["PARAMS_COUNT"]
+
+
+@pytest.mark.parametrize("flags", [{}, [], ["yes"], [2, 0, 1]], ids=str)
+def test_malformed_parameter_flags_are_refused(flags: Any) -> None:
+    assert _codes(_with_extra_parameter(flags)) == ["PROGRAM_MALFORMED"]
+
+
 # Bytes and JSON.
 
 
