@@ -139,12 +139,13 @@ def postgres_url(server: Server, database: str = "postgres") -> str:
     return f"postgresql+psycopg://postgres@{LOOPBACK}:{server.port}/{database}"
 
 
-def new_database(server: Server) -> str:
-    """A fresh, empty database on `server`; returns its SQLAlchemy URL."""
+def new_database(server: Server, template: str | None = None) -> str:
+    """A fresh database on `server`, empty or a copy of `template`; returns its SQLAlchemy URL."""
     name = f"t_{uuid.uuid4().hex[:12]}"
     dsn = f"host={LOOPBACK} port={server.port} user=postgres dbname=postgres"
+    copy = f' TEMPLATE "{template}"' if template else ""
     with psycopg.connect(dsn, autocommit=True) as connection:
-        connection.execute(f'CREATE DATABASE "{name}"')
+        connection.execute(f'CREATE DATABASE "{name}"{copy}')
     return postgres_url(server, name)
 
 
