@@ -135,6 +135,13 @@ def start_postgres(root: Path) -> Server:
     )
 
 
+def dump(url: str) -> bytes:
+    """Every row of the database at `url` (a postgres_url), as pg_dump writes it."""
+    libpq = url.replace("postgresql+psycopg://", "postgresql://", 1)
+    command = [_pg_tool("pg_dump"), "--data-only", "--dbname", libpq]
+    return subprocess.run(command, check=True, capture_output=True, timeout=60).stdout
+
+
 def postgres_url(server: Server, database: str = "postgres") -> str:
     return f"postgresql+psycopg://postgres@{LOOPBACK}:{server.port}/{database}"
 

@@ -130,6 +130,13 @@ def backend_environment(backend: str, request: pytest.FixtureRequest) -> dict[st
     }
 
 
+def database_bytes(settings: Settings) -> bytes:
+    """What the metadata database holds at rest: the SQLite file, or PostgreSQL's rows."""
+    if settings.database_url is None:
+        return (settings.data_dir / "graphgate.db").read_bytes()
+    return realservers.dump(settings.database_url.get_secret_value())
+
+
 @pytest.fixture
 def make_settings(tmp_path: Path, backend: str, request: pytest.FixtureRequest) -> SettingsFactory:
     """Settings(**values) on this test's backend; each call gets its own fresh database and

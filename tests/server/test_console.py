@@ -4,23 +4,16 @@ logins, hashed session ids; and the per-minute ring behind the overview's charts
 from __future__ import annotations
 
 import re
-import sqlite3
 import time
-from pathlib import Path
 
 from fastapi.testclient import TestClient
-from pydantic import SecretStr
+from sqlalchemy import text
 
-from server.main import create_app
+from server.db.engine import create
+from server.main import create_app, database_location
 from server.services.metrics import RING_BOUNDS, MinuteRing
-from server.settings import Settings
 from tests.builders import affine
-from tests.server.conftest import ADMIN_TOKEN, auth
-
-
-def _settings(tmp_path: Path, **values: object) -> Settings:
-    base = Settings(data_dir=tmp_path / "data", admin_token=SecretStr(ADMIN_TOKEN))
-    return base.model_copy(update=values)
+from tests.server.conftest import ADMIN_TOKEN, SettingsFactory, auth
 
 
 def _login(client: TestClient, key: str) -> tuple[int, str]:
@@ -33,21 +26,26 @@ def _login(client: TestClient, key: str) -> tuple[int, str]:
     return answer.status_code, answer.headers.get("set-cookie", "")
 
 
-def test_secure_cookie_when_configured_and_id_stored_hashed(tmp_path: Path) -> None:
-    app = create_app(_settings(tmp_path, cookie_secure=True))
+def test_secure_cookie_when_configured_and_id_stored_hashed(
+    make_settings: SettingsFactory,
+) -> None:
+    settings = make_settings(cookie_secure=True)
+    app = create_app(settings)
     with TestClient(app, base_url="https://testserver") as client:  # Secure: https only
         status, cookie = _login(client, ADMIN_TOKEN)
     assert status == 303
     flags = [part.strip().lower() for part in cookie.split(",")[0].split(";")]
     assert "secure" in flags and "httponly" in flags and "samesite=strict" in flags
     session_id = flags[0].split("=", 1)[1]
-    with sqlite3.connect(tmp_path / "data" / "graphgate.db") as db:
-        stored = [row[0] for row in db.execute("select id_hash from console_sessions")]
+    engine = create(database_location(settings))
+    with engine.connect() as db:
+        stored = [row[0] for row in db.execute(text("select id_hash from console_sessions"))]
+    engine.dispose()
     assert len(stored) == 1 and session_id not in stored[0] and len(stored[0]) == 64
 
 
-def test_idle_session_expires(tmp_path: Path) -> None:
-    with TestClient(create_app(_settings(tmp_path, console_idle_s=0.5))) as client:
+def test_idle_session_expires(make_settings: SettingsFactory) -> None:
+    with TestClient(create_app(make_settings(console_idle_s=0.5))) as client:
         assert _login(client, ADMIN_TOKEN)[0] == 303
         assert client.get("/admin/tenants", follow_redirects=False).status_code == 200
         time.sleep(1.2)
@@ -55,8 +53,8 @@ def test_idle_session_expires(tmp_path: Path) -> None:
         assert expired.status_code == 303 and expired.headers["location"] == "/admin/login"
 
 
-def test_revoking_an_operator_ends_its_sessions(tmp_path: Path) -> None:
-    with TestClient(create_app(_settings(tmp_path))) as client:
+def test_revoking_an_operator_ends_its_sessions(make_settings: SettingsFactory) -> None:
+    with TestClient(create_app(make_settings())) as client:
         made = client.post(
             "/v1/admin/admins", json={"name": "ops", "role": "admin"}, headers=auth(ADMIN_TOKEN)
         )
@@ -68,8 +66,8 @@ def test_revoking_an_operator_ends_its_sessions(tmp_path: Path) -> None:
         assert client.get("/admin/", follow_redirects=False).status_code == 303
 
 
-def test_failed_logins_are_rate_limited_and_audited(tmp_path: Path) -> None:
-    with TestClient(create_app(_settings(tmp_path, console_login_attempts=2))) as client:
+def test_failed_logins_are_rate_limited_and_audited(make_settings: SettingsFactory) -> None:
+    with TestClient(create_app(make_settings(console_login_attempts=2))) as client:
         assert _login(client, "wrong-key-1")[0] == 401
         assert _login(client, "wrong-key-2")[0] == 401
         status, _ = _login(client, ADMIN_TOKEN)  # even the right key waits
@@ -86,8 +84,8 @@ def test_failed_logins_are_rate_limited_and_audited(tmp_path: Path) -> None:
     assert all("wrong-key" not in str(e) for e in audit["entries"])
 
 
-def test_login_without_its_form_token_is_refused(tmp_path: Path) -> None:
-    with TestClient(create_app(_settings(tmp_path))) as client:
+def test_login_without_its_form_token_is_refused(make_settings: SettingsFactory) -> None:
+    with TestClient(create_app(make_settings())) as client:
         answer = client.post("/admin/login", data={"key": ADMIN_TOKEN}, follow_redirects=False)
     assert answer.status_code == 403 and "CSRF_FAILED" in answer.text
     assert "set-cookie" not in answer.headers
@@ -112,9 +110,11 @@ def test_minute_ring_counts_and_percentiles() -> None:
     assert RING_BOUNDS[-1] > 60
 
 
-def test_overview_shows_each_loaded_session_with_its_provider_and_memory(tmp_path: Path) -> None:
+def test_overview_shows_each_loaded_session_with_its_provider_and_memory(
+    make_settings: SettingsFactory,
+) -> None:
     built = affine().built()
-    with TestClient(create_app(_settings(tmp_path, workers=2))) as client:
+    with TestClient(create_app(make_settings(workers=2))) as client:
         key = client.post("/v1/admin/tenants", json={"name": "acme"}, headers=auth(ADMIN_TOKEN))
         tenant = auth(key.json()["key"])
         files = {"program": built.program, "params": built.params or b""}
