@@ -122,10 +122,10 @@ def test_sigterm_drains_in_flight_requests_refuses_new_ones_and_exits_0(server: 
 
 
 def test_sigterm_exits_after_the_grace_period_when_a_request_never_ends(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, backend_env: dict[str, str]
 ) -> None:
     monkeypatch.setenv("GRAPHGATE_SHUTDOWN_GRACE_S", "1")
-    server = Server(tmp_path / "data")
+    server = Server(tmp_path / "data", backend_env)
     server.start()
     try:
         key = post_tenant(server, "acme")
