@@ -80,12 +80,13 @@ class Server:
     root: Path
     process: subprocess.Popen[bytes] | None = None
     stop_command: list[str] = field(default_factory=list)
+    stop_signal: int = signal.SIGTERM
 
     def stop(self) -> None:
         if self.stop_command:
             subprocess.run(self.stop_command, check=False, capture_output=True, timeout=60)
         if self.process is not None and self.process.poll() is None:
-            self.process.send_signal(signal.SIGTERM)
+            self.process.send_signal(self.stop_signal)
             try:
                 self.process.wait(timeout=20)
             except subprocess.TimeoutExpired:
@@ -135,16 +136,24 @@ def start_postgres(root: Path) -> Server:
     )
 
 
+def dump(url: str) -> bytes:
+    """Every row of the database at `url` (a postgres_url), as pg_dump writes it."""
+    libpq = url.replace("postgresql+psycopg://", "postgresql://", 1)
+    command = [_pg_tool("pg_dump"), "--data-only", "--dbname", libpq]
+    return subprocess.run(command, check=True, capture_output=True, timeout=60).stdout
+
+
 def postgres_url(server: Server, database: str = "postgres") -> str:
     return f"postgresql+psycopg://postgres@{LOOPBACK}:{server.port}/{database}"
 
 
-def new_database(server: Server) -> str:
-    """A fresh, empty database on `server`; returns its SQLAlchemy URL."""
+def new_database(server: Server, template: str | None = None) -> str:
+    """A fresh database on `server`, empty or a copy of `template`; returns its SQLAlchemy URL."""
     name = f"t_{uuid.uuid4().hex[:12]}"
     dsn = f"host={LOOPBACK} port={server.port} user=postgres dbname=postgres"
+    copy = f' TEMPLATE "{template}"' if template else ""
     with psycopg.connect(dsn, autocommit=True) as connection:
-        connection.execute(f'CREATE DATABASE "{name}"')
+        connection.execute(f'CREATE DATABASE "{name}"{copy}')
     return postgres_url(server, name)
 
 
@@ -166,7 +175,9 @@ def start_seaweedfs(root: Path, s3_port: int | None = None) -> Server:
     command += ["-master.volumeSizeLimitMB=64", "-volume.max=16"]
     log = (root / "weed.log").open("wb")
     process = subprocess.Popen(command, stdout=log, stderr=subprocess.STDOUT)
-    server = Server(s3, root, process)
+    # SIGKILL: on SIGTERM `weed server` waits out its clients' idle connections (20 s and more
+    # per stop); what it acknowledged is on disk already, so a restart on `root` still has it.
+    server = Server(s3, root, process, stop_signal=signal.SIGKILL)
     try:
         wait_until(lambda: _bucket_ready(s3), "SeaweedFS's S3 gateway")
     except BaseException:

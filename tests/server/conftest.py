@@ -1,30 +1,35 @@
 """Layered server fixtures: settings on a temp data dir, a client running the lifespan, keys.
 
-`settings` (and so `client` and everything built on it) runs a test once per `backend`:
-`embedded` (SQLite and the artifacts folder in the data directory) and `postgres_s3` (a fresh
-database on a real PostgreSQL and a fresh key prefix in a real SeaweedFS bucket, both started
-once per session by tests/realservers.py). To bound CI time the second runs for the modules
-that exercise storage and metadata (POSTGRES_S3_MODULES); `@pytest.mark.embedded_only` keeps a
-test that looks inside the data directory itself on the first. Tests that build their own
-Settings stay embedded.
+Every test that asks for `backend` (directly, or through `settings`, `make_settings`, `client`,
+`backend_env` and everything built on them) runs once per backend: `embedded` (SQLite and the
+artifacts folder in the data directory) and `postgres_s3` (a fresh database cloned from a
+migrated template on a real PostgreSQL, and a fresh key prefix in a real SeaweedFS bucket, both
+started once per session by tests/realservers.py). A module opts out only by being listed in
+SINGLE_BACKEND with its reason; `@pytest.mark.embedded_only` keeps one test that looks inside
+the data directory itself (the SQLite file, the artifacts folder) on the first.
+`backend` is module-scoped, so a module-scoped `graphgate serve` fixture can take it too.
 """
 
 from __future__ import annotations
 
 import os
 import uuid
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 from fastapi.testclient import TestClient
 from pydantic import SecretStr
 
+from server.db.engine import create, migrate
 from server.main import create_app
 from server.settings import Settings
 from tests import realservers
 
 ADMIN_TOKEN = "test-admin-token-0123456789abcdef0123456789"
+Servers = tuple[realservers.Server, realservers.Server]
+SettingsFactory = Callable[..., Settings]
 
 
 def auth(key: str) -> dict[str, str]:
@@ -32,30 +37,44 @@ def auth(key: str) -> dict[str, str]:
 
 
 BACKENDS = ("embedded", "postgres_s3")
-POSTGRES_S3_MODULES = frozenset(
-    {"test_models_api", "test_v2_routes", "test_health", "test_quota_gc", "test_backends"}
-)
+# Modules that stay on `embedded`, and why. Every other module in tests/server runs each test
+# that takes `backend` on both.
+SINGLE_BACKEND = {
+    # never open the app's database or artifact store
+    "test_cli_check": "validates local files with the CLI; no server, no storage",
+    "test_cli_convert_run": "converts and runs local files with the CLI; no server, no storage",
+    "test_v2_codec": "pure V2 codec (bytes <-> tensors)",
+    "test_artifacts_crash": "the folder store's own temp-file crash safety (an S3 PUT has none)",
+    "test_http_abuse": "header/body/idle abuse of the HTTP server, answered before any storage",
+    # already run on PostgreSQL + S3 + Redis themselves, in every run
+    "test_replicas": "its cluster always runs on PostgreSQL, S3 and Redis",
+    # long load runs whose subject is scheduling, not storage: a second backend would double
+    # minutes of CI for no storage coverage (the uploads they make are covered elsewhere)
+    "test_soak": "a load/memory soak; its uploads are covered by every other module",
+    "test_fairness": "a p99 fairness flood; its uploads are covered by every other module",
+    "test_disconnect": "seconds-long matmuls cancelled on disconnect: workers, not storage",
+}
 
 
 def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
     if "backend" not in metafunc.fixturenames:
         return
     module = metafunc.module.__name__.rsplit(".", 1)[-1]
-    both = module in POSTGRES_S3_MODULES and not metafunc.definition.get_closest_marker(
+    both = module not in SINGLE_BACKEND and not metafunc.definition.get_closest_marker(
         "embedded_only"
     )
-    metafunc.parametrize("backend", BACKENDS if both else BACKENDS[:1])
+    metafunc.parametrize("backend", BACKENDS if both else BACKENDS[:1], scope="module")
 
 
 @pytest.fixture(scope="session")
-def postgres_s3() -> Iterator[tuple[realservers.Server, realservers.Server]]:
+def postgres_s3() -> Iterator[Servers]:
     """A PostgreSQL cluster and a SeaweedFS S3 server for the whole session; boto3 finds the
     S3 endpoint and credentials in the AWS_* environment variables, as in production."""
     with realservers.scratch() as root:
         yield from _postgres_s3(root)
 
 
-def _postgres_s3(root: Path) -> Iterator[tuple[realservers.Server, realservers.Server]]:
+def _postgres_s3(root: Path) -> Iterator[Servers]:
     postgres = realservers.start_postgres(root / "postgres")
     try:
         s3 = realservers.start_seaweedfs(root / "s3")
@@ -76,17 +95,71 @@ def _postgres_s3(root: Path) -> Iterator[tuple[realservers.Server, realservers.S
         postgres.stop()
 
 
-@pytest.fixture
-def settings(tmp_path: Path, backend: str, request: pytest.FixtureRequest) -> Settings:
+@pytest.fixture(scope="session")
+def migrated_template(postgres_s3: Servers) -> str:
+    """A database migrated once to the newest schema: cloning it (CREATE DATABASE ... TEMPLATE)
+    gives each test a fresh database without running every migration again."""
+    url = realservers.new_database(postgres_s3[0])
+    engine = create(url)
+    migrate(engine)
+    engine.dispose()  # CREATE DATABASE ... TEMPLATE refuses a template anyone is connected to
+    return url.rsplit("/", 1)[-1]
+
+
+def backend_locations(backend: str, request: pytest.FixtureRequest) -> dict[str, Any]:
+    """Settings fields that put a fresh, empty metadata database and artifact store on
+    `backend` (none for `embedded`: the data directory holds both)."""
     if backend == "embedded":
-        return Settings(data_dir=tmp_path / "data", admin_token=SecretStr(ADMIN_TOKEN))
+        return {}
     postgres, _s3 = request.getfixturevalue("postgres_s3")
-    return Settings(
-        data_dir=tmp_path / "data",
-        admin_token=SecretStr(ADMIN_TOKEN),
-        database_url=SecretStr(realservers.new_database(postgres)),
-        artifacts_url=f"s3://{realservers.S3_BUCKET}/{uuid.uuid4().hex}",
-    )
+    template = request.getfixturevalue("migrated_template")
+    return {
+        "database_url": SecretStr(realservers.new_database(postgres, template=template)),
+        "artifacts_url": f"s3://{realservers.S3_BUCKET}/{uuid.uuid4().hex}",
+    }
+
+
+def backend_environment(backend: str, request: pytest.FixtureRequest) -> dict[str, str]:
+    """The same as environment variables, for a `graphgate serve` process."""
+    locations = backend_locations(backend, request)
+    if not locations:
+        return {}
+    return {
+        **realservers.s3_environment(request.getfixturevalue("postgres_s3")[1]),
+        "GRAPHGATE_DATABASE_URL": locations["database_url"].get_secret_value(),
+        "GRAPHGATE_ARTIFACTS_URL": locations["artifacts_url"],
+    }
+
+
+def database_bytes(settings: Settings) -> bytes:
+    """What the metadata database holds at rest: the SQLite file, or PostgreSQL's rows."""
+    if settings.database_url is None:
+        return (settings.data_dir / "graphgate.db").read_bytes()
+    return realservers.dump(settings.database_url.get_secret_value())
+
+
+@pytest.fixture
+def make_settings(tmp_path: Path, backend: str, request: pytest.FixtureRequest) -> SettingsFactory:
+    """Settings(**values) on this test's backend; each call gets its own fresh database and
+    artifact store (copy the result with model_copy to share them, as replicas do)."""
+
+    def make(**values: Any) -> Settings:
+        values.setdefault("data_dir", tmp_path / "data")
+        values.setdefault("admin_token", SecretStr(ADMIN_TOKEN))
+        return Settings(**values, **backend_locations(backend, request))
+
+    return make
+
+
+@pytest.fixture
+def settings(make_settings: SettingsFactory) -> Settings:
+    return make_settings()
+
+
+@pytest.fixture
+def backend_env(backend: str, request: pytest.FixtureRequest) -> dict[str, str]:
+    """Environment for one `graphgate serve` on this test's backend (fresh database and store)."""
+    return backend_environment(backend, request)
 
 
 @pytest.fixture

@@ -1,6 +1,7 @@
 """The scale-out backends with the real servers: PostgreSQL migrations under an advisory lock,
-S3 faults (503 STORAGE_UNAVAILABLE, nothing visible, recovery), Redis-shared limits and cache
-invalidation between two apps that share PostgreSQL, S3 and Redis (two replicas in-process).
+S3 faults (the store down before or during an upload: 503 STORAGE_UNAVAILABLE, nothing visible,
+recovery), Redis-shared limits and cache invalidation between apps that share PostgreSQL, S3
+and Redis (replicas in-process).
 """
 
 from __future__ import annotations
@@ -16,6 +17,7 @@ from collections.abc import Callable, Iterator
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import ExitStack
 from pathlib import Path
+from typing import Protocol
 
 import numpy as np
 import pytest
@@ -48,26 +50,40 @@ def redis_server() -> Iterator[realservers.Server]:
             server.stop()
 
 
-def shared_settings(
-    postgres_s3: Servers, redis_server: realservers.Server, **extra: object
-) -> Settings:
-    """What several replicas share: one database, one bucket prefix, one Redis."""
-    postgres, _s3 = postgres_s3
-    return Settings(
-        admin_token=SecretStr(ADMIN_TOKEN),
-        database_url=SecretStr(realservers.new_database(postgres)),
-        artifacts_url=f"s3://{realservers.S3_BUCKET}/{uuid.uuid4().hex}",
-        redis_url=SecretStr(f"redis://{realservers.LOOPBACK}:{redis_server.port}/0"),
-        **extra,  # type: ignore[arg-type]
-    )
+class Replicas(Protocol):
+    def __call__(self, count: int = 2, **extra: object) -> list[TestClient]: ...
 
 
-def replicas(stack: ExitStack, settings: Settings, count: int) -> list[TestClient]:
-    """`count` apps on the same settings, each with its own caches, like separate processes."""
-    return [
-        stack.enter_context(TestClient(create_app(settings.model_copy(update={"data_dir": d}))))
-        for d in (settings.data_dir / f"replica-{i}" for i in range(count))
-    ]
+@pytest.fixture
+def replicas(
+    postgres_s3: Servers,
+    migrated_template: str,
+    redis_server: realservers.Server,
+    tmp_path: Path,
+) -> Iterator[Replicas]:
+    """Starts `count` apps that share one fresh database, bucket prefix and Redis (settings
+    `extra` on top), each with its own data directory and caches, like separate processes;
+    they stop at the end of the test."""
+    with ExitStack() as stack:
+
+        def start(count: int = 2, **extra: object) -> list[TestClient]:
+            shared = Settings(
+                admin_token=SecretStr(ADMIN_TOKEN),
+                database_url=SecretStr(
+                    realservers.new_database(postgres_s3[0], template=migrated_template)
+                ),
+                artifacts_url=f"s3://{realservers.S3_BUCKET}/{uuid.uuid4().hex}",
+                redis_url=SecretStr(f"redis://{realservers.LOOPBACK}:{redis_server.port}/0"),
+                **extra,  # type: ignore[arg-type]
+            )
+            return [
+                stack.enter_context(
+                    TestClient(create_app(shared.model_copy(update={"data_dir": data_dir})))
+                )
+                for data_dir in (tmp_path / f"replica-{i}" for i in range(count))
+            ]
+
+        yield start
 
 
 def upload(client: TestClient, key: str, built: Built, name: str = "m") -> int:
@@ -124,41 +140,34 @@ def own_s3(postgres_s3: Servers) -> Iterator[realservers.Server]:
 
 
 def test_concurrent_uploads_of_one_name_on_two_replicas_get_distinct_versions(
-    postgres_s3: Servers, tmp_path: Path
+    replicas: Replicas,
 ) -> None:
-    postgres, _s3 = postgres_s3
-    settings = Settings(
-        admin_token=SecretStr(ADMIN_TOKEN),
-        data_dir=tmp_path,
-        database_url=SecretStr(realservers.new_database(postgres)),
-        artifacts_url=f"s3://{realservers.S3_BUCKET}/{uuid.uuid4().hex}",
-    )
     built = affine().built()  # the same bytes each time: the artifact references race too
     files = {"program": built.program, "params": built.params or b""}
-    with ExitStack() as stack:
-        one, two = replicas(stack, settings, 2)
-        key = new_tenant(one, "tenant-a")
-        start = threading.Barrier(6)
+    one, two = replicas(2)
+    key = new_tenant(one, "tenant-a")
+    start = threading.Barrier(6)
 
-        def post(client: TestClient) -> tuple[int, object]:
-            start.wait(10)
-            response = client.post("/v1/models", data={"name": "m"}, files=files, headers=auth(key))
-            return response.status_code, response.json().get("version", response.text)
+    def post(client: TestClient) -> tuple[int, object]:
+        start.wait(10)
+        response = client.post("/v1/models", data={"name": "m"}, files=files, headers=auth(key))
+        return response.status_code, response.json().get("version", response.text)
 
-        with ThreadPoolExecutor(6) as pool:
-            answers = list(pool.map(post, [one, two] * 3))
-        assert [status for status, _ in answers] == [201] * 6, answers
-        assert sorted(version for _, version in answers) == [1, 2, 3, 4, 5, 6]  # type: ignore[type-var]
+    with ThreadPoolExecutor(6) as pool:
+        answers = list(pool.map(post, [one, two] * 3))
+    assert [status for status, _ in answers] == [201] * 6, answers
+    assert sorted(version for _, version in answers) == [1, 2, 3, 4, 5, 6]  # type: ignore[type-var]
 
-        # every version counted its references: the bytes stay until the last one goes
-        program = hashlib.sha256(built.program).hexdigest()
-        store = S3Artifacts.from_url(str(settings.artifacts_url))
-        for version in range(1, 6):
-            url = f"/v1/models/m/versions/{version}"
-            assert (one, two)[version % 2].delete(url, headers=auth(key)).status_code == 204
-        assert program in set(store.list())
-        assert two.delete("/v1/models/m/versions/6", headers=auth(key)).status_code == 204
-        assert program not in set(store.list())
+    # every version counted its references: the bytes stay until the last one goes
+    program = hashlib.sha256(built.program).hexdigest()
+    shared: Settings = one.app.state.settings  # type: ignore[attr-defined]
+    store = S3Artifacts.from_url(str(shared.artifacts_url))
+    for version in range(1, 6):
+        url = f"/v1/models/m/versions/{version}"
+        assert (one, two)[version % 2].delete(url, headers=auth(key)).status_code == 204
+    assert program in set(store.list())
+    assert two.delete("/v1/models/m/versions/6", headers=auth(key)).status_code == 204
+    assert program not in set(store.list())
 
 
 def test_start_up_sweep_on_s3_spares_young_orphans(postgres_s3: Servers, tmp_path: Path) -> None:
@@ -182,12 +191,16 @@ def test_start_up_sweep_on_s3_spares_young_orphans(postgres_s3: Servers, tmp_pat
 
 
 def test_s3_down_fails_upload_with_503_and_nothing_visible_then_recovers(
-    postgres_s3: Servers, own_s3: realservers.Server, monkeypatch: pytest.MonkeyPatch
+    postgres_s3: Servers,
+    own_s3: realservers.Server,
+    monkeypatch: pytest.MonkeyPatch,
+    tmp_path: Path,
 ) -> None:
     for name, value in realservers.s3_environment(own_s3).items():
         monkeypatch.setenv(name, value)
     settings = Settings(
         admin_token=SecretStr(ADMIN_TOKEN),
+        data_dir=tmp_path,
         database_url=SecretStr(realservers.new_database(postgres_s3[0])),
         artifacts_url=f"s3://{realservers.S3_BUCKET}/faults",
     )
@@ -210,6 +223,61 @@ def test_s3_down_fails_upload_with_503_and_nothing_visible_then_recovers(
         assert upload(client, key, second) == 2
         after = infer(client, key)
     assert not np.allclose(before, after)  # version 2 is the new graph, served from S3
+
+
+def test_s3_stopped_mid_upload_fails_it_with_503_and_leaves_nothing_then_recovers(
+    postgres_s3: Servers,
+    migrated_template: str,
+    own_s3: realservers.Server,
+    monkeypatch: pytest.MonkeyPatch,
+    tmp_path: Path,
+) -> None:
+    for name, value in realservers.s3_environment(own_s3).items():
+        monkeypatch.setenv(name, value)
+    database_url = realservers.new_database(postgres_s3[0], template=migrated_template)
+    settings = Settings(
+        admin_token=SecretStr(ADMIN_TOKEN),
+        data_dir=tmp_path,
+        database_url=SecretStr(database_url),
+        artifacts_url=f"s3://{realservers.S3_BUCKET}/{uuid.uuid4().hex}",
+    )
+    first, second = affine().built(), affine().built()
+    store = S3Artifacts.from_url(str(settings.artifacts_url))
+    with TestClient(create_app(settings)) as client:
+        key = new_tenant(client, "tenant-a")
+        assert upload(client, key, first) == 1
+        before = infer(client, key)
+        stored = set(store.list())
+        stopped_mid_body = threading.Event()
+
+        def body() -> Iterator[bytes]:
+            # The app is reading the request when the store goes away (read as it is received).
+            yield b'--xx\r\nContent-Disposition: form-data; name="name"\r\n\r\nm\r\n'
+            yield b'--xx\r\nContent-Disposition: form-data; name="program"; filename="p"\r\n\r\n'
+            yield second.program[: len(second.program) // 2]
+            own_s3.stop()
+            stopped_mid_body.set()
+            yield second.program[len(second.program) // 2 :] + b"\r\n"
+            yield b'--xx\r\nContent-Disposition: form-data; name="params"; filename="q"\r\n\r\n'
+            yield (second.params or b"") + b"\r\n--xx--\r\n"
+
+        headers = {**auth(key), "Content-Type": "multipart/form-data; boundary=xx"}
+        down = client.post("/v1/models", content=body(), headers=headers)
+        assert stopped_mid_body.is_set()
+        assert down.status_code == 503, down.text
+        assert down.json()["code"] == "STORAGE_UNAVAILABLE"
+        listed = client.get("/v1/models/m", headers=auth(key)).json()
+        assert [v["version"] for v in listed["versions"]] == [1]  # nothing half-visible
+
+        restarted = realservers.start_seaweedfs(own_s3.root, s3_port=own_s3.port)
+        own_s3.process = restarted.process
+        # nothing of the failed upload stored, and nothing counted for it
+        assert set(store.list()) == stored
+        with create(database_url).connect() as connection:
+            counted = set(connection.execute(text("SELECT sha256 FROM artifact_refs")).scalars())
+        assert counted == stored
+        assert upload(client, key, second) == 2
+        assert not np.allclose(infer(client, key), before)  # the new graph, served from S3
 
 
 # -- Redis: limits and invalidation across replicas ---------------------------------------------
@@ -238,64 +306,56 @@ def test_concurrency_slots_are_one_budget_across_limiters(redis_server: realserv
 
 
 def test_revocation_and_delete_reach_the_other_replica_at_once(
-    postgres_s3: Servers, redis_server: realservers.Server, tmp_path: Path
+    replicas: Replicas,
 ) -> None:
     # Long TTLs: only the published invalidation can make the other replica see the writes.
-    settings = shared_settings(
-        postgres_s3, redis_server, auth_cache_ttl_s=300.0, model_lookup_ttl_s=300.0
-    ).model_copy(update={"data_dir": tmp_path})
-    with ExitStack() as stack:
-        one, two = replicas(stack, settings, 2)
-        key = new_tenant(one, "tenant-a")
-        upload(one, key, affine().built())
-        old = infer(two, key)  # cached on two: key, lookup and compiled session
+    one, two = replicas(2, auth_cache_ttl_s=300.0, model_lookup_ttl_s=300.0)
+    key = new_tenant(one, "tenant-a")
+    upload(one, key, affine().built())
+    old = infer(two, key)  # cached on two: key, lookup and compiled session
 
-        one.delete("/v1/models/m", headers=auth(key))
-        assert _eventually(lambda: _status(two, key) == 404)
-        upload(one, key, affine().built())  # version 1 again, other bytes
-        assert _eventually(lambda: _status(two, key) == 200)
-        assert np.allclose(infer(two, key), infer(one, key))
-        assert not np.allclose(infer(two, key), old)  # never the deleted graph
+    one.delete("/v1/models/m", headers=auth(key))
+    assert _eventually(lambda: _status(two, key) == 404)
+    upload(one, key, affine().built())  # version 1 again, other bytes
+    assert _eventually(lambda: _status(two, key) == 200)
+    assert np.allclose(infer(two, key), infer(one, key))
+    assert not np.allclose(infer(two, key), old)  # never the deleted graph
 
-        key_id = key.split("_")[1]
-        revoked = one.delete(f"/v1/admin/keys/{key_id}", headers=auth(ADMIN_TOKEN))
-        assert revoked.status_code == 200, revoked.text
-        assert _eventually(lambda: _status(two, key) == 401)
+    key_id = key.split("_")[1]
+    revoked = one.delete(f"/v1/admin/keys/{key_id}", headers=auth(ADMIN_TOKEN))
+    assert revoked.status_code == 200, revoked.text
+    assert _eventually(lambda: _status(two, key) == 401)
 
 
 def test_policy_quota_and_suspension_reach_the_other_replica_at_once(
-    postgres_s3: Servers, redis_server: realservers.Server, tmp_path: Path
+    replicas: Replicas,
 ) -> None:
-    settings = shared_settings(
-        postgres_s3, redis_server, auth_cache_ttl_s=300.0, model_lookup_ttl_s=300.0
-    ).model_copy(update={"data_dir": tmp_path})
-    with ExitStack() as stack:
-        one, two = replicas(stack, settings, 2)
-        key = new_tenant(one, "tenant-a")
-        upload(one, key, affine().built())
-        assert _status(two, key) == 200  # cached on two: key, lookup and compiled session
+    one, two = replicas(2, auth_cache_ttl_s=300.0, model_lookup_ttl_s=300.0)
+    key = new_tenant(one, "tenant-a")
+    upload(one, key, affine().built())
+    assert _status(two, key) == 200  # cached on two: key, lookup and compiled session
 
-        # a policy tightened on one blocks the version on two (its cached lookup is dropped)
-        assert _admin_put(one, "policy", max_flops_per_sample=1) == 200
-        assert _eventually(lambda: _status(two, key) == 409)
-        refused = _upload_status(two, key, "n")
-        assert refused == (422, "OVER_TENANT_POLICY")  # two validates with the new policy
-        assert _admin_put(one, "policy", max_flops_per_sample=None) == 200
-        assert _eventually(lambda: _status(two, key) == 200)
+    # a policy tightened on one blocks the version on two (its cached lookup is dropped)
+    assert _admin_put(one, "policy", max_flops_per_sample=1) == 200
+    assert _eventually(lambda: _status(two, key) == 409)
+    refused = _upload_status(two, key, "n")
+    assert refused == (422, "OVER_TENANT_POLICY")  # two validates with the new policy
+    assert _admin_put(one, "policy", max_flops_per_sample=None) == 200
+    assert _eventually(lambda: _status(two, key) == 200)
 
-        # a quota set on one holds on two
-        assert _admin_put(one, "quota", max_models=1) == 200
-        # (a new name each try: one uploaded before the message arrived must not hide it)
-        fresh = lambda: _upload_status(two, key, uuid.uuid4().hex[:8]) == (403, "QUOTA_EXCEEDED")
-        assert _eventually(fresh)
+    # a quota set on one holds on two
+    assert _admin_put(one, "quota", max_models=1) == 200
+    # (a new name each try: one uploaded before the message arrived must not hide it)
+    fresh = lambda: _upload_status(two, key, uuid.uuid4().hex[:8]) == (403, "QUOTA_EXCEEDED")
+    assert _eventually(fresh)
 
-        # suspended on one: refused on two; resumed: served again
-        suspend = one.post("/v1/admin/tenants/tenant-a/suspend", headers=auth(ADMIN_TOKEN))
-        assert suspend.status_code == 200, suspend.text
-        assert _eventually(lambda: _status(two, key) == 403)
-        resume = one.post("/v1/admin/tenants/tenant-a/resume", headers=auth(ADMIN_TOKEN))
-        assert resume.status_code == 200, resume.text
-        assert _eventually(lambda: _status(two, key) == 200)
+    # suspended on one: refused on two; resumed: served again
+    suspend = one.post("/v1/admin/tenants/tenant-a/suspend", headers=auth(ADMIN_TOKEN))
+    assert suspend.status_code == 200, suspend.text
+    assert _eventually(lambda: _status(two, key) == 403)
+    resume = one.post("/v1/admin/tenants/tenant-a/resume", headers=auth(ADMIN_TOKEN))
+    assert resume.status_code == 200, resume.text
+    assert _eventually(lambda: _status(two, key) == 200)
 
 
 def _admin_put(client: TestClient, what: str, **changes: object) -> int:
@@ -310,18 +370,10 @@ def _upload_status(client: TestClient, key: str, name: str) -> tuple[int, str]:
     return response.status_code, response.json().get("code", "")
 
 
-def test_rate_limit_holds_across_replicas(
-    postgres_s3: Servers, redis_server: realservers.Server, tmp_path: Path
-) -> None:
-    settings = shared_settings(
-        postgres_s3, redis_server, tenant_rate_per_s=0.01, tenant_rate_burst=6
-    ).model_copy(update={"data_dir": tmp_path})
-    with ExitStack() as stack:
-        clients = replicas(stack, settings, 3)
-        key = new_tenant(clients[0], "tenant-a")
-        answers = [
-            clients[i % 3].get("/v1/models", headers=auth(key)).status_code for i in range(9)
-        ]
+def test_rate_limit_holds_across_replicas(replicas: Replicas) -> None:
+    clients = replicas(3, tenant_rate_per_s=0.01, tenant_rate_burst=6)
+    key = new_tenant(clients[0], "tenant-a")
+    answers = [clients[i % 3].get("/v1/models", headers=auth(key)).status_code for i in range(9)]
     assert answers == [200] * 6 + [429] * 3
 
 

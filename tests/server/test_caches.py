@@ -5,25 +5,23 @@ from __future__ import annotations
 
 import gzip
 from collections.abc import Callable, Iterator
-from pathlib import Path
 
 import numpy as np
 import pytest
 from fastapi.testclient import TestClient
-from pydantic import SecretStr
 
 from executor import SessionOptions, compile
 from server.cli_user import decode_infer_response, encode_infer_request
 from server.db.engine import open_database
-from server.main import create_app
+from server.main import create_app, database_location
 from server.services import inference
 from server.services.models import ModelService
 from server.services.tenants import TenantService
 from server.services.types import NotFound, Principal, Unauthorized
 from server.settings import Settings
-from server.storage.artifacts import Artifacts
+from server.storage import open_artifacts
 from tests.builders import Built, mlp
-from tests.server.conftest import ADMIN_TOKEN, auth, new_tenant
+from tests.server.conftest import ADMIN_TOKEN, SettingsFactory, auth, new_tenant
 from tests.server.test_models_api import AFFINE, assert_error, upload
 from validator import validate
 
@@ -48,13 +46,8 @@ class Clock:
 
 
 @pytest.fixture
-def cached_client(tmp_path: Path) -> Iterator[TestClient]:
-    settings = Settings(
-        data_dir=tmp_path / "data",
-        admin_token=SecretStr(ADMIN_TOKEN),
-        auth_cache_ttl_s=HOUR,
-        model_lookup_ttl_s=HOUR,
-    )
+def cached_client(make_settings: SettingsFactory) -> Iterator[TestClient]:
+    settings = make_settings(auth_cache_ttl_s=HOUR, model_lookup_ttl_s=HOUR)
     with TestClient(create_app(settings)) as c:
         yield c
 
@@ -179,11 +172,12 @@ def test_cached_lookups_stay_inside_the_tenant(cached_client: TestClient) -> Non
 
 
 def _two_replicas(
-    tmp_path: Path, ttl_s: float, clock: Clock
+    settings: Settings, ttl_s: float, clock: Clock
 ) -> tuple[TenantService, TenantService, ModelService, ModelService]:
-    """Two sets of services on one database and artifact folder, as two replicas would be."""
-    sessions = open_database(tmp_path / "graphgate.db")
-    artifacts = Artifacts(tmp_path / "artifacts")
+    """Two sets of services on one database and artifact store, as two replicas would be."""
+    settings.data_dir.mkdir(parents=True, exist_ok=True)
+    sessions = open_database(database_location(settings))
+    artifacts = open_artifacts(settings.artifacts_url, settings.data_dir)
     return (
         TenantService(sessions, cache_ttl_s=ttl_s, clock=clock),
         TenantService(sessions, cache_ttl_s=ttl_s, clock=clock),
@@ -192,9 +186,9 @@ def _two_replicas(
     )
 
 
-def test_another_replicas_revocation_is_seen_once_the_ttl_runs_out(tmp_path: Path) -> None:
+def test_another_replicas_revocation_is_seen_once_the_ttl_runs_out(settings: Settings) -> None:
     clock = Clock()
-    here, there, _, _ = _two_replicas(tmp_path, 5.0, clock)
+    here, there, _, _ = _two_replicas(settings, 5.0, clock)
     key = here.create_tenant("tenant-a").key
     assert here.authenticate(key).tenant_id
     there.revoke_key(_key_id(key))
@@ -209,10 +203,10 @@ def test_another_replicas_revocation_is_seen_once_the_ttl_runs_out(tmp_path: Pat
 
 
 def test_another_replicas_delete_and_upload_are_seen_once_the_ttl_runs_out(
-    tmp_path: Path,
+    settings: Settings,
 ) -> None:
     clock = Clock()
-    tenants, _, here, there = _two_replicas(tmp_path, 5.0, clock)
+    tenants, _, here, there = _two_replicas(settings, 5.0, clock)
     tenant_id = tenants.authenticate(tenants.create_tenant("tenant-a").key).tenant_id
     caller = Principal(tenant_id=tenant_id, key_id="k", is_admin=False)
     here.upload(caller, "m", AFFINE.program, AFFINE.params)
@@ -228,9 +222,9 @@ def test_another_replicas_delete_and_upload_are_seen_once_the_ttl_runs_out(
         here.resolve(caller, "m", None)
 
 
-def test_a_revocation_during_a_key_check_is_not_cached_over(tmp_path: Path) -> None:
+def test_a_revocation_during_a_key_check_is_not_cached_over(settings: Settings) -> None:
     clock = Clock()
-    tenants, _, _, _ = _two_replicas(tmp_path, HOUR, clock)
+    tenants, _, _, _ = _two_replicas(settings, HOUR, clock)
     key = tenants.create_tenant("tenant-a").key
     clock.then = lambda: tenants.revoke_key(_key_id(key))
     assert tenants.authenticate(key).key_id == _key_id(key)  # read before the revocation
@@ -239,9 +233,9 @@ def test_a_revocation_during_a_key_check_is_not_cached_over(tmp_path: Path) -> N
         tenants.authenticate(key)
 
 
-def test_an_upload_during_a_model_lookup_is_not_cached_over(tmp_path: Path) -> None:
+def test_an_upload_during_a_model_lookup_is_not_cached_over(settings: Settings) -> None:
     clock = Clock()
-    tenants, _, models, _ = _two_replicas(tmp_path, HOUR, clock)
+    tenants, _, models, _ = _two_replicas(settings, HOUR, clock)
     caller = tenants.authenticate(tenants.create_tenant("tenant-a").key)
     models.upload(caller, "m", AFFINE.program, AFFINE.params)
     clock.then = lambda: models.upload(caller, "m", OTHER.program, OTHER.params)
@@ -250,9 +244,9 @@ def test_an_upload_during_a_model_lookup_is_not_cached_over(tmp_path: Path) -> N
     assert models.resolve(caller, "m", None).version == 2
 
 
-def test_ttl_zero_turns_the_caches_off(tmp_path: Path) -> None:
+def test_ttl_zero_turns_the_caches_off(settings: Settings) -> None:
     clock = Clock()
-    here, there, models_here, _ = _two_replicas(tmp_path, 0.0, clock)
+    here, there, models_here, _ = _two_replicas(settings, 0.0, clock)
     key = here.create_tenant("tenant-a").key
     caller = here.authenticate(key)
     assert here.cached_principal(key) is None
@@ -264,8 +258,8 @@ def test_ttl_zero_turns_the_caches_off(tmp_path: Path) -> None:
     assert models_here.cached_resolve(caller, "m", None) is None
 
 
-def test_a_wrong_secret_for_a_cached_key_id_is_refused(tmp_path: Path) -> None:
-    here, _, _, _ = _two_replicas(tmp_path, HOUR, Clock())
+def test_a_wrong_secret_for_a_cached_key_id_is_refused(settings: Settings) -> None:
+    here, _, _, _ = _two_replicas(settings, HOUR, Clock())
     key = here.create_tenant("tenant-a").key
     here.authenticate(key)
     forged = key[:-4] + ("aaaa" if not key.endswith("aaaa") else "bbbb")
@@ -287,8 +281,7 @@ def test_only_small_uncompressed_bodies_decode_inline() -> None:
     assert not inference.decodes_cheaply(too_big, {})
 
 
-def test_inline_and_threadpool_decodes_answer_alike(tmp_path: Path) -> None:
-    settings = Settings(data_dir=tmp_path / "data", admin_token=SecretStr(ADMIN_TOKEN))
+def test_inline_and_threadpool_decodes_answer_alike(settings: Settings) -> None:
     with TestClient(create_app(settings)) as client:
         key = new_tenant(client, "tenant-a")
         upload(client, key, built=OTHER)

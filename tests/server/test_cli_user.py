@@ -19,6 +19,7 @@ from server.cli import app as cli
 from server.cli_user import HEADER_LENGTH, decode_infer_response, encode_infer_request
 from server.v2 import codec
 from tests.builders import GraphBuilder, V, mlp
+from tests.server.conftest import backend_environment
 from tests.server.test_serve_process import ROOT, Server, post_tenant
 from validator import TensorSpec, validate
 
@@ -27,9 +28,12 @@ X = np.linspace(-1, 1, 24, dtype=np.float32).reshape(3, 8)
 
 
 @pytest.fixture(scope="module")
-def served(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Server, str]]:
+def served(
+    tmp_path_factory: pytest.TempPathFactory, backend: str, request: pytest.FixtureRequest
+) -> Iterator[tuple[Server, str]]:
     """A server with tenant `acme`; yields the server and acme's key."""
-    server = Server(tmp_path_factory.mktemp("cli-user") / "data")
+    env = backend_environment(backend, request)
+    server = Server(tmp_path_factory.mktemp("cli-user") / "data", env)
     server.start()
     try:
         yield server, post_tenant(server, "acme")

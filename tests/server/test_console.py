@@ -4,7 +4,6 @@ logins, hashed session ids; and the per-minute ring behind the overview's charts
 from __future__ import annotations
 
 import re
-import sqlite3
 import time
 from collections import Counter
 from collections.abc import Iterator
@@ -13,14 +12,16 @@ from pathlib import Path
 import pytest
 from fastapi.testclient import TestClient
 from pydantic import SecretStr
+from sqlalchemy import text
 
 import server.main
-from server.main import create_app
+from server.db.engine import create
+from server.main import create_app, database_location
 from server.services.metrics import RING_BOUNDS, MinuteRing
 from server.settings import Settings
 from server.storage.artifacts import Artifacts
 from tests.builders import affine, mlp
-from tests.server.conftest import ADMIN_TOKEN, auth
+from tests.server.conftest import ADMIN_TOKEN, SettingsFactory, auth
 
 
 def _settings(tmp_path: Path, **values: object) -> Settings:
@@ -38,8 +39,11 @@ def _login(client: TestClient, key: str) -> tuple[int, str]:
     return answer.status_code, answer.headers.get("set-cookie", "")
 
 
-def test_secure_cookie_when_configured_and_id_stored_hashed(tmp_path: Path) -> None:
-    app = create_app(_settings(tmp_path, cookie_secure=True))
+def test_secure_cookie_when_configured_and_id_stored_hashed(
+    make_settings: SettingsFactory,
+) -> None:
+    settings = make_settings(cookie_secure=True)
+    app = create_app(settings)
     with TestClient(app, base_url="https://testserver") as client:  # Secure: https only
         form_cookie = client.get("/admin/login").headers["set-cookie"]
         status, cookie = _login(client, ADMIN_TOKEN)
@@ -48,13 +52,15 @@ def test_secure_cookie_when_configured_and_id_stored_hashed(tmp_path: Path) -> N
         flags = [part.strip().lower() for part in set_cookie.split(",")[0].split(";")]
         assert {"secure", "httponly", "samesite=strict", "path=/admin"} <= set(flags), flags
     session_id = cookie.split(";")[0].split("=", 1)[1]
-    with sqlite3.connect(tmp_path / "data" / "graphgate.db") as db:
-        stored = [row[0] for row in db.execute("select id_hash from console_sessions")]
+    engine = create(database_location(settings))
+    with engine.connect() as db:
+        stored = [row[0] for row in db.execute(text("select id_hash from console_sessions"))]
+    engine.dispose()
     assert len(stored) == 1 and session_id not in stored[0] and len(stored[0]) == 64
 
 
-def test_idle_session_expires(tmp_path: Path) -> None:
-    with TestClient(create_app(_settings(tmp_path, console_idle_s=0.5))) as client:
+def test_idle_session_expires(make_settings: SettingsFactory) -> None:
+    with TestClient(create_app(make_settings(console_idle_s=0.5))) as client:
         assert _login(client, ADMIN_TOKEN)[0] == 303
         assert client.get("/admin/tenants", follow_redirects=False).status_code == 200
         time.sleep(1.2)
@@ -62,8 +68,8 @@ def test_idle_session_expires(tmp_path: Path) -> None:
         assert expired.status_code == 303 and expired.headers["location"] == "/admin/login"
 
 
-def test_revoking_an_operator_ends_its_sessions(tmp_path: Path) -> None:
-    with TestClient(create_app(_settings(tmp_path))) as client:
+def test_revoking_an_operator_ends_its_sessions(make_settings: SettingsFactory) -> None:
+    with TestClient(create_app(make_settings())) as client:
         made = client.post(
             "/v1/admin/admins", json={"name": "ops", "role": "admin"}, headers=auth(ADMIN_TOKEN)
         )
@@ -75,8 +81,8 @@ def test_revoking_an_operator_ends_its_sessions(tmp_path: Path) -> None:
         assert client.get("/admin/", follow_redirects=False).status_code == 303
 
 
-def test_failed_logins_are_rate_limited_and_audited(tmp_path: Path) -> None:
-    with TestClient(create_app(_settings(tmp_path, console_login_attempts=2))) as client:
+def test_failed_logins_are_rate_limited_and_audited(make_settings: SettingsFactory) -> None:
+    with TestClient(create_app(make_settings(console_login_attempts=2))) as client:
         assert _login(client, "wrong-key-1")[0] == 401
         assert _login(client, "wrong-key-2")[0] == 401
         status, _ = _login(client, ADMIN_TOKEN)  # even the right key waits
@@ -93,8 +99,8 @@ def test_failed_logins_are_rate_limited_and_audited(tmp_path: Path) -> None:
     assert all("wrong-key" not in str(e) for e in audit["entries"])
 
 
-def test_login_without_its_form_token_is_refused(tmp_path: Path) -> None:
-    with TestClient(create_app(_settings(tmp_path))) as client:
+def test_login_without_its_form_token_is_refused(make_settings: SettingsFactory) -> None:
+    with TestClient(create_app(make_settings())) as client:
         answer = client.post("/admin/login", data={"key": ADMIN_TOKEN}, follow_redirects=False)
     assert answer.status_code == 403 and "CSRF_FAILED" in answer.text
     assert "set-cookie" not in answer.headers
@@ -119,9 +125,11 @@ def test_minute_ring_counts_and_percentiles() -> None:
     assert RING_BOUNDS[-1] > 60
 
 
-def test_overview_shows_each_loaded_session_with_its_provider_and_memory(tmp_path: Path) -> None:
+def test_overview_shows_each_loaded_session_with_its_provider_and_memory(
+    make_settings: SettingsFactory,
+) -> None:
     built = affine().built()
-    with TestClient(create_app(_settings(tmp_path, workers=2))) as client:
+    with TestClient(create_app(make_settings(workers=2))) as client:
         key = client.post("/v1/admin/tenants", json={"name": "acme"}, headers=auth(ADMIN_TOKEN))
         tenant = auth(key.json()["key"])
         files = {"program": built.program, "params": built.params or b""}
@@ -145,9 +153,11 @@ def test_overview_shows_each_loaded_session_with_its_provider_and_memory(tmp_pat
     assert _bytes(memory) >= int(workers) * len(onnx) * 0.95
 
 
-def test_overview_counts_requests_and_errors_by_tenant_and_by_model(tmp_path: Path) -> None:
+def test_overview_counts_requests_and_errors_by_tenant_and_by_model(
+    make_settings: SettingsFactory,
+) -> None:
     built = affine().built()
-    with TestClient(create_app(_settings(tmp_path))) as client:
+    with TestClient(create_app(make_settings())) as client:
         for tenant, good, bad in (("acme", 3, 2), ("beta", 1, 0)):
             made = client.post(
                 "/v1/admin/tenants", json={"name": tenant}, headers=auth(ADMIN_TOKEN)

@@ -11,7 +11,6 @@ import numpy as np
 import pytest
 from fastapi.testclient import TestClient
 from prometheus_client.parser import text_string_to_metric_families
-from pydantic import SecretStr
 
 from server.main import create_app
 from server.services.limits import (
@@ -21,8 +20,7 @@ from server.services.limits import (
     RateLimiter,
     TooManyConcurrent,
 )
-from server.settings import Settings
-from tests.server.conftest import ADMIN_TOKEN, auth, new_tenant
+from tests.server.conftest import ADMIN_TOKEN, SettingsFactory, auth, new_tenant
 from tests.server.test_models_api import AFFINE, assert_error, upload
 from tests.server.test_serve_process import Server, post_model, post_tenant
 
@@ -173,13 +171,8 @@ def test_concurrency_never_exceeds_the_limit_across_threads() -> None:
 # -- through the app -----------------------------------------------------------------------
 
 
-def _app(tmp_path: Path, rate_per_s: float = 200.0, burst: int = 400) -> TestClient:
-    settings = Settings(
-        data_dir=tmp_path / "data",
-        admin_token=SecretStr(ADMIN_TOKEN),
-        tenant_rate_per_s=rate_per_s,
-        tenant_rate_burst=burst,
-    )
+def _app(make: SettingsFactory, rate_per_s: float = 200.0, burst: int = 400) -> TestClient:
+    settings = make(tenant_rate_per_s=rate_per_s, tenant_rate_burst=burst)
     return TestClient(create_app(settings))
 
 
@@ -193,9 +186,9 @@ def _infer(client: TestClient, key: str, name: str = "m") -> httpx2.Response:
 
 
 @pytest.fixture
-def two_tenants(tmp_path: Path) -> Iterator[tuple[TestClient, str, str]]:
+def two_tenants(make_settings: SettingsFactory) -> Iterator[tuple[TestClient, str, str]]:
     """An app where tenants a and b each have model m; limits are set by each test."""
-    with _app(tmp_path) as client:
+    with _app(make_settings) as client:
         key_a, key_b = new_tenant(client, "tenant-a"), new_tenant(client, "tenant-b")
         upload(client, key_a)
         upload(client, key_b)
@@ -224,8 +217,10 @@ def test_third_immediate_request_is_429_and_other_tenants_are_not_throttled(
     assert _infer(client, key_a).status_code == 200
 
 
-def test_settings_set_the_rate_and_retry_after_comes_from_the_bucket(tmp_path: Path) -> None:
-    with _app(tmp_path, rate_per_s=0.01, burst=2) as client:
+def test_settings_set_the_rate_and_retry_after_comes_from_the_bucket(
+    make_settings: SettingsFactory,
+) -> None:
+    with _app(make_settings, rate_per_s=0.01, burst=2) as client:
         key = new_tenant(client, "tenant-a")
         assert client.get("/v1/models", headers=auth(key)).status_code == 200
         assert client.get("/v1/models", headers=auth(key)).status_code == 200
@@ -293,11 +288,11 @@ def test_parallel_requests_over_the_limit_get_429_and_leave_no_slot_held(
 
 
 def test_serve_reads_limits_from_the_environment_and_counts_429s(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, backend_env: dict[str, str]
 ) -> None:
     monkeypatch.setenv("GRAPHGATE_TENANT_RATE_PER_S", "0.01")
     monkeypatch.setenv("GRAPHGATE_TENANT_RATE_BURST", "2")
-    server = Server(tmp_path / "data")
+    server = Server(tmp_path / "data", backend_env)
     server.start()
     try:
         key = post_tenant(server, "acme")

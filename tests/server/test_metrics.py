@@ -8,14 +8,12 @@ from pathlib import Path
 import numpy as np
 from fastapi.testclient import TestClient
 from prometheus_client.parser import text_string_to_metric_families
-from pydantic import SecretStr
 
 from graph_proto.types import DType
 from server.main import create_app
 from server.services.limits import Limits
-from server.settings import Settings
 from tests.builders import GraphBuilder, V
-from tests.server.conftest import ADMIN_TOKEN, auth, new_tenant
+from tests.server.conftest import ADMIN_TOKEN, SettingsFactory, auth, new_tenant
 from tests.server.test_models_api import assert_error, upload
 
 X = np.arange(8, dtype=np.float32).reshape(2, 4)
@@ -198,12 +196,14 @@ def test_429s_are_counted_by_reason(client: TestClient, key_a: str, key_b: str) 
     assert got[sample(failures, tenant="tenant-a", model="", code="TOO_MANY_CONCURRENT")] == 1
 
 
-def test_each_app_has_its_own_registry(client: TestClient, key_a: str, tmp_path: Path) -> None:
+def test_each_app_has_its_own_registry(
+    client: TestClient, key_a: str, tmp_path: Path, make_settings: SettingsFactory
+) -> None:
     upload(client, key_a)
     assert (
         client.post("/v2/models/m/infer", json=JSON_INFER, headers=auth(key_a)).status_code == 200
     )
-    other_settings = Settings(data_dir=tmp_path / "other", admin_token=SecretStr(ADMIN_TOKEN))
+    other_settings = make_settings(data_dir=tmp_path / "other")
     with TestClient(create_app(other_settings)) as other:
         key = new_tenant(other, "tenant-a")
         upload(other, key)

@@ -18,7 +18,13 @@ from server.services.types import Principal
 from server.settings import Settings
 from server.storage.artifacts import TMP_PREFIX
 from tests.builders import Built, affine
-from tests.server.conftest import ADMIN_TOKEN, auth, new_tenant
+from tests.server.conftest import (
+    ADMIN_TOKEN,
+    SettingsFactory,
+    auth,
+    database_bytes,
+    new_tenant,
+)
 
 AFFINE = affine().built()
 
@@ -256,9 +262,8 @@ def test_admin_routes(client: TestClient, key_a: str) -> None:
     assert_error(client.get("/v1/models", headers=admin), 403, "FORBIDDEN")
 
 
-@pytest.mark.embedded_only
 def test_keys_are_hashed_at_rest(client: TestClient, key_a: str, settings: Settings) -> None:
-    database = (settings.data_dir / "graphgate.db").read_bytes()
+    database = database_bytes(settings)
     secret = key_a.split("_", 2)[2]
     assert secret.encode() not in database
     assert ADMIN_TOKEN.encode() not in database
@@ -268,9 +273,9 @@ def test_keys_are_hashed_at_rest(client: TestClient, key_a: str, settings: Setti
 
 
 def test_first_start_prints_an_admin_token_once(
-    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+    make_settings: SettingsFactory, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    settings = Settings(data_dir=tmp_path / "d")
+    settings = make_settings(admin_token=None)
     with TestClient(create_app(settings)):
         pass
     printed = capsys.readouterr().err
@@ -279,7 +284,7 @@ def test_first_start_prints_an_admin_token_once(
         assert token not in capsys.readouterr().err  # shown once
         response = client.post("/v1/admin/tenants", json={"name": "t"}, headers=auth(token))
         assert response.status_code == 201
-    assert token.encode() not in (tmp_path / "d" / "graphgate.db").read_bytes()
+    assert token.encode() not in database_bytes(settings)
 
 
 def test_weak_admin_token_is_refused(tmp_path: Path) -> None:

@@ -8,21 +8,18 @@ import asyncio
 import logging
 import threading
 from collections.abc import Iterator, MutableMapping
-from pathlib import Path
 from typing import Any
 
 import orjson
 import pytest
 from fastapi import FastAPI
 from fastapi.testclient import TestClient
-from pydantic import SecretStr
 
 from server.main import create_app
 from server.services.limits import CompileQueue, Overloaded, TooManyCompiles, compile_threads
-from server.settings import Settings
 from server.v2 import codec
 from tests.builders import affine
-from tests.server.conftest import ADMIN_TOKEN, auth, new_tenant
+from tests.server.conftest import SettingsFactory, auth, new_tenant
 
 AFFINE = affine().built()
 
@@ -89,14 +86,8 @@ def test_compile_queue_releases_the_slot_of_work_that_fails() -> None:
 
 
 @pytest.fixture
-def app(tmp_path: Path) -> FastAPI:
-    settings = Settings(
-        data_dir=tmp_path / "data",
-        admin_token=SecretStr(ADMIN_TOKEN),
-        max_queued_compiles=1,
-        max_queued_inferences=1,
-    )
-    return create_app(settings)
+def app(make_settings: SettingsFactory) -> FastAPI:
+    return create_app(make_settings(max_queued_compiles=1, max_queued_inferences=1))
 
 
 @pytest.fixture

@@ -8,11 +8,11 @@ from pathlib import Path
 import numpy as np
 import pytest
 from fastapi.testclient import TestClient
-from pydantic import SecretStr, ValidationError
+from pydantic import ValidationError
 
 from server.main import create_app
 from server.settings import Settings
-from tests.server.conftest import ADMIN_TOKEN, auth, new_tenant
+from tests.server.conftest import SettingsFactory, auth, new_tenant
 from tests.server.test_models_api import AFFINE, assert_error, upload
 from validator import DEFAULT_POLICY
 
@@ -44,13 +44,10 @@ def test_a_loop_bound_over_the_ceiling_is_refused(monkeypatch: pytest.MonkeyPatc
         Settings()
 
 
-def test_the_app_validates_and_runs_with_the_settings(tmp_path: Path) -> None:
-    settings = Settings(
-        data_dir=tmp_path,
-        admin_token=SecretStr(ADMIN_TOKEN),
-        max_ops=1,
-        use_cuda=False,
-    )
+def test_the_app_validates_and_runs_with_the_settings(
+    tmp_path: Path, make_settings: SettingsFactory
+) -> None:
+    settings = make_settings(data_dir=tmp_path, max_ops=1, use_cuda=False)
     with TestClient(create_app(settings)) as client:
         key = new_tenant(client, "acme")
         files = {"program": AFFINE.program, "params": AFFINE.params}
@@ -58,12 +55,7 @@ def test_the_app_validates_and_runs_with_the_settings(tmp_path: Path) -> None:
         assert_error(rejected, 422, "VALIDATION_FAILED")
         assert "TOO_MANY_OPS" in [d["code"] for d in rejected.json()["diagnostics"]]
 
-    small_feeds = Settings(
-        data_dir=tmp_path / "other",
-        admin_token=SecretStr(ADMIN_TOKEN),
-        max_request_bytes=16,
-        use_cuda=False,
-    )
+    small_feeds = make_settings(data_dir=tmp_path / "other", max_request_bytes=16, use_cuda=False)
     with TestClient(create_app(small_feeds)) as client:
         key = new_tenant(client, "acme")
         upload(client, key)

@@ -28,10 +28,12 @@ BIG = mlp((2048, 2048, 2048)).built()
 
 
 @pytest.fixture
-def server(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Server]:
+def server(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, backend_env: dict[str, str]
+) -> Iterator[Server]:
     monkeypatch.setenv("GRAPHGATE_SHUTDOWN_GRACE_S", "20")
     monkeypatch.setenv("GRAPHGATE_ARTIFACT_GC_GRACE_S", "0")  # its orphans are seconds old
-    s = Server(tmp_path / "data")
+    s = Server(tmp_path / "data", backend_env)
     s.start()
     yield s
     s.stop(signal.SIGKILL)
@@ -120,10 +122,10 @@ def test_sigterm_drains_in_flight_requests_refuses_new_ones_and_exits_0(server: 
 
 
 def test_sigterm_exits_after_the_grace_period_when_a_request_never_ends(
-    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, backend_env: dict[str, str]
 ) -> None:
     monkeypatch.setenv("GRAPHGATE_SHUTDOWN_GRACE_S", "1")
-    server = Server(tmp_path / "data")
+    server = Server(tmp_path / "data", backend_env)
     server.start()
     try:
         key = post_tenant(server, "acme")
@@ -150,6 +152,7 @@ def _artifact(data_dir: Path, data: bytes) -> Path:
     return data_dir / "artifacts" / sha[:2] / sha
 
 
+@pytest.mark.embedded_only  # reads the artifacts folder (S3: tests/server/test_backends.py)
 def test_upload_sigkilled_after_its_first_artifact_leaves_nothing_after_restart(
     server: Server,
 ) -> None:

@@ -14,7 +14,7 @@ from executor import CompiledModel, SessionOptions, compile
 from graph_proto.types import DType
 from server.settings import Settings
 from tests.builders import Built, GraphBuilder, V, weights
-from tests.server.conftest import auth
+from tests.server.conftest import auth, backend_environment
 from tests.server.test_serve_process import Server, post_model, post_tenant
 from validator import validate
 
@@ -45,9 +45,12 @@ def local() -> CompiledModel:
 
 
 @pytest.fixture(scope="module")
-def served(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Server, str]]:
+def served(
+    tmp_path_factory: pytest.TempPathFactory, backend: str, request: pytest.FixtureRequest
+) -> Iterator[tuple[Server, str]]:
     """A server with tenant `acme` owning model `m`; yields the server and acme's key."""
-    server = Server(Path(tmp_path_factory.mktemp("triton")) / "data")
+    env = backend_environment(backend, request)
+    server = Server(Path(tmp_path_factory.mktemp("triton")) / "data", env)
     server.start()
     try:
         key = post_tenant(server, "acme")

@@ -3,18 +3,16 @@
 from __future__ import annotations
 
 import json
-from pathlib import Path
 
 import numpy as np
 from fastapi.testclient import TestClient
-from pydantic import SecretStr
 
 from executor import SessionOptions, compile
 from graph_proto.types import DType
 from server.main import create_app
 from server.settings import Settings
 from tests.builders import Built, GraphBuilder, V, affine
-from tests.server.conftest import ADMIN_TOKEN, auth, new_tenant
+from tests.server.conftest import SettingsFactory, auth, new_tenant
 from tests.server.test_models_api import AFFINE, assert_error, upload
 from validator import validate
 
@@ -155,9 +153,8 @@ def test_missing_keys_are_401(client: TestClient, key_a: str) -> None:
     assert_error(client.post("/v2/models/m/infer", json=_json_infer(X)), 401, "UNAUTHORIZED")
 
 
-def test_bodies_over_the_cap_are_413(tmp_path: Path) -> None:
-    settings = Settings(data_dir=tmp_path, admin_token=SecretStr(ADMIN_TOKEN), max_infer_bytes=200)
-    with TestClient(create_app(settings)) as client:
+def test_bodies_over_the_cap_are_413(make_settings: SettingsFactory) -> None:
+    with TestClient(create_app(make_settings(max_infer_bytes=200))) as client:
         key = new_tenant(client, "acme")
         upload(client, key, built=affine().built())
         small = client.post("/v2/models/m/infer", json=_json_infer(X[:1]), headers=auth(key))
