@@ -15,7 +15,7 @@ import tempfile
 from pathlib import Path
 
 from tests.server.test_serve_process import Server
-from tests.server.test_soak import MAX_GROWTH, WARM_UP_SHARE, Soak, run_soak
+from tests.server.test_soak import MAX_GROWTH, SOAK_ENV, WARM_UP_SHARE, Soak, run_soak
 
 RESULTS = Path(__file__).parent / "results" / "soak.md"
 
@@ -26,7 +26,7 @@ def main() -> None:
     parser.add_argument("--concurrency", type=int, default=64)
     args = parser.parse_args()
     with tempfile.TemporaryDirectory() as tmp:
-        server = Server(Path(tmp) / "data")
+        server = Server(Path(tmp) / "data", SOAK_ENV)
         server.start()
         try:
             f = run_soak(server, Soak(args.requests, args.concurrency))
@@ -53,9 +53,9 @@ def main() -> None:
         f"| processes (server first) | {len(f.pids_end)}; replaced during the run: "
         f"{'no' if f.pids_end == f.pids_warm else 'yes'} |",
         "",
-        "429 answers, if any, are a tenant's own concurrency cap (GRAPHGATE_TENANT_MAX_CONCURRENT,"
-        " 32 in flight) refusing its 33rd request: the client's choice of 64 concurrent requests"
-        " per 2 tenants, not an error.",
+        "The tenants' rate limit is lifted for the soak (tests/server/test_soak.py SOAK_ENV: at"
+        " the default 200/s about half of the run was answered 429 RATE_LIMITED); each tenant's"
+        " 32 clients fit its concurrency cap of 32, so every answer should be 200.",
     ]
     RESULTS.write_text("\n".join(lines) + "\n")
     print("\n".join(lines))

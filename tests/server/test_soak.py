@@ -140,9 +140,18 @@ def run_soak(server: Server, soak: Soak) -> SoakFigures:
     )
 
 
+# The soak measures steady serving, not refusals: the tenants' rate limit (200/s by default)
+# would refuse about half of the full run at today's throughput (the 64 clients send ~900/s),
+# so it is lifted; each tenant's 32 clients fit its concurrency cap (32) exactly.
+SOAK_ENV: Final = {
+    "GRAPHGATE_TENANT_RATE_PER_S": "1000000",
+    "GRAPHGATE_TENANT_RATE_BURST": "1000000",
+}
+
+
 @pytest.fixture
 def server(tmp_path: Path) -> Iterator[Server]:
-    s = Server(tmp_path / "data")
+    s = Server(tmp_path / "data", SOAK_ENV)
     s.start()
     yield s
     s.stop()
@@ -151,9 +160,7 @@ def server(tmp_path: Path) -> Iterator[Server]:
 def _assert_steady(figures: SoakFigures, requests: int) -> None:
     assert sum(figures.statuses.values()) == requests
     assert [s for s in figures.statuses if s >= 500] == [], figures.statuses
-    # 429 is the tenant's own concurrency cap (32 in flight) doing its job; nothing else
-    assert set(figures.statuses) <= {200, 429}, figures.statuses
-    assert figures.statuses.get(200, 0) >= requests // 2, figures.statuses
+    assert set(figures.statuses) == {200}, figures.statuses
     assert figures.pids_end == figures.pids_warm  # no worker died and was replaced
     assert figures.growth < MAX_GROWTH, (
         f"RSS {figures.rss_warm_bytes} -> {figures.rss_end_bytes} ({figures.growth:+.1%})"
