@@ -5,10 +5,7 @@ in one line without a traceback."""
 from __future__ import annotations
 
 import json
-import os
 import socket
-import subprocess
-import sys
 import threading
 import time
 from collections.abc import Iterator
@@ -21,7 +18,7 @@ import pytest
 from tests.builders import affine
 from tests.executor.test_deadline import matmul_chain
 from tests.server.conftest import ADMIN_TOKEN, auth
-from tests.server.test_serve_process import ROOT, Server, post_tenant
+from tests.server.test_serve_process import Server, post_tenant
 
 SLOW = matmul_chain(200).built()  # n=SLOW_N: many seconds of matmuls on one worker
 # 1024 ran in about 3 s on a quiet AVX-512 machine, racing the 3 s deadline; 2048 is 8x that.
@@ -29,41 +26,12 @@ SLOW_N = 2048
 TINY = affine().built()
 
 
-class _LoggedServer(Server):
-    """`graphgate serve` with one worker, its stderr kept for the test to read."""
-
-    def start(self) -> None:
-        self.log = self.data_dir.parent / "serve.log"
-        self.data_dir.parent.mkdir(parents=True, exist_ok=True)
-        env = {
-            **os.environ,
-            "GRAPHGATE_ADMIN_TOKEN": ADMIN_TOKEN,
-            "GRAPHGATE_WORKERS": "1",
-            "GRAPHGATE_USE_CUDA": "false",
-            "PYTHONPATH": str(ROOT),
-        }
-        command = [sys.executable, "-m", "server.cli", "serve", "--port", str(self.port)]
-        with self.log.open("wb") as out:
-            self.process = subprocess.Popen(
-                [*command, "--data-dir", str(self.data_dir)],
-                cwd=ROOT,
-                env=env,
-                stdout=out,
-                stderr=subprocess.STDOUT,
-            )
-        deadline = time.monotonic() + 30
-        while time.monotonic() < deadline:
-            try:
-                if httpx2.get(f"{self.url}/v2/health/live", timeout=1).status_code == 200:
-                    return
-            except httpx2.HTTPError:
-                time.sleep(0.1)
-        raise AssertionError("graphgate serve did not come up")
-
-
 @pytest.fixture(scope="module")
-def served(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[_LoggedServer, str]]:
-    server = _LoggedServer(Path(tmp_path_factory.mktemp("disconnect")) / "data")
+def served(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Server, str]]:
+    """`graphgate serve` with one worker, its output kept for the test to read."""
+    folder = Path(tmp_path_factory.mktemp("disconnect"))
+    env = {"GRAPHGATE_WORKERS": "1", "GRAPHGATE_USE_CUDA": "false"}
+    server = Server(folder / "data", env, log=folder / "serve.log")
     try:
         server.start()
         key = post_tenant(server, "acme")
@@ -147,7 +115,7 @@ def _slow_run_s(server: Server, key: str) -> float:
 
 
 def test_a_client_leaving_a_running_request_frees_its_worker(
-    served: tuple[_LoggedServer, str],
+    served: tuple[Server, str],
 ) -> None:
     server, key = served
     assert _tiny(server, key)[0] == 200  # the worker holds both models
@@ -163,7 +131,7 @@ def test_a_client_leaving_a_running_request_frees_its_worker(
 
 
 def test_a_client_leaving_a_queued_request_never_runs_it(
-    served: tuple[_LoggedServer, str],
+    served: tuple[Server, str],
 ) -> None:
     server, key = served
     before = _disconnects(server)
@@ -177,6 +145,7 @@ def test_a_client_leaving_a_queued_request_never_runs_it(
     first.join()
     assert status == 200 and seconds < 3.0 + 1.5
     assert _disconnects(server) == before + 1
+    assert server.log is not None
     log = server.log.read_text(errors="replace")
     # graphgate's own INFO line for a disconnect is below serve's default log level; what
     # must never show is a traceback or an error.

@@ -35,11 +35,15 @@ def _free_port() -> int:
 
 class Server:
     """`graphgate serve` on a free port; `env` adds to its environment (the backend's
-    GRAPHGATE_DATABASE_URL / GRAPHGATE_ARTIFACTS_URL, from conftest's `backend_env`)."""
+    GRAPHGATE_DATABASE_URL / GRAPHGATE_ARTIFACTS_URL, from conftest's `backend_env`); with
+    `log`, its stdout and stderr go to that file for the test to read."""
 
-    def __init__(self, data_dir: Path, env: Mapping[str, str] | None = None) -> None:
+    def __init__(
+        self, data_dir: Path, env: Mapping[str, str] | None = None, log: Path | None = None
+    ) -> None:
         self.data_dir = data_dir
         self.env = dict(env or {})
+        self.log = log
         self.port = _free_port()
         self.url = f"http://127.0.0.1:{self.port}"
         self.process: subprocess.Popen[bytes] | None = None
@@ -48,9 +52,18 @@ class Server:
         env = {**os.environ, **self.env, "GRAPHGATE_ADMIN_TOKEN": ADMIN_TOKEN}
         env["PYTHONPATH"] = str(ROOT)
         command = [sys.executable, "-m", "server.cli", "serve", "--port", str(self.port)]
-        self.process = subprocess.Popen(
-            [*command, "--data-dir", str(self.data_dir)], cwd=ROOT, env=env
-        )
+        output = None if self.log is None else self.log.open("wb")
+        try:
+            self.process = subprocess.Popen(
+                [*command, "--data-dir", str(self.data_dir)],
+                cwd=ROOT,
+                env=env,
+                stdout=output,
+                stderr=None if output is None else subprocess.STDOUT,
+            )
+        finally:
+            if output is not None:
+                output.close()  # the child holds its own descriptor
         deadline = time.monotonic() + 90  # a wait, not a measure: a loaded CI box starts slowly
         while time.monotonic() < deadline:
             try:
