@@ -564,6 +564,8 @@ def _deliver(outcomes: list[_Outcome]) -> None:
     by_loop: dict[asyncio.AbstractEventLoop, list[_Outcome]] = {}
     for outcome in outcomes:
         item, ok, value = outcome
+        if item.cancel is not None:  # its callback refers to the item (and its batch): a
+            item.cancel.on_cancel(None)  # cycle per request, left to the garbage collector
         if item.loop is not None:
             by_loop.setdefault(item.loop, []).append(outcome)
             continue

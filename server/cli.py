@@ -250,12 +250,29 @@ def _draining_server(config: Any) -> Any:
     import uvicorn
 
     class DrainingServer(uvicorn.Server):
+        async def startup(self, sockets: Any = None) -> None:
+            await super().startup(sockets)
+            _freeze_startup_heap()
+
         def handle_exit(self, sig: int, frame: Any) -> None:
             super().handle_exit(sig, frame)
             if sig == signal.SIGTERM:
                 self._captured_signals.remove(sig)  # NOTE: private; what it re-raises at exit
 
     return DrainingServer(config)
+
+
+def _freeze_startup_heap() -> None:
+    """Moves every object alive once the server is up (modules, the op registry, SQLAlchemy's
+    metadata, the services: ~1M objects) out of the garbage collector's reach.
+
+    NOTE: a full collection walks every tracked object; on this heap it paused the event loop
+    for 90-130 ms every few seconds under load, the whole p99 of busy serving. What startup
+    made lives as long as the process, so walking it again finds nothing."""
+    import gc
+
+    gc.collect()
+    gc.freeze()
 
 
 def uvicorn_options(settings: Any) -> dict[str, Any]:

@@ -14,6 +14,7 @@ from starlette.routing import Route
 from server import batching
 from server.batching import Batcher
 from server.deps import LoadedModelDep, get_loaded_model, get_principal, inference_slot
+from server.http_limits import ON_DISCONNECT
 from server.paths import V2_INFER_PATHS, V2_MODELS
 from server.services import inference
 from server.services.types import LoadedModel
@@ -81,13 +82,16 @@ async def _answer(
     timeout_s = settings.infer_timeout_s
     cancel = Cancel()
     batcher = _batcher(request, model)
-    if not inference.decodes_cheaply(body, request.headers):
+    # One plain dict for the three readers below (ASGI names are lower case already); a
+    # repeated header's last value, for all three alike.
+    headers = {k.decode("latin-1"): v.decode("latin-1") for k, v in request.scope["headers"]}
+    if not inference.decodes_cheaply(body, headers):
         work = _in_thread(
             request,
             inference.infer,
             model,
             body,
-            request.headers,
+            headers,
             max_body_bytes=cap,
             timeout_s=timeout_s,
             cancel=cancel,
@@ -95,13 +99,13 @@ async def _answer(
             source=source,
         )
     elif batcher is not None:  # no thread waits: the batch thread encodes, wakes the loop once
-        decoded = inference.decode(model, body, request.headers, max_body_bytes=cap)
-        deadline = inference.deadline(decoded, request.headers, timeout_s)
+        decoded = inference.decode(model, body, headers, max_body_bytes=cap)
+        deadline = inference.deadline(decoded, headers, timeout_s)
         queued = inference.submit_async(batcher, model, decoded, deadline, cancel, source)
         work = batching.wait_async(queued, deadline)
     else:
-        decoded = inference.decode(model, body, request.headers, max_body_bytes=cap)
-        deadline = inference.deadline(decoded, request.headers, timeout_s)
+        decoded = inference.decode(model, body, headers, max_body_bytes=cap)
+        deadline = inference.deadline(decoded, headers, timeout_s)
         work = _in_thread(request, inference.run, model, decoded, deadline, cancel)
     return await _unless_disconnected(request, work, cancel)
 
@@ -130,7 +134,13 @@ def _batcher(request: Request, model: LoadedModel) -> Batcher | None:
 async def _unless_disconnected(
     request: Request, work: Awaitable[tuple[bytes, dict[str, str]]], cancel: Cancel
 ) -> tuple[bytes, dict[str, str]]:
-    """Awaits the run; a client that disconnects meanwhile cancels it (queued or running)."""
+    """Awaits the run; a client that disconnects meanwhile cancels it (queued or running).
+    Behind graphgate's HTTP protocol (server/http_limits.py) the connection's loss calls the
+    cancel; under any other server a task waits for the disconnect message."""
+    on_disconnect: list[Callable[[], None]] | None = request.scope.get(ON_DISCONNECT)
+    if on_disconnect is not None:
+        on_disconnect.append(cancel.set)
+        return await work
     watch = asyncio.ensure_future(_disconnect(request, cancel))
     try:
         return await work

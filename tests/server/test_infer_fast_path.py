@@ -8,6 +8,8 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import gc
+import weakref
 from pathlib import Path
 from typing import Any
 
@@ -176,6 +178,12 @@ class _Wire:
 
 
 async def _writes_for(app: Any, method: str) -> list[bytes]:
+    return (await _served(app, method))[0]
+
+
+async def _served(app: Any, method: str) -> tuple[list[bytes], weakref.ref[Any]]:
+    """What the protocol wrote for one request, and a weak reference to the request's cycle
+    (the protocol is gone once this returns)."""
     limits = HttpLimits(65536, 100, 8192, 10.0, 10.0)
     protocol_type = protocol_class(limits)
     config = Config(app, http=protocol_type, lifespan="off", access_log=False)
@@ -188,8 +196,9 @@ async def _writes_for(app: Any, method: str) -> list[bytes]:
         await asyncio.sleep(0.001)
         if protocol.cycle is not None and protocol.cycle.response_complete:
             break
+    cycle = weakref.ref(protocol.cycle)
     protocol.connection_lost(None)
-    return wire.writes
+    return wire.writes, cycle
 
 
 async def _json(scope: Any, receive: Any, send: Any) -> None:
@@ -220,3 +229,16 @@ def test_a_streamed_response_writes_its_head_first_and_head_only_answers_have_no
     (only,) = asyncio.run(_writes_for(_json, "HEAD"))
     assert only.startswith(b"HTTP/1.1 200 OK") and only.endswith(b"\r\n\r\n")
     assert b"content-length: 12" in only
+
+
+def test_an_answered_request_leaves_no_reference_cycle() -> None:
+    """The cycle that writes the head with the body is freed when its request is answered,
+    without the garbage collector (a cycle per request made its full collections pause the
+    event loop for ~100 ms under load)."""
+    gc.disable()
+    try:
+        writes, cycle = asyncio.run(_served(_json, "POST"))
+        assert len(writes) == 1 and writes[0].startswith(b"HTTP/1.1 200 OK")
+        assert cycle() is None
+    finally:
+        gc.enable()
