@@ -1,6 +1,6 @@
 """graphgate against real peers on the same ONNX, driven by the same `tritonclient.http` client.
 
-Usage: python benchmarks/bench_peers.py [--rounds 4] [--requests 400] [--large-requests 64]
+Usage: python benchmarks/bench_peers.py [--rounds 4] [--seconds 2] [--large-seconds 5]
                                         [--models small,image,resnet50] [--no-install] [--out F]
 
 Serves, on loopback, the ONNX graphgate made of each model (downloaded from graphgate through
@@ -19,6 +19,8 @@ Each peer lives in its own virtual environment, benchmarks/.venv-<peer>, made by
 (never a graphgate dependency). Every server's answer is checked against raw onnxruntime first.
 Cells are (model, concurrency c in 1, 8, 32); in each cell the targets take turns in rounds,
 A B C ... then ... C B A, and the table holds the medians over rounds of p50, p99 and req/s.
+A target's turn lasts the same time for every server (`--seconds`): every client keeps sending
+until then (a fixed count per client would leave the fast ones idle while the last finish).
 Each of c client threads has its own tritonclient.http client (binary tensors where the server
 takes them; MLServer's and KServe's REST answer JSON, noted in the table).
 Writes benchmarks/results/peers.md.
@@ -28,6 +30,7 @@ from __future__ import annotations
 
 import argparse
 import functools
+import gc
 import json
 import os
 import platform
@@ -78,7 +81,7 @@ class Case:
     program: bytes
     params: bytes | None
     x: np.ndarray  # one request's input (batch 1)
-    requests: int  # per cell, per target, per round
+    seconds: float  # per cell, per target, per round
 
 
 @dataclass
@@ -93,7 +96,9 @@ class Target:
 # -- setting up ----------------------------------------------------------------------------
 
 
-def cases(requests: int, large: int, which: list[str]) -> list[Case]:
+def cases(turn: float, large_turn: float, which: list[str]) -> list[Case]:
+    """The models; `turn` (ResNet50: `large_turn`) is what a target's turn lasts, in seconds
+    (`Case.seconds`)."""
     import bench_executor
 
     rng = np.random.default_rng(0)
@@ -102,17 +107,17 @@ def cases(requests: int, large: int, which: list[str]) -> list[Case]:
     image = np.load(example / "image.npy")[:1].astype(np.float32)
     all_cases = [
         Case("small", "fc 16->16 + softmax, x[1, 16]", small.program, small.params,
-             rng.standard_normal((1, 16)).astype(np.float32), requests),
+             rng.standard_normal((1, 16)).astype(np.float32), turn),
         Case("image", "examples/image_classifier, image[1, 3, 32, 32]",
              (example / "model.pdmodel").read_bytes(), (example / "model.pdiparams").read_bytes(),
-             image, requests),
+             image, turn),
     ]  # fmt: skip
     if "resnet50" in which:
         (resnet,) = [m for m in bench_executor.MODELS if m.key == "resnet50"]
         program, params = bench_executor.model_files([resnet])["resnet50"]
         x = rng.standard_normal((1, 3, 224, 224)).astype(np.float32)
         all_cases.append(Case("resnet50", "ResNet50, image[1, 3, 224, 224]",
-                              program.read_bytes(), params.read_bytes(), x, large))  # fmt: skip
+                              program.read_bytes(), params.read_bytes(), x, large_turn))  # fmt: skip
     return [c for c in all_cases if c.key in which]
 
 
@@ -294,17 +299,19 @@ class Clients:
     gevent-based: a client serves only the thread that made it), kept across rounds."""
 
     def __init__(self, make: Callable[[], Callable[[], np.ndarray]], c: int) -> None:
-        self._jobs: list[queue.Queue[int | None]] = [queue.Queue() for _ in range(c)]
+        # A job: ("count", n) requests, or ("until", t) keep sending until perf_counter() t.
+        self._jobs: list[queue.Queue[tuple[str, float] | None]] = [queue.Queue() for _ in range(c)]
         self._done: queue.Queue[list[float] | BaseException] = queue.Queue()
         for jobs in self._jobs:
             threading.Thread(target=self._client, args=(make, jobs), daemon=True).start()
 
     def _client(self, make: Callable[[], Callable[[], np.ndarray]], jobs: Any) -> None:
         call = make()
-        while (count := jobs.get()) is not None:
+        while (job := jobs.get()) is not None:
+            kind, value = job
             try:
-                mine = []
-                for _ in range(count):
+                mine: list[float] = []
+                while len(mine) < value if kind == "count" else time.perf_counter() < value:
                     start = time.perf_counter()
                     call()
                     mine.append(time.perf_counter() - start)
@@ -312,12 +319,19 @@ class Clients:
             except BaseException as error:
                 self._done.put(error)
 
+    def measure_for(self, seconds: float) -> Cell:
+        """All clients at once, each sending until `seconds` have passed; latencies of every
+        request, the rate over the time until the last answer."""
+        return self._measure(("until", time.perf_counter() + seconds))
+
     def measure(self, requests: int) -> Cell:
         """All clients at once, `requests` in all; latencies of every request."""
-        each = max(1, requests // len(self._jobs))
+        return self._measure(("count", max(1, requests // len(self._jobs))))
+
+    def _measure(self, job: tuple[str, float]) -> Cell:
         start = time.perf_counter()
         for jobs in self._jobs:
-            jobs.put(each)
+            jobs.put(job)
         latencies: list[float] = []
         for _ in self._jobs:
             got = self._done.get()
@@ -335,6 +349,16 @@ class Clients:
     def close(self) -> None:
         for jobs in self._jobs:
             jobs.put(None)
+
+
+def wait_ready(target: Target, model: str) -> None:
+    """Until the server says `model` is ready (a peer may load its models one by one)."""
+    deadline = time.monotonic() + 120
+    url = f"http://{target.url}/v2/models/{model}/ready"
+    while httpx2.get(url, headers=target.headers, timeout=5).status_code != 200:
+        if time.monotonic() > deadline:
+            raise SystemExit(f"{target.name}: {model} not ready after 120 s")
+        time.sleep(0.5)
 
 
 def check(target: Target, case: Case, sig: dict[str, Any], raw: ort.InferenceSession) -> None:
@@ -357,7 +381,7 @@ def check(target: Target, case: Case, sig: dict[str, Any], raw: ort.InferenceSes
 def run(args: argparse.Namespace) -> None:
     which = args.models.split(",")
     concurrencies = [int(c) for c in args.concurrency.split(",")]
-    chosen = cases(args.requests, args.large_requests, which)
+    chosen = cases(args.seconds, args.large_seconds, which)
     with ExitStack() as stack, tempfile.TemporaryDirectory() as tmp:
         work = Path(tmp)
         plain_url, plain_key = graphgate(stack, False, work / "plain")
@@ -393,8 +417,14 @@ def run(args: argparse.Namespace) -> None:
         targets.append(Target("client ceiling (no-op server)", f"127.0.0.1:{noop_port}"))
         for case in chosen:
             for target in targets[1:-1]:
+                wait_ready(target, target.model(case.key))
                 check(target, case, sigs[case.key], raws[case.key])
         results: dict[tuple[str, int, str], list[Cell]] = {}
+        # The client's own full garbage collections (onnxruntime, numpy, tritonclient and
+        # gevent make a big heap) stalled all its threads for ~50 ms: a p99 of the client's,
+        # charged to whichever server had its turn. What setup made lives until the end.
+        gc.collect()
+        gc.freeze()
         for case in chosen:
             for c in concurrencies:
                 callers = {
@@ -403,11 +433,11 @@ def run(args: argparse.Namespace) -> None:
                     for t in targets
                 }  # fmt: skip
                 for clients in callers.values():  # warm-up: connections, sessions, batchers
-                    clients.measure(min(case.requests, 4 * c))
+                    clients.measure(4 * c)
                 for r in range(args.rounds):
                     order = targets if r % 2 == 0 else targets[::-1]
                     for t in order:
-                        cell = callers[t.name].measure(case.requests)
+                        cell = callers[t.name].measure_for(case.seconds)
                         results.setdefault((case.key, c, t.name), []).append(cell)
                         print(f"{case.key} c={c} round {r} {t.name}: {cell}", flush=True)
                 for clients in callers.values():
@@ -434,8 +464,8 @@ def write(
     lines = [
         "# graphgate against peers (benchmarks/bench_peers.py)",
         "",
-        f"`python benchmarks/bench_peers.py --rounds {args.rounds} --requests {args.requests} "
-        f"--large-requests {args.large_requests} --models {args.models} --concurrency "
+        f"`python benchmarks/bench_peers.py --rounds {args.rounds} --seconds {args.seconds} "
+        f"--large-seconds {args.large_seconds} --models {args.models} --concurrency "
         f"{args.concurrency}`; {os.cpu_count()} CPUs ({cpu}), Python {platform.python_version()}, "
         f"onnxruntime {ort.__version__}, CPU provider, 1 intra-op thread per session, loopback.",
         "",
@@ -460,16 +490,52 @@ def write(
                     f"{plain.per_s / m.per_s:.2f} | {batched.per_s / m.per_s:.2f} |"
                 )
         lines.append("")
+    lines += goals(chosen, concurrencies, results)
     out = Path(args.out)
     out.write_text("\n".join(lines) + "\n")
     print(out.read_text())
 
 
+def goals(
+    chosen: list[Case], concurrencies: list[int], results: dict[tuple[str, int, str], list[Cell]]
+) -> list[str]:
+    """Issue 13's goals, from this run's medians: the two small models at 8 and 32 clients."""
+    cells = [(case, c) for case in chosen if case.key in ("small", "image") for c in concurrencies
+             if c in (8, 32) and (case.key, c, "pytriton+batching") in results]  # fmt: skip
+    if not cells:
+        return []
+
+    def m(case: Case, c: int, name: str) -> Cell:
+        return median(results[(case.key, c, name)])
+
+    def row(goal: str, cell: Callable[[Case, int], str]) -> str:
+        return f"| {goal} | " + " | ".join(cell(case, c) for case, c in cells) + " |"
+
+    batched, plain, peer = "graphgate+batching", "graphgate", "pytriton+batching"
+    return [
+        "## Against the issue's goals (this run)",
+        "",
+        "| goal | " + " | ".join(f"{case.key}, c={c}" for case, c in cells) + " |",
+        "|---|" + "---|" * len(cells),
+        row("batching vs graphgate unbatched, req/s (goal >= 2x at c=32)",
+            lambda case, c: f"{m(case, c, batched).per_s / m(case, c, plain).per_s:.2f}x"),
+        row("batching p99 vs unbatched p99, ms (goal: no worse)",
+            lambda case, c: f"{m(case, c, batched).p99_ms:.1f} vs {m(case, c, plain).p99_ms:.1f}"),
+        row("graphgate+batching vs PyTriton+batching, req/s (goal >= 1.3x)",
+            lambda case, c: f"{m(case, c, batched).per_s / m(case, c, peer).per_s:.2f}x"),
+        row("p99 vs PyTriton+batching, ms (goal: lower)",
+            lambda case, c: f"{m(case, c, batched).p99_ms:.1f} vs {m(case, c, peer).p99_ms:.1f}"),
+        row("client ceiling (no-op server), req/s",
+            lambda case, c: f"{m(case, c, 'client ceiling (no-op server)').per_s:.0f}"),
+        "",
+    ]  # fmt: skip
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--rounds", type=int, default=4)
-    parser.add_argument("--requests", type=int, default=400, help="per cell, target and round")
-    parser.add_argument("--large-requests", type=int, default=64, help="the same, ResNet50")
+    parser.add_argument("--seconds", type=float, default=2.0, help="per cell, target and round")
+    parser.add_argument("--large-seconds", type=float, default=5.0, help="the same, ResNet50")
     parser.add_argument("--models", default="small,image,resnet50")
     parser.add_argument("--concurrency", default="1,8,32")
     parser.add_argument("--peers", default="pytriton,mlserver,kserve")

@@ -461,6 +461,9 @@ class Batchers:
         self._slots = slots
         self._batchable = batchable
         self._batchers: dict[tuple[object, ...], Batcher] = {}
+        # (label, content key) -> (the override it was chosen with, its batcher or None): the
+        # choice made once per loaded version, not re-derived from its report per request.
+        self._chosen: dict[tuple[object, ...], tuple[object, Batcher | None]] = {}
         self._lock = threading.Lock()
         self.sizes = BatchSizes()
 
@@ -475,6 +478,18 @@ class Batchers:
 
     def for_model(
         self, model: RemoteModel, label: Label, override: Mapping[str, object] | None = None
+    ) -> Batcher | None:
+        """The version's batcher (None when it does not batch). A loaded version keeps its
+        override object, so the same object means the same choice as last time."""
+        chosen = self._chosen.get((*label, model.key))
+        if chosen is not None and chosen[0] is override:
+            return chosen[1]
+        batcher = self._choose(model, label, override)
+        self._chosen[(*label, model.key)] = (override, batcher)
+        return batcher
+
+    def _choose(
+        self, model: RemoteModel, label: Label, override: Mapping[str, object] | None
     ) -> Batcher | None:
         policy = self.policy_for(model.program.report, override)
         if policy is None:
@@ -495,6 +510,7 @@ class Batchers:
     def close(self) -> None:
         with self._lock:
             batchers, self._batchers = list(self._batchers.values()), {}
+            self._chosen.clear()
         for batcher in batchers:
             batcher.close()
 
