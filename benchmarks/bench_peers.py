@@ -355,7 +355,9 @@ def wait_ready(target: Target, model: str) -> None:
     """Until the server says `model` is ready (a peer may load its models one by one)."""
     deadline = time.monotonic() + 120
     url = f"http://{target.url}/v2/models/{model}/ready"
-    while httpx2.get(url, headers=target.headers, timeout=5).status_code != 200:
+    # tritonclient adds its own entries (an int among them) to the headers it is given
+    auth = {k: v for k, v in target.headers.items() if k == "Authorization"}
+    while httpx2.get(url, headers=auth, timeout=5).status_code != 200:
         if time.monotonic() > deadline:
             raise SystemExit(f"{target.name}: {model} not ready after 120 s")
         time.sleep(0.5)

@@ -14,9 +14,11 @@ import pytest
 from fastapi.testclient import TestClient
 
 from executor import SessionOptions
+from executor.errors import RunCancelled
 from server.main import create_app
 from server.storage import open_artifacts
 from server.workers import PoolSettings, RemoteModel, WorkerOutOfMemory, WorkerPool
+from server.workers.pool import _POLL_S, _Handoff
 from tests.builders import Built, affine, mlp
 from tests.executor.test_deadline import matmul_chain
 from tests.server.conftest import ADMIN_TOKEN, SettingsFactory, auth, new_tenant
@@ -207,3 +209,53 @@ def test_the_session_cache_evicts_by_bytes_least_recently_used_first() -> None:
         assert pool.cached_keys() == [first.key, tiny.key]
     finally:
         pool.stop()
+
+
+WORKERS: list[Any] = ["w1", "w2", "w3", "w4"]  # stand-ins: the handoff never looks inside
+
+
+def _waiting(handoff: Any, count: int) -> None:
+    deadline = time.monotonic() + 5
+    while len(handoff._waiters) < count:
+        assert time.monotonic() < deadline, "the waiter never queued"
+        time.sleep(0.001)
+
+
+def test_a_freed_worker_goes_to_the_request_that_waited_longest() -> None:
+    """Requests waiting for a worker get one in arrival order, however many times they
+    re-polled for a cancel meanwhile, and a newcomer waits behind them (a queue.Queue let
+    re-pollers lose their place and newcomers take workers first: p99 ~10x p50 at 32 callers)."""
+    handoff = _Handoff()
+    w1, w2, w3, w4 = WORKERS
+    got: list[tuple[int, Any]] = []
+
+    def request(i: int) -> None:
+        got.append((i, handoff.get(lambda: None)))
+
+    threads = []
+    for i in range(3):
+        threads.append(threading.Thread(target=request, args=(i,)))
+        threads[-1].start()
+        _waiting(handoff, i + 1)
+    time.sleep(3 * _POLL_S)  # every waiter re-polls at least twice
+    handoff.put(w1)
+    threads.append(threading.Thread(target=request, args=(3,)))  # a newcomer, as w1 frees
+    threads[-1].start()
+    _waiting(handoff, 3)  # two old waiters left, then the newcomer
+    for worker in (w2, w3, w4):
+        handoff.put(worker)
+    for thread in threads:
+        thread.join(5)
+    assert dict(got) == {0: w1, 1: w2, 2: w3, 3: w4}  # appended in any order
+
+
+def test_a_request_that_gives_up_leaves_the_line() -> None:
+    handoff = _Handoff()
+
+    def cancelled() -> None:
+        raise RunCancelled("gone")
+
+    with pytest.raises(RunCancelled):
+        handoff.get(cancelled)
+    handoff.put(WORKERS[0])  # nobody waits: it is idle
+    assert handoff.take_idle() == [WORKERS[0]]
