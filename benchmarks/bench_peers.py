@@ -363,6 +363,25 @@ def wait_ready(target: Target, model: str) -> None:
         time.sleep(0.5)
 
 
+def turn(make: Callable[[], Callable[[], np.ndarray]], c: int, seconds: float) -> Cell:
+    """One target's turn: c fresh clients (connections made and warmed, untimed), `seconds`
+    measured, then closed.
+
+    NOTE: fresh per turn, not kept across the turns of a cell, so that only the measured
+    target's clients (threads, keep-alive connections) are alive in the client process.
+    Known artefact, not explained: with PyTriton up, the image classifier's 32-client cell
+    of a full run has a client ceiling of ~1,200-1,700 req/s (3,500-5,300 when that cell runs
+    alone, or in a full run without PyTriton; its other cells are unaffected; seen in four
+    runs, with clients kept or fresh); the client process then spends ~3x its usual CPU per
+    request, and every server in that cell is bound by it (results/peers.md says so)."""
+    clients = Clients(make, c)
+    try:
+        clients.measure(4 * c)  # warm-up: connections, sessions, batchers
+        return clients.measure_for(seconds)
+    finally:
+        clients.close()
+
+
 def check(target: Target, case: Case, sig: dict[str, Any], raw: ort.InferenceSession) -> None:
     """The server answers what onnxruntime answers (float32, rtol 1e-4); binary falls back to
     JSON when the server does not take binary tensors."""
@@ -429,21 +448,13 @@ def run(args: argparse.Namespace) -> None:
         gc.freeze()
         for case in chosen:
             for c in concurrencies:
-                callers = {
-                    t.name: Clients(functools.partial(caller, t, case, sigs[case.key],
-                                                      raws[case.key]), c)
-                    for t in targets
-                }  # fmt: skip
-                for clients in callers.values():  # warm-up: connections, sessions, batchers
-                    clients.measure(4 * c)
                 for r in range(args.rounds):
                     order = targets if r % 2 == 0 else targets[::-1]
                     for t in order:
-                        cell = callers[t.name].measure_for(case.seconds)
+                        make = functools.partial(caller, t, case, sigs[case.key], raws[case.key])
+                        cell = turn(make, c, case.seconds)
                         results.setdefault((case.key, c, t.name), []).append(cell)
                         print(f"{case.key} c={c} round {r} {t.name}: {cell}", flush=True)
-                for clients in callers.values():
-                    clients.close()
         write(args, chosen, concurrencies, targets, results)
 
 
