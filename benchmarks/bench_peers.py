@@ -59,6 +59,7 @@ import httpx2  # noqa: E402
 import numpy as np  # noqa: E402
 import onnxruntime as ort  # noqa: E402
 import tritonclient.http as triton_http  # noqa: E402
+from gevent._hub_local import get_hub_if_exists  # noqa: E402
 
 from tests.builders import mlp  # noqa: E402
 
@@ -265,26 +266,57 @@ def raw_session(onnx: bytes) -> ort.InferenceSession:
     return ort.InferenceSession(onnx, options, providers=["CPUExecutionProvider"])
 
 
-def caller(
-    target: Target, case: Case, sig: dict[str, Any], raw: ort.InferenceSession
-) -> Callable[[], np.ndarray]:
-    """One client's request function (its own connection)."""
-    feed = sig["inputs"][0]["name"]
-    output = sig["outputs"][0]["name"]
-    if not target.url:
-        return lambda: raw.run([output], {feed: case.x})[0]
-    client = triton_http.InferenceServerClient(target.url, network_timeout=300.0)
-    given = triton_http.InferInput(feed, list(case.x.shape), "FP32")
-    given.set_data_from_numpy(case.x, binary_data=target.binary)
-    wanted = [triton_http.InferRequestedOutput(output, binary_data=target.binary)]
-    model = target.model(case.key)
+class Caller:
+    """One client's request function (its own connection); `close()` closes the connection.
 
-    def call() -> np.ndarray:
-        answer = client.infer(model, [given], outputs=wanted, headers=target.headers)
-        value: np.ndarray = answer.as_numpy(output)
+    NOTE: closed at the end of every turn. Dropped unclosed, each tritonclient.http client
+    left its gevent hub and sockets open (fds grew by ~64 a turn at 32 clients, against
+    servers that keep idle connections, as Triton's frontend does); past ~1,000 open fds the
+    client process spent ~3x its CPU per request, and every server's cell after that point
+    measured the client (the "client ceiling collapse" of earlier results)."""
+
+    def __init__(
+        self, target: Target, case: Case, sig: dict[str, Any], raw: ort.InferenceSession
+    ) -> None:
+        feed = sig["inputs"][0]["name"]
+        self._output = output = sig["outputs"][0]["name"]
+        self._client: Any = None
+        if not target.url:
+            self._call: Callable[[], np.ndarray] = lambda: raw.run([output], {feed: case.x})[0]
+            return
+        self._client = triton_http.InferenceServerClient(target.url, network_timeout=300.0)
+        given = triton_http.InferInput(feed, list(case.x.shape), "FP32")
+        given.set_data_from_numpy(case.x, binary_data=target.binary)
+        wanted = [triton_http.InferRequestedOutput(output, binary_data=target.binary)]
+        model, client, headers = target.model(case.key), self._client, target.headers
+        self._call = lambda: client.infer(model, [given], outputs=wanted, headers=headers)
+
+    def __call__(self) -> np.ndarray:
+        answer = self._call()
+        if self._client is None:
+            return answer
+        value: np.ndarray = answer.as_numpy(self._output)
         return value
 
-    return call
+    def close(self) -> None:
+        """Closes the connection and this thread's gevent hub (call it in the calling thread)."""
+        if self._client is not None:
+            self._client.close()
+            # gevent asks code using it from several native threads to destroy each thread's
+            # hub: it holds an event loop's fds and a resolver thread otherwise.
+            hub = get_hub_if_exists()
+            if hub is not None:
+                hub.destroy(destroy_loop=True)
+
+
+def answer_once(
+    target: Target, case: Case, sig: dict[str, Any], raw: ort.InferenceSession
+) -> np.ndarray:
+    one = Caller(target, case, sig, raw)
+    try:
+        return one()
+    finally:
+        one.close()
 
 
 @dataclass
@@ -298,15 +330,25 @@ class Clients:
     """c client threads, each with its own connection made in that thread (tritonclient.http is
     gevent-based: a client serves only the thread that made it), kept across rounds."""
 
-    def __init__(self, make: Callable[[], Callable[[], np.ndarray]], c: int) -> None:
+    def __init__(self, make: Callable[[], Caller], c: int) -> None:
         # A job: ("count", n) requests, or ("until", t) keep sending until perf_counter() t.
         self._jobs: list[queue.Queue[tuple[str, float] | None]] = [queue.Queue() for _ in range(c)]
         self._done: queue.Queue[list[float] | BaseException] = queue.Queue()
-        for jobs in self._jobs:
-            threading.Thread(target=self._client, args=(make, jobs), daemon=True).start()
+        self._threads = [
+            threading.Thread(target=self._client, args=(make, jobs), daemon=True)
+            for jobs in self._jobs
+        ]
+        for thread in self._threads:
+            thread.start()
 
-    def _client(self, make: Callable[[], Callable[[], np.ndarray]], jobs: Any) -> None:
+    def _client(self, make: Callable[[], Caller], jobs: Any) -> None:
         call = make()
+        try:
+            self._serve(call, jobs)
+        finally:
+            call.close()
+
+    def _serve(self, call: Caller, jobs: Any) -> None:
         while (job := jobs.get()) is not None:
             kind, value = job
             try:
@@ -347,8 +389,11 @@ class Clients:
         )
 
     def close(self) -> None:
+        """Ends every client thread, each closing its connection, and waits for them."""
         for jobs in self._jobs:
             jobs.put(None)
+        for thread in self._threads:
+            thread.join()
 
 
 def wait_ready(target: Target, model: str) -> None:
@@ -363,17 +408,13 @@ def wait_ready(target: Target, model: str) -> None:
         time.sleep(0.5)
 
 
-def turn(make: Callable[[], Callable[[], np.ndarray]], c: int, seconds: float) -> Cell:
+def turn(make: Callable[[], Caller], c: int, seconds: float) -> Cell:
     """One target's turn: c fresh clients (connections made and warmed, untimed), `seconds`
     measured, then closed.
 
     NOTE: fresh per turn, not kept across the turns of a cell, so that only the measured
-    target's clients (threads, keep-alive connections) are alive in the client process.
-    Known artefact, not explained: with PyTriton up, the image classifier's 32-client cell
-    of a full run has a client ceiling of ~1,200-1,700 req/s (3,500-5,300 when that cell runs
-    alone, or in a full run without PyTriton; its other cells are unaffected; seen in four
-    runs, with clients kept or fresh); the client process then spends ~3x its usual CPU per
-    request, and every server in that cell is bound by it (results/peers.md says so)."""
+    target's clients (threads, keep-alive connections) are alive in the client process, and
+    they are closed before the next turn (see Caller)."""
     clients = Clients(make, c)
     try:
         clients.measure(4 * c)  # warm-up: connections, sessions, batchers
@@ -385,14 +426,14 @@ def turn(make: Callable[[], Callable[[], np.ndarray]], c: int, seconds: float) -
 def check(target: Target, case: Case, sig: dict[str, Any], raw: ort.InferenceSession) -> None:
     """The server answers what onnxruntime answers (float32, rtol 1e-4); binary falls back to
     JSON when the server does not take binary tensors."""
-    expected = caller(Target("raw", ""), case, sig, raw)()
+    expected = answer_once(Target("raw", ""), case, sig, raw)
     try:
-        got = caller(target, case, sig, raw)()
+        got = answer_once(target, case, sig, raw)
     except Exception:
         if not target.binary:
             raise
         target.binary = False
-        got = caller(target, case, sig, raw)()
+        got = answer_once(target, case, sig, raw)
     np.testing.assert_allclose(got, expected, rtol=1e-4, atol=1e-6, err_msg=target.name)
 
 
@@ -451,7 +492,7 @@ def run(args: argparse.Namespace) -> None:
                 for r in range(args.rounds):
                     order = targets if r % 2 == 0 else targets[::-1]
                     for t in order:
-                        make = functools.partial(caller, t, case, sigs[case.key], raws[case.key])
+                        make = functools.partial(Caller, t, case, sigs[case.key], raws[case.key])
                         cell = turn(make, c, case.seconds)
                         results.setdefault((case.key, c, t.name), []).append(cell)
                         print(f"{case.key} c={c} round {r} {t.name}: {cell}", flush=True)
