@@ -62,18 +62,26 @@ VISION = [
 # vgg11 at random weights: two 4096-wide fully connected layers sum float32 products of outputs
 # near 1.7, where summation order alone moves the result by ~2e-5 (measured: 1.7e-5 at most).
 ATOL = {"vgg11": 1e-4}
+# These are paddle.vision's models at their random initialisation, not calibrated as models.py's
+# are: their logits reach 20-35, and float32 summation order moves every logit by an amount that
+# follows the magnitudes summed, not the logit's own value. On an AVX-512 Xeon (oneDNN and
+# onnxruntime pick other kernels there than on the AMD EPYC these tolerances were first set on)
+# resnet18's logit -0.0235 came out 1.4e-5 away among logits of magnitude ~21, and googlenet's
+# 4.4e-5 away among logits of ~34: over atol 1e-5 + rtol 1e-4 of the element, within 1e-5 of
+# the fetch's largest magnitude (2e-6 and 1.3e-6 of it).
+VISION_SCALE_RTOL = 1e-5
 
 
 @pytest.mark.parametrize("name", VISION)
 def test_vision_model_saved_as_pir_matches_paddle(name: str) -> None:
-    assert_pir_parity(vision(name), atol=ATOL.get(name, 1e-5))
+    assert_pir_parity(vision(name), atol=ATOL.get(name, 1e-5), scale_rtol=VISION_SCALE_RTOL)
 
 
 @pytest.mark.parametrize("batch", [1, 2])
 def test_resnet18_pir_at_batch_1_and_2(batch: int) -> None:
     saved = vision("resnet18")
     feeds = random_feeds(validate(saved.program, saved.params), batch=batch)
-    assert_pir_parity(saved, feeds)
+    assert_pir_parity(saved, feeds, scale_rtol=VISION_SCALE_RTOL)
 
 
 @pytest.mark.parametrize("k", [-1.0, 1.0])
@@ -102,7 +110,7 @@ def test_lenet_googlenet_alexnet_as_pir(name: str, size: int, channels: int) -> 
     assert len(validate(saved.program, saved.params).outputs) == heads
     # AlexNet's 9216- and 4096-wide fully connected layers: float32 summation order alone
     # moves outputs of magnitude ~1 by a few 1e-5, as vgg11's do.
-    assert_pir_parity(saved, atol=1e-4 if name == "AlexNet" else 1e-5)
+    assert_pir_parity(saved, atol=1e-4 if name == "AlexNet" else 1e-5, scale_rtol=VISION_SCALE_RTOL)
 
 
 @cache
