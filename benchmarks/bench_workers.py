@@ -64,7 +64,7 @@ def throughput(run: Runner, feeds: dict[str, np.ndarray], callers: int, runs: in
     return callers * runs / (time.perf_counter() - start)
 
 
-ROUNDS: Final = 3
+ROUNDS: Final = 5
 
 
 def resnet_lines(runs: int) -> list[str]:
