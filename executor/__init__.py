@@ -3,7 +3,16 @@
 from __future__ import annotations
 
 from executor.errors import ExecutionError
-from executor.servable import check_servable
-from executor.session import CompiledModel, SessionOptions, compile
+from executor.servable import build_servable, check_servable, prepare_servable
+from executor.session import CompiledModel, Prepared, SessionOptions, compile
 
-__all__ = ["CompiledModel", "ExecutionError", "SessionOptions", "check_servable", "compile"]
+__all__ = [
+    "CompiledModel",
+    "ExecutionError",
+    "Prepared",
+    "SessionOptions",
+    "build_servable",
+    "check_servable",
+    "compile",
+    "prepare_servable",
+]

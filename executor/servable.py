@@ -4,7 +4,7 @@ all ask, so that a program one of them passes the others do not reject."""
 from __future__ import annotations
 
 from executor.lower import LoweringError
-from executor.session import CompiledModel, SessionOptions, compile
+from executor.session import CompiledModel, Prepared, SessionOptions, build, prepare
 from validator import Diagnostic, GraphError, Policy, ValidationFailed, validate
 
 
@@ -19,9 +19,22 @@ def check_servable(
     Raises ValidationFailed whatever the stage that refuses: the validator's diagnostics as
     they are, or one diagnostic for a lowering, gate or session-build failure (each a graphgate
     bug once validation passed, with its own code; a lowering one names the op)."""
+    return build_servable(prepare_servable(program, params, policy), options)
+
+
+def prepare_servable(program: bytes, params: bytes | None, policy: Policy) -> Prepared:
+    """`check_servable` up to the session: validation, lowering and gate (ValidationFailed)."""
     validated = validate(program, params, policy)
     try:
-        return compile(validated, options or SessionOptions())
+        return prepare(validated)
+    except GraphError as e:
+        raise ValidationFailed([compile_diagnostic(e)]) from None
+
+
+def build_servable(prepared: Prepared, options: SessionOptions | None = None) -> CompiledModel:
+    """`check_servable`'s last step: the session (ValidationFailed when onnxruntime refuses)."""
+    try:
+        return build(prepared, options or SessionOptions())
     except GraphError as e:
         raise ValidationFailed([compile_diagnostic(e)]) from None
 

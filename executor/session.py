@@ -464,9 +464,24 @@ def _session(
         ort.set_default_logger_severity(2)
 
 
+@dataclass(frozen=True, slots=True)
+class Prepared:
+    """A program lowered and gated, its ONNX serialized: all of compiling but the session."""
+
+    program: ValidatedProgram
+    model_bytes: bytes
+    output_names: tuple[str, ...]
+    checks: RuntimeChecks
+
+
 def compile(program: ValidatedProgram, options: SessionOptions = SessionOptions()) -> CompiledModel:
     """Lowers, gates and builds the session. Raises GateError or LoweringError (SessionRefused
     when onnxruntime cannot run the model; all GraphErrors)."""
+    return build(prepare(program), options)
+
+
+def prepare(program: ValidatedProgram) -> Prepared:
+    """Lowers and gates (GateError, LoweringError): the part of compiling done in Python."""
     lowered = lower(program)
     gate.check(lowered.model)
     if disagreements := gate.cross_check_shapes(lowered.model, lowered.values):
@@ -475,7 +490,16 @@ def compile(program: ValidatedProgram, options: SessionOptions = SessionOptions(
             f"ONNX shape inference disagrees with the validator on {len(disagreements)} values: "
             + "; ".join(disagreements[:5])
         )
-    model_bytes = lowered.model.SerializeToString()
+    output_names = tuple(o.name for o in lowered.model.graph.output)
+    return Prepared(program, lowered.model.SerializeToString(), output_names, lowered.checks)
+
+
+def build(prepared: Prepared, options: SessionOptions = SessionOptions()) -> CompiledModel:
+    """The onnxruntime session of a prepared program (SessionRefused when it cannot run it).
+
+    NOTE: onnxruntime makes the session's thread pool here, and its threads inherit the OS
+    priority of the thread that calls this: build at the priority runs should have."""
+    program, model_bytes = prepared.program, prepared.model_bytes
     session_options = ort.SessionOptions()
     session_options.intra_op_num_threads = options.intra_op_threads
     session_options.inter_op_num_threads = options.inter_op_threads
@@ -496,15 +520,14 @@ def compile(program: ValidatedProgram, options: SessionOptions = SessionOptions(
     chosen = session.get_providers()[0]
     if providers[0] == CUDA and chosen != CUDA:
         log.warning("CUDA execution provider unavailable (missing CUDA libraries?); running on CPU")
-    output_names = tuple(o.name for o in lowered.model.graph.output)
     return CompiledModel(
         program,
         model_bytes,
         session,
         chosen,
-        output_names,
+        prepared.output_names,
         options.max_request_bytes,
-        lowered.checks,
+        prepared.checks,
         device=device_of(chosen, options),
         bind_io=chosen == CUDA,
         cuda_graph=chosen == CUDA and graphs,

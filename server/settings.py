@@ -397,6 +397,15 @@ class Settings(BaseSettings):
         description="seconds a compile (validate, lower, gate, session) may take in its "
         "worker; past it the worker is replaced and the upload fails `COMPILE_TIMEOUT`",
     )
+    compile_nice: int = Field(
+        default=10,
+        ge=0,
+        le=19,
+        description="how much lower than inference's the OS priority of a worker's upload and "
+        "check validation and lowering is (nice steps; the session is built at normal "
+        "priority): compiles take the CPUs runs leave (at 10, ~1/10 of a CPU while runs keep "
+        "every CPU busy: `compile_timeout_s` counts wall time); `0`: the same priority",
+    )
     infer_timeout_s: float = Field(
         default=30.0,
         gt=0,
@@ -420,6 +429,7 @@ class Settings(BaseSettings):
             memory_cap_bytes=self.worker_memory_mb * 1024**2,
             session_cache_bytes=self.worker_session_cache_mb * 1024**2,
             compile_timeout_s=self.compile_timeout_s,
+            compile_nice=self.compile_nice,
             quarantine_crashes=self.quarantine_crashes,
             quarantine_window_s=self.quarantine_window_s,
         )

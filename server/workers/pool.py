@@ -55,6 +55,7 @@ class PoolSettings:
     session_cache_bytes: int = 2 * 1024**3
     arena_bytes: int = 4 * 1024**2
     compile_timeout_s: float = 120.0
+    compile_nice: int = 0  # nice steps for a compile's validation and lowering (worker.py)
     quarantine_crashes: int = 3
     quarantine_window_s: float = 600.0
 
@@ -507,7 +508,9 @@ class WorkerPool:
     def _spawn(self) -> _Worker:
         s = self.settings
         arena, path = Arena.create(s.arena_bytes)
-        config = WorkerConfig(path, s.arena_bytes, s.memory_cap_bytes, s.session_cache_bytes)
+        config = WorkerConfig(
+            path, s.arena_bytes, s.memory_cap_bytes, s.session_cache_bytes, s.compile_nice
+        )
         ours, theirs = self._context.Pipe(duplex=True)
         process = self._context.Process(
             target=main, args=(theirs, config), name="graphgate-worker", daemon=True

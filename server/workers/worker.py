@@ -11,18 +11,23 @@ import errno
 import math
 import os
 import resource
+import sys
+import threading
 from collections import OrderedDict
+from collections.abc import Callable
 from dataclasses import dataclass
 from multiprocessing.connection import Connection
 from pathlib import Path
-from typing import Any, Final, NoReturn
+from typing import Any, Final, NoReturn, TypeVar, cast
 
 import numpy as np
 
-from executor import CompiledModel, SessionOptions, check_servable
+from executor import CompiledModel, SessionOptions, build_servable, prepare_servable
 from executor.errors import OutOfMemory
 from server.workers.arena import HEADER, Arena, Layout
 from validator import Policy
+
+T = TypeVar("T")
 
 # Exit status of a worker that ran out of memory (its request already answered "oom").
 EXIT_OOM: Final = 70
@@ -35,6 +40,7 @@ class WorkerConfig:
     arena_bytes: int
     memory_cap_bytes: int  # 0: no cap
     cache_bytes: int
+    compile_nice: int = 0  # see `at_lower_priority`
 
 
 def rss_bytes() -> int:
@@ -131,8 +137,8 @@ class Worker:
             if kind == "run":
                 return self.run(seq, *message[2:])
             if kind == "compile":
-                return ("ok", seq, self.compile(*message[2:]))
-            if kind == "load":
+                return ("ok", seq, self.compile(*message[2:], nice=self.config.compile_nice))
+            if kind == "load":  # for a request waiting to run: at the priority of runs
                 self.compile(*message[2:])
                 return ("ok", seq, None)
             if kind == "stats":
@@ -159,8 +165,11 @@ class Worker:
         params: bytes | None,
         policy: Policy,
         options: SessionOptions,
+        *,
+        nice: int = 0,
     ) -> tuple[Any, bytes]:
-        model = check_servable(program, params, policy, options)
+        prepared = at_lower_priority(lambda: prepare_servable(program, params, policy), nice)
+        model = build_servable(prepared, options)
         self.cache.put(key, model)
         return model.program.report, model.onnx_bytes
 
@@ -190,6 +199,35 @@ class Worker:
         # size; /proc is read only once the peak has come near.
         retire = bool(cap) and _peak_rss_bytes() > cap * 0.9 and rss_bytes() > cap * 0.9
         return ("ok", seq, out_layout, out_inline, self.arena.size, retire)
+
+
+def at_lower_priority(work: Callable[[], T], nice: int) -> T:
+    """`work()` in a thread of its own whose OS priority is `nice` steps below the caller's;
+    the caller's own priority is left as it was.
+
+    NOTE: a thread, not this process: unprivileged code may raise its nice value but never
+    lower it again, and Linux keeps nice per thread. Compiles (seconds of Python on a large
+    program) then yield the CPUs to other workers' runs; the session is built back in the
+    calling thread because onnxruntime's pool threads inherit their builder's priority."""
+    if nice <= 0 or not sys.platform.startswith("linux"):
+        return work()
+    outcome: list[tuple[bool, Any]] = []
+
+    def lowered() -> None:
+        tid = threading.get_native_id()
+        os.setpriority(os.PRIO_PROCESS, tid, os.getpriority(os.PRIO_PROCESS, tid) + nice)
+        try:
+            outcome.append((True, work()))
+        except BaseException as error:  # re-raised in the caller (MemoryError included)
+            outcome.append((False, error))
+
+    thread = threading.Thread(target=lowered, name="graphgate-compile", daemon=True)
+    thread.start()
+    thread.join()
+    done, value = outcome[0]
+    if not done:
+        raise value
+    return cast(T, value)
 
 
 def _nbytes(dtype: str, shape: tuple[int, ...]) -> int:

@@ -19,9 +19,11 @@ from server.main import create_app
 from server.storage import open_artifacts
 from server.workers import PoolSettings, RemoteModel, WorkerOutOfMemory, WorkerPool
 from server.workers.pool import _POLL_S, _Handoff
+from server.workers.worker import at_lower_priority
 from tests.builders import Built, affine, mlp
 from tests.executor.test_deadline import matmul_chain
 from tests.server.conftest import ADMIN_TOKEN, SettingsFactory, auth, new_tenant
+from tests.server.test_fairness import large_program
 from tests.server.test_models_api import upload
 from validator import Policy
 
@@ -207,6 +209,66 @@ def test_the_session_cache_evicts_by_bytes_least_recently_used_first() -> None:
         assert pool.cached_keys() == [first.key]
         tiny = _model(pool, affine().built(), options)  # a few bytes: fits beside the other
         assert pool.cached_keys() == [first.key, tiny.key]
+    finally:
+        pool.stop()
+
+
+def _nice(pid: int, tid: int) -> int:
+    """A thread's nice value, from /proc (field 19 of its stat; the name may hold spaces)."""
+    stat = open(f"/proc/{pid}/task/{tid}/stat").read()  # noqa: SIM115 (read once, closed by gc)
+    return int(stat.rsplit(")", 1)[1].split()[16])
+
+
+@pytest.mark.skipif(not os.path.isdir("/proc/self/task"), reason="per-thread nice is Linux's")
+def test_compile_work_runs_at_a_lower_priority_in_a_thread_of_its_own() -> None:
+    caller = threading.get_native_id()
+    before = _nice(os.getpid(), caller)
+    seen: list[tuple[int, int]] = []
+
+    def work() -> str:
+        tid = threading.get_native_id()
+        seen.append((tid, _nice(os.getpid(), tid)))
+        return "compiled"
+
+    assert at_lower_priority(work, 5) == "compiled"
+    ((tid, nice),) = seen
+    assert tid != caller and nice == min(19, before + 5)
+    assert _nice(os.getpid(), caller) == before  # the caller's own priority is untouched
+
+    def refused() -> None:
+        raise ValueError("refused")
+
+    with pytest.raises(ValueError, match="refused"):  # errors reach the caller as they are
+        at_lower_priority(refused, 5)
+    seen.clear()
+    at_lower_priority(work, 0)  # 0: inline, at the caller's priority
+    assert seen == [(caller, before)]
+
+
+@pytest.mark.skipif(not os.path.isdir("/proc/self/task"), reason="per-thread nice is Linux's")
+def test_a_worker_validates_an_upload_at_a_lower_priority_and_runs_at_normal() -> None:
+    pool = WorkerPool(PoolSettings(workers=1, compile_nice=7))
+    normal = _nice(os.getpid(), os.getpid())  # what the worker inherits
+    try:
+        pool.start()
+        (pid,) = pool.pids()
+        seen: set[int] = set()
+        compiling = threading.Thread(
+            target=_model, args=(pool, large_program(3000), SessionOptions(use_cuda=False))
+        )
+        compiling.start()
+        while compiling.is_alive():  # validating 3,000 ops takes ~0.5 s: sampled meanwhile
+            seen |= {_nice(pid, int(tid)) for tid in os.listdir(f"/proc/{pid}/task")}
+            time.sleep(0.002)
+        compiling.join()
+        assert min(19, normal + 7) in seen
+        # onnxruntime's pool threads take the priority of the thread that builds the session:
+        # it is built back at normal priority, so no run is slowed by the compile's nice value.
+        model = _model(pool, mlp((16, 64, 8)).built(), SessionOptions(use_cuda=False))
+        assert next(iter(model.run({"x": np.ones((2, 16), np.float32)}).values())).shape == (2, 8)
+        threads = os.listdir(f"/proc/{pid}/task")
+        assert len(threads) > 1  # onnxruntime's intra-op pool is there
+        assert {_nice(pid, int(tid)) for tid in threads} == {normal}
     finally:
         pool.stop()
 
