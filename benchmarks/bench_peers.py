@@ -55,11 +55,11 @@ PEERS = BENCH / "peers"
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(BENCH))
 
+import gevent  # noqa: E402
 import httpx2  # noqa: E402
 import numpy as np  # noqa: E402
 import onnxruntime as ort  # noqa: E402
 import tritonclient.http as triton_http  # noqa: E402
-from gevent._hub_local import get_hub_if_exists  # noqa: E402
 from geventhttpclient.response import HTTPParseError  # noqa: E402
 
 from tests.builders import mlp  # noqa: E402
@@ -330,10 +330,9 @@ class Caller:
         if self._client is not None:
             self._client.close()
             # gevent asks code using it from several native threads to destroy each thread's
-            # hub: it holds an event loop's fds and a resolver thread otherwise.
-            hub = get_hub_if_exists()
-            if hub is not None:
-                hub.destroy(destroy_loop=True)
+            # hub (the client made this thread's): it holds an event loop's fds and a resolver
+            # thread otherwise.
+            gevent.get_hub().destroy(destroy_loop=True)
 
 
 def answer_once(

@@ -4,12 +4,11 @@ from __future__ import annotations
 
 from executor.errors import ExecutionError
 from executor.servable import build_servable, check_servable, prepare_servable
-from executor.session import CompiledModel, Prepared, SessionOptions, compile
+from executor.session import CompiledModel, SessionOptions, compile
 
 __all__ = [
     "CompiledModel",
     "ExecutionError",
-    "Prepared",
     "SessionOptions",
     "build_servable",
     "check_servable",

@@ -15,10 +15,11 @@ import sys
 import threading
 from collections import OrderedDict
 from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from multiprocessing.connection import Connection
 from pathlib import Path
-from typing import Any, Final, NoReturn, TypeVar, cast
+from typing import Any, Final, NoReturn, TypeVar
 
 import numpy as np
 
@@ -211,23 +212,14 @@ def at_lower_priority(work: Callable[[], T], nice: int) -> T:
     calling thread because onnxruntime's pool threads inherit their builder's priority."""
     if nice <= 0 or not sys.platform.startswith("linux"):
         return work()
-    outcome: list[tuple[bool, Any]] = []
 
-    def lowered() -> None:
+    def lower_this_thread() -> None:
         tid = threading.get_native_id()
         os.setpriority(os.PRIO_PROCESS, tid, os.getpriority(os.PRIO_PROCESS, tid) + nice)
-        try:
-            outcome.append((True, work()))
-        except BaseException as error:  # re-raised in the caller (MemoryError included)
-            outcome.append((False, error))
 
-    thread = threading.Thread(target=lowered, name="graphgate-compile", daemon=True)
-    thread.start()
-    thread.join()
-    done, value = outcome[0]
-    if not done:
-        raise value
-    return cast(T, value)
+    # One fresh thread per call: its nice value ends with it.
+    with ThreadPoolExecutor(1, "graphgate-compile", initializer=lower_this_thread) as lowered:
+        return lowered.submit(work).result()  # work's exception, MemoryError included, as is
 
 
 def _nbytes(dtype: str, shape: tuple[int, ...]) -> int:

@@ -7,6 +7,7 @@ import signal
 import threading
 import time
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -215,7 +216,7 @@ def test_the_session_cache_evicts_by_bytes_least_recently_used_first() -> None:
 
 def _nice(pid: int, tid: int) -> int:
     """A thread's nice value, from /proc (field 19 of its stat; the name may hold spaces)."""
-    stat = open(f"/proc/{pid}/task/{tid}/stat").read()  # noqa: SIM115 (read once, closed by gc)
+    stat = Path(f"/proc/{pid}/task/{tid}/stat").read_text()
     return int(stat.rsplit(")", 1)[1].split()[16])
 
 
