@@ -2,9 +2,9 @@
 
 In one run, against a baseline in the same run: the in-process CompiledModel.run of a 1x16
 model vs the same model through the worker pool (pipe + shared-memory arena); ResNet50 (224,
-batch 1) requests per second at 1 and 2 concurrent callers, in-process (one session shared by
-the callers, as before workers) vs through 2 workers; the time from a worker's SIGKILL to the
-next successful answer. ResNet50 is saved once with real Paddle into benchmarks/.cache/
+batch 1) requests per second at 1, 2 and 4 concurrent callers, in-process (one session shared
+by the callers, as before workers) vs through 2 workers of each thread setting; the time from a
+worker's SIGKILL to the next successful answer. ResNet50 is saved once with real Paddle into benchmarks/.cache/
 (bench_executor.py's export).
 Usage: PYTHONPATH=. .venv/bin/python benchmarks/bench_workers.py [--runs N] [--resnet-runs N]
 """
@@ -43,10 +43,8 @@ def p50_ms(call: Callable[[], object], runs: int) -> float:
     return statistics.median(times) * 1e3
 
 
-def throughput(run: Runner, feeds: dict[str, np.ndarray], callers: int, runs: int) -> float:
-    """Requests per second of `callers` threads, each sending `runs` requests after a warm-up."""
-    for _ in range(callers):
-        run(feeds)
+def block_seconds(run: Runner, feeds: dict[str, np.ndarray], callers: int, runs: int) -> float:
+    """Seconds for `callers` threads to send `runs` requests each, back to back."""
     barrier = threading.Barrier(callers + 1)
 
     def caller() -> None:
@@ -61,59 +59,85 @@ def throughput(run: Runner, feeds: dict[str, np.ndarray], callers: int, runs: in
     start = time.perf_counter()
     for thread in threads:
         thread.join()
-    return callers * runs / (time.perf_counter() - start)
+    return time.perf_counter() - start
 
 
-ROUNDS: Final = 5
+BLOCKS: Final = 12
+CALLERS: Final = (1, 2, 4)
+# (label, session options of the workers): the server's default, then the other settings
+WORKER_SETTINGS: Final = (
+    ("default: 2 threads, not spinning", SessionOptions(use_cuda=False, allow_spinning=False)),
+    (
+        "2 threads spinning 20 us (GRAPHGATE_ORT_ALLOW_SPINNING, GRAPHGATE_ORT_SPIN_US=20)",
+        SessionOptions(use_cuda=False, allow_spinning=True, spin_us=20),
+    ),
+    (
+        "1 thread (GRAPHGATE_ORT_INTRA_OP_THREADS=1)",
+        SessionOptions(use_cuda=False, intra_op_threads=1, allow_spinning=False),
+    ),
+)
 
 
 def resnet_lines(runs: int) -> list[str]:
-    """ResNet50 requests per second, in-process vs 2 workers, at 1 and 2 callers."""
+    """ResNet50 requests per second, in-process vs 2 workers of each setting, at 1-4 callers."""
     from benchmarks.bench_executor import MODELS, model_files
 
     (model,) = [m for m in MODELS if m.key == "resnet50"]
     program_path, params_path = model_files([model])[model.key]
     program, params = program_path.read_bytes(), params_path.read_bytes()
-    feeds = {"x": np.random.default_rng(0).random((1, 3, 224, 224), np.float32)}
     local = compile(validate(program, params), SessionOptions(use_cuda=False))
     (name,) = [spec.name for spec in local.program.inputs]
-    feeds = {name: feeds["x"]}
-    rows = []
-    for threads in (0, 1):
-        # As the server runs them (GRAPHGATE_ORT_ALLOW_SPINNING off): workers share the cores.
-        options = SessionOptions(use_cuda=False, intra_op_threads=threads, allow_spinning=False)
-        pool = WorkerPool(PoolSettings(workers=2))
-        remote = pool.compile(program, params, Policy(), options, lambda: (program, params))
-        for callers in (1, 2):
-            # Interleaved rounds, medians: run one after the other, a drift of the machine's
-            # speed (measured: 3-5% over a minute) landed on one side only.
-            bases, throughs = [], []
-            for _ in range(ROUNDS):
-                bases.append(throughput(local.run, feeds, callers, runs))
-                throughs.append(throughput(remote.run, feeds, callers, runs))
-            base, through = statistics.median(bases), statistics.median(throughs)
-            label = "one per core (default)" if threads == 0 else "1"
-            rows.append(
-                f"| {callers} | {label} | {base:.2f} | {through:.2f} | {through / base:.0%} |"
-            )
+    feeds = {name: np.random.default_rng(0).random((1, 3, 224, 224), np.float32)}
+    targets: dict[str, Runner] = {"in-process": local.run}
+    pools = []
+    for label, options in WORKER_SETTINGS:
+        pools.append(pool := WorkerPool(PoolSettings(workers=2)))
+        targets[label] = pool.compile(
+            program, params, Policy(), options, lambda: (program, params)
+        ).run
+    for run in targets.values():
+        run(feeds)  # the workers load the model; every session warms up
+        run(feeds)
+    rates = {callers: _interleaved_rates(targets, feeds, callers, runs) for callers in CALLERS}
+    for pool in pools:
         pool.stop()
+    rows = []
+    for label in targets:
+        cells = [
+            f"{rates[c][label]:.2f} ({rates[c][label] / rates[c]['in-process']:.0%})"
+            for c in CALLERS
+        ]
+        rows.append(f"| {label} | " + " | ".join(cells) + " |")
     return [
         "",
-        f"ResNet50 224x224, batch 1, {runs} requests per caller in each of {ROUNDS} interleaved "
-        "rounds (in-process, workers, in-process, ...): median requests/s. In-process: one "
-        "session (intra-op threads one per core) shared by the callers; workers: 2 processes, "
-        "their threads not spinning (the server's default).",
+        f"ResNet50 224x224, batch 1: requests/s of {BLOCKS} blocks of {runs} requests per caller "
+        "for each target, the targets taken in turn (forward, then backward) with 30 ms of quiet "
+        "before each block, so the machine's drift lands on all alike; in brackets, the ratio to "
+        "in-process (goal >= 95%). In-process: one session with onnxruntime's defaults (one "
+        "thread per core, spinning) shared by the callers, as before workers; workers: 2 "
+        "processes of each setting.",
         "",
-        "| callers | intra-op threads per worker | in-process | 2 workers | ratio (goal >= 95%) |",
-        "|---|---|---|---|---|",
+        "| target | " + " | ".join(f"{c} caller{'s' * (c > 1)}" for c in CALLERS) + " |",
+        "|---|" + "---|" * len(CALLERS),
         *rows,
     ]
+
+
+def _interleaved_rates(
+    targets: dict[str, Runner], feeds: dict[str, np.ndarray], callers: int, runs: int
+) -> dict[str, float]:
+    seconds = dict.fromkeys(targets, 0.0)
+    for block in range(BLOCKS):
+        for label in list(targets)[:: 1 if block % 2 == 0 else -1]:
+            time.sleep(0.03)  # a spinning session's threads go quiet before the next target
+            seconds[label] += block_seconds(targets[label], feeds, callers, runs)
+    return {label: BLOCKS * runs * callers / s for label, s in seconds.items()}
 
 
 def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--runs", type=int, default=3000)
-    parser.add_argument("--resnet-runs", type=int, default=20)
+    parser.add_argument("--resnet-runs", type=int, default=8, help="per caller and block")
     args = parser.parse_args()
     options = SessionOptions(use_cuda=False, intra_op_threads=1)
     built = affine(16).built()

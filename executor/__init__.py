@@ -4,11 +4,12 @@ from __future__ import annotations
 
 from executor.errors import ExecutionError
 from executor.servable import build_servable, check_servable, prepare_servable
-from executor.session import CompiledModel, SessionOptions, compile
+from executor.session import CompiledModel, RunCancel, SessionOptions, compile
 
 __all__ = [
     "CompiledModel",
     "ExecutionError",
+    "RunCancel",
     "SessionOptions",
     "build_servable",
     "check_servable",

@@ -7,7 +7,7 @@ import math
 import threading
 import time
 from collections import OrderedDict
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Final
 
@@ -68,6 +68,10 @@ class SessionOptions:
     # session owning the cores, wrong for worker processes sharing them (an idle worker's
     # spinning threads took half of ResNet50's CPU from the busy one: served 77 ms vs 39 ms raw).
     allow_spinning: bool = True
+    # With spinning: how long an idle thread spins before it sleeps, in microseconds (0:
+    # onnxruntime's own default). A short spin keeps a run's threads awake between its ops
+    # without taking much from another worker's run (benchmarks/results/workers.md).
+    spin_us: int = 0
 
 
 class SessionRefused(LoweringError):
@@ -134,11 +138,11 @@ class CompiledModel:
         feeds: Mapping[str, np.ndarray],
         *,
         deadline: float | None = None,
-        cancelled: Callable[[], bool] | None = None,
+        cancel: RunCancel | None = None,
     ) -> dict[str, np.ndarray]:
         """Checks the feeds and the request's cost, runs, checks the fetches; returns them by
-        Paddle var name. `deadline` (time.monotonic()) and `cancelled` stop onnxruntime
-        mid-run (DeadlineExceeded, RunCancelled)."""
+        Paddle var name. `deadline` (time.monotonic()) and `cancel` stop onnxruntime mid-run
+        (DeadlineExceeded, RunCancelled)."""
         scope = Scope(self.program.inputs, self.max_request_bytes)
         checked = scope.feed_all(feeds)
         sizes = self._size_values(checked)
@@ -146,7 +150,7 @@ class CompiledModel:
         expected = self._expected_types(fed_shapes, sizes)
         checks = self.checks
         checks.before_run(checked, fed_shapes)
-        stop = _Stop(deadline, cancelled)
+        stop = _Stop(deadline, cancel)
         try:
             with stop.watched():
                 values = self._session_run(checked, stop.options)
@@ -337,17 +341,50 @@ def _quiet_run() -> ort.RunOptions:
 _QUIET_RUN: Final = _quiet_run()
 
 
+class RunCancel:
+    """Stops a run from another thread at once: `set()` tells onnxruntime to stop (it checks
+    between nodes, loop bodies included); set before the run starts, the run never starts.
+
+    NOTE: signalled, not polled: a flag polled every few milliseconds woke a thread in every
+    busy worker ~200 times a second, and each wake-up took a core from the run's own threads
+    (ResNet50 at one caller: ~1% of its throughput)."""
+
+    __slots__ = ("_lock", "_set", "_stop")
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._set = False
+        self._stop: _Stop | None = None
+
+    def set(self) -> None:
+        with self._lock:
+            self._set = True
+            stop = self._stop
+        if stop is not None:
+            stop.fire(RunCancelled)
+
+    def is_set(self) -> bool:
+        return self._set
+
+    def _attach(self, stop: _Stop | None) -> None:
+        with self._lock:
+            self._stop = stop
+            fire = self._set and stop is not None
+        if fire and stop is not None:
+            stop.fire(RunCancelled)
+
+
 class _Stop:
-    """A run's deadline and cancellation: the watchdog sets `terminate` on its own RunOptions
-    (onnxruntime checks it between nodes, loop bodies included); none: the shared options."""
+    """A run's deadline and cancellation: either sets `terminate` on the run's own RunOptions
+    (the watchdog at the deadline, the canceller's thread at once); none: the shared options."""
 
-    __slots__ = ("cancelled", "deadline", "fired", "options")
+    __slots__ = ("cancel", "deadline", "fired", "options")
 
-    def __init__(self, deadline: float | None, cancelled: Callable[[], bool] | None) -> None:
+    def __init__(self, deadline: float | None, cancel: RunCancel | None) -> None:
         self.deadline = deadline
-        self.cancelled = cancelled
+        self.cancel = cancel
         self.fired: type[Exception] | None = None
-        self.options = _QUIET_RUN if deadline is None and cancelled is None else _quiet_run()
+        self.options = _QUIET_RUN if deadline is None and cancel is None else _quiet_run()
         if deadline is not None and time.monotonic() >= deadline:
             self.fired = DeadlineExceeded
             self.raise_if_fired()
@@ -355,15 +392,15 @@ class _Stop:
     def watched(self) -> _Watched:
         return _Watched(self)
 
-    def check(self, now: float) -> bool:
-        """Fires when due; True once fired."""
+    def fire(self, kind: type[Exception]) -> None:
         if self.fired is None:
-            if self.deadline is not None and now >= self.deadline:
-                self.fired = DeadlineExceeded
-            elif self.cancelled is not None and self.cancelled():
-                self.fired = RunCancelled
-            if self.fired is not None:
-                self.options.terminate = True
+            self.fired = kind
+            self.options.terminate = True
+
+    def due(self, now: float) -> bool:
+        """Fires at the deadline; True once fired (by either)."""
+        if self.deadline is not None and now >= self.deadline:
+            self.fire(DeadlineExceeded)
         return self.fired is not None
 
     def raise_if_fired(self) -> None:
@@ -378,45 +415,39 @@ class _Watched:
         self.stop = stop
 
     def __enter__(self) -> None:
-        if self.stop.options is not _QUIET_RUN:
+        if self.stop.deadline is not None:
             _WATCHDOG.add(self.stop)
+        if self.stop.cancel is not None:
+            self.stop.cancel._attach(self.stop)
 
     def __exit__(self, *exc: object) -> None:
-        if self.stop.options is not _QUIET_RUN:
+        if self.stop.cancel is not None:
+            self.stop.cancel._attach(None)
+        if self.stop.deadline is not None:
             _WATCHDOG.remove(self.stop)
 
 
 class _Watchdog:
-    """One daemon thread for every watched run: wakes at the nearest deadline, or every
-    POLL_S while a run can be cancelled (its flag is polled, not signalled).
+    """One daemon thread for every run with a deadline: it sleeps until the nearest one.
 
     Waking it costs more than a tiny run (a GIL hand-off, ~0.1 ms), so `add` wakes it only
-    when it would otherwise sleep past the new run's first check; and after the last
-    cancellable run it keeps polling for LINGER_S, so back-to-back runs never wake it."""
-
-    POLL_S: Final = 0.005
-    LINGER_S: Final = 1.0
+    when the new run's deadline comes before the time it would wake anyway."""
 
     def __init__(self) -> None:
         self._runs: set[_Stop] = set()
         self._wake = threading.Condition()
         self._thread: threading.Thread | None = None
         self._due = math.inf  # when the thread wakes next, at the latest
-        self._polled_until = 0.0  # it polls every POLL_S until then
 
     def add(self, stop: _Stop) -> None:
-        now = time.monotonic()
-        first = math.inf if stop.deadline is None else stop.deadline
-        if stop.cancelled is not None:
-            first = min(first, now + self.POLL_S)
-            self._polled_until = now + self.LINGER_S
+        assert stop.deadline is not None
         with self._wake:
             self._runs.add(stop)
             if self._thread is None:
                 self._thread = threading.Thread(target=self._loop, name="ort-watchdog", daemon=True)
                 self._thread.start()
-            if first < self._due:
-                self._due = first
+            if stop.deadline < self._due:
+                self._due = stop.deadline
                 self._wake.notify()
 
     def remove(self, stop: _Stop) -> None:
@@ -427,17 +458,11 @@ class _Watchdog:
         with self._wake:
             while True:
                 now = time.monotonic()
-                for stop in [s for s in self._runs if s.check(now)]:
+                for stop in [s for s in self._runs if s.due(now)]:
                     self._runs.discard(stop)
-                timeout = self._timeout(now)
-                self._due = math.inf if timeout is None else now + timeout
-                self._wake.wait(timeout)
-
-    def _timeout(self, now: float) -> float | None:
-        if now < self._polled_until or any(s.cancelled is not None for s in self._runs):
-            return self.POLL_S
-        deadlines = [s.deadline for s in self._runs if s.deadline is not None]
-        return max(0.0, min(deadlines) - now) if deadlines else None
+                deadlines = [s.deadline for s in self._runs if s.deadline is not None]
+                self._due = min(deadlines, default=math.inf)
+                self._wake.wait(None if not deadlines else max(0.0, self._due - now))
 
 
 _WATCHDOG: Final = _Watchdog()
@@ -494,6 +519,18 @@ def prepare(program: ValidatedProgram) -> Prepared:
     return Prepared(program, lowered.model.SerializeToString(), output_names, lowered.checks)
 
 
+def spinning_config(options: SessionOptions) -> dict[str, str]:
+    """onnxruntime's session config entries for how its idle threads wait for work."""
+    if not options.allow_spinning:
+        return {f"session.{pool}.allow_spinning": "0" for pool in ("intra_op", "inter_op")}
+    if options.spin_us:
+        return {
+            f"session.{pool}.spin_duration_us": str(options.spin_us)
+            for pool in ("intra_op", "inter_op")
+        }
+    return {}
+
+
 def build(prepared: Prepared, options: SessionOptions = SessionOptions()) -> CompiledModel:
     """The onnxruntime session of a prepared program (SessionRefused when it cannot run it).
 
@@ -503,9 +540,8 @@ def build(prepared: Prepared, options: SessionOptions = SessionOptions()) -> Com
     session_options = ort.SessionOptions()
     session_options.intra_op_num_threads = options.intra_op_threads
     session_options.inter_op_num_threads = options.inter_op_threads
-    if not options.allow_spinning:
-        session_options.add_session_config_entry("session.intra_op.allow_spinning", "0")
-        session_options.add_session_config_entry("session.inter_op.allow_spinning", "0")
+    for key, value in spinning_config(options).items():
+        session_options.add_session_config_entry(key, value)
     session_options.log_severity_level = 3  # a missing CUDA library is our one log line, below
     providers = choose_providers(options.use_cuda)
     graphs = options.cuda_graphs and _fixed_shape(program)

@@ -303,6 +303,14 @@ class Settings(BaseSettings):
         description="let onnxruntime's threads spin after a run waiting for more work (worker "
         "processes share the cores, so off by default)",
     )
+    ort_spin_us: int = Field(
+        default=0,
+        ge=0,
+        le=1_000_000,
+        description="with `GRAPHGATE_ORT_ALLOW_SPINNING`: microseconds an idle onnxruntime "
+        "thread spins before it sleeps (`0`: onnxruntime's default); 20 keeps a large model's "
+        "run as fast as in-process at one caller, at some cost when every worker is busy",
+    )
     use_cuda: bool = Field(
         default=_SESSION.use_cuda,
         description="run on CUDA when this onnxruntime build has it (CPU otherwise)",
@@ -455,6 +463,7 @@ class Settings(BaseSettings):
             intra_op_threads=self.ort_intra_op_threads,
             inter_op_threads=self.ort_inter_op_threads,
             allow_spinning=self.ort_allow_spinning,
+            spin_us=self.ort_spin_us,
             use_cuda=self.use_cuda,
             max_request_bytes=self.max_request_bytes,
             cuda_mem_limit_bytes=self.cuda_mem_limit_mb * 1024**2,

@@ -1,16 +1,14 @@
 """A shared-memory arena per worker: a file on /dev/shm mapped by the server and its worker.
 
 Tensors are written at 64-byte aligned offsets and described by small layouts (name, dtype,
-shape, offset); only the layouts cross the pipe. The first 64 bytes hold the cancel word: the
-sequence number of the request the server wants stopped. The arena grows (never shrinks) when
-a request's tensors do not fit; both sides remap to the size the last message names.
+shape, offset); only the layouts cross the pipe. The arena grows (never shrinks) when a
+request's tensors do not fit; both sides remap to the size the last message names.
 """
 
 from __future__ import annotations
 
 import mmap
 import os
-import struct
 import tempfile
 from collections.abc import Mapping
 from pathlib import Path
@@ -18,9 +16,7 @@ from typing import Final
 
 import numpy as np
 
-HEADER: Final = 64
 _ALIGN: Final = 64
-_CANCEL: Final = struct.Struct("<q")
 
 # (name, dtype str, shape, offset); offset -1: `inline` holds the array (object dtypes only).
 Layout = tuple[tuple[str, str, tuple[int, ...], int], ...]
@@ -59,14 +55,8 @@ class Arena:
         self._map = mmap.mmap(self._fd, size)
         self.size = size
 
-    def cancel(self, seq: int) -> None:
-        _CANCEL.pack_into(self._map, 0, seq)
-
-    def cancelled(self, seq: int) -> bool:
-        return bool(_CANCEL.unpack_from(self._map, 0)[0] == seq)
-
     def write(
-        self, arrays: Mapping[str, np.ndarray], start: int = HEADER
+        self, arrays: Mapping[str, np.ndarray], start: int = 0
     ) -> tuple[Layout, dict[str, np.ndarray], int]:
         """Writes the arrays from `start`; returns their layout, the object-dtype arrays (sent
         inline), and the end offset."""

@@ -10,6 +10,7 @@ NOTE: deadlines are time.monotonic() values: CLOCK_MONOTONIC, the same in every 
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import itertools
 import logging
@@ -161,9 +162,11 @@ class _Died(Exception):
 class _Worker:
     process: BaseProcess
     conn: Connection
+    cancels: Connection  # the write end of the worker's cancel pipe
     arena: Arena
     arena_path: Path
     ready: bool = False
+    _cancel_lock: threading.Lock = field(default_factory=threading.Lock)
 
     @property
     def pid(self) -> int | None:
@@ -185,6 +188,12 @@ class _Worker:
             raise _Died(EXIT_OOM)
         return reply
 
+    def cancel(self, seq: int) -> None:
+        """Asks the worker to stop request `seq` (any thread: the disconnect's, a batch's)."""
+        # OSError: the worker is gone; its request fails as a crash or was already answered.
+        with self._cancel_lock, contextlib.suppress(OSError):
+            self.cancels.send(seq)
+
     def _wait_ready(self) -> None:
         if self.ready:
             return
@@ -197,6 +206,7 @@ class _Worker:
             self.process.kill()
         self.process.join(5.0)
         self.conn.close()
+        self.cancels.close()
         self.arena.close()
         self.arena_path.unlink(missing_ok=True)
 
@@ -250,6 +260,10 @@ class _Waiter:
 class _Handoff:
     """The idle workers, handed to waiting requests oldest first.
 
+    An idle worker is taken most recently freed first: its caches and onnxruntime's threads
+    are still warm (ResNet50 at one caller: 89% -> 94% of in-process throughput; taken in
+    turn, every request ran on the worker that had sat idle longest).
+
     NOTE: not a queue.Queue: its waiters re-poll every _POLL_S (to see a cancel) and each
     re-poll put the waiter at the back of the Condition's line, while a request arriving as a
     worker came free took it ahead of them all; with 32 requests on 2 workers that made the p99
@@ -275,7 +289,7 @@ class _Handoff:
         ends the wait by raising."""
         with self._lock:
             if self._idle:  # none waits: a waiter would have been handed this worker
-                return self._idle.popleft()
+                return self._idle.pop()  # the most recently freed: see the class's note
             waiter = _Waiter()
             self._waiters.append(waiter)
         while not waiter.event.wait(_POLL_S):
@@ -430,7 +444,7 @@ class WorkerPool:
         timeout = None if deadline is None else deadline - time.monotonic() + _HARD_STOP_GRACE_S
         seq = next(self._seq)
         if cancelled is not None:
-            cancelled.on_cancel(lambda: arena.cancel(seq))
+            cancelled.on_cancel(lambda: worker.cancel(seq))
         try:
             message = ("run", seq, model.key, layout, inline, arena.size, deadline)
             reply = worker.call(message, timeout)
@@ -512,12 +526,14 @@ class WorkerPool:
             path, s.arena_bytes, s.memory_cap_bytes, s.session_cache_bytes, s.compile_nice
         )
         ours, theirs = self._context.Pipe(duplex=True)
+        cancel_reader, cancel_writer = self._context.Pipe(duplex=False)
         process = self._context.Process(
-            target=main, args=(theirs, config), name="graphgate-worker", daemon=True
+            target=main, args=(theirs, cancel_reader, config), name="graphgate-worker", daemon=True
         )
         process.start()
         theirs.close()  # only the worker holds its end: its death is EOF here
-        worker = _Worker(process, ours, arena, path)
+        cancel_reader.close()
+        worker = _Worker(process, ours, cancel_writer, arena, path)
         with self._lock:
             self._workers.add(worker)
         return worker

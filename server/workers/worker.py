@@ -23,9 +23,9 @@ from typing import Any, Final, NoReturn, TypeVar
 
 import numpy as np
 
-from executor import CompiledModel, SessionOptions, build_servable, prepare_servable
+from executor import CompiledModel, RunCancel, SessionOptions, build_servable, prepare_servable
 from executor.errors import OutOfMemory
-from server.workers.arena import HEADER, Arena, Layout
+from server.workers.arena import Arena, Layout
 from validator import Policy
 
 T = TypeVar("T")
@@ -116,14 +116,55 @@ class SessionCache:
             self._unmeasured_runs.discard(key)
 
 
+class _Cancels:
+    """The server's cancels, read from their own pipe by a thread of their own: a cancel
+    reaches the run at once, and nothing polls for one while none comes."""
+
+    def __init__(self, conn: Connection) -> None:
+        self._conn = conn
+        self._lock = threading.Lock()
+        self._last = -1  # a cancel may arrive before its run starts: kept for it
+        self._running: tuple[int, RunCancel] | None = None
+
+    def listen(self) -> None:
+        threading.Thread(target=self._listen, name="graphgate-cancels", daemon=True).start()
+
+    def start(self, seq: int) -> RunCancel:
+        cancel = RunCancel()
+        with self._lock:
+            self._running = (seq, cancel)
+            early = self._last == seq
+        if early:
+            cancel.set()
+        return cancel
+
+    def finish(self) -> None:
+        with self._lock:
+            self._running = None
+
+    def _listen(self) -> None:
+        while True:
+            try:
+                seq = self._conn.recv()
+            except (EOFError, OSError):
+                return  # the server is gone
+            with self._lock:
+                self._last = seq
+                running = self._running
+            if running is not None and running[0] == seq:
+                running[1].set()
+
+
 class Worker:
-    def __init__(self, conn: Connection, config: WorkerConfig) -> None:
+    def __init__(self, conn: Connection, cancels: Connection, config: WorkerConfig) -> None:
         self.conn = conn
         self.config = config
         self.arena = Arena.attach(config.arena_path, config.arena_bytes)
         self.cache = SessionCache(config.cache_bytes)
+        self.cancels = _Cancels(cancels)
 
     def serve(self) -> None:
+        self.cancels.listen()
         self.conn.send(("ready", 0, os.getpid()))
         while True:
             try:
@@ -190,10 +231,13 @@ class Worker:
         feeds = self.arena.read(layout, inline, copy=False)
         measured = self.cache.measures_first_run(key)
         before = rss_bytes() if measured else 0
-        outputs = model.run(feeds, deadline=deadline, cancelled=lambda: self.arena.cancelled(seq))
+        try:
+            outputs = model.run(feeds, deadline=deadline, cancel=self.cancels.start(seq))
+        finally:
+            self.cancels.finish()
         if measured:
             self.cache.first_run_grew(key, rss_bytes() - before)
-        end = max([HEADER, *(o + _nbytes(dtype, shape) for _, dtype, shape, o in layout if o >= 0)])
+        end = max([0, *(o + _nbytes(dtype, shape) for _, dtype, shape, o in layout if o >= 0)])
         out_layout, out_inline, _ = self.arena.write(outputs, end)
         cap = self.config.memory_cap_bytes
         # Near its cap: replaced after this. The peak (a cheap getrusage) bounds the current
@@ -235,9 +279,9 @@ def _portable(error: Exception) -> Exception:
     return RuntimeError(f"{type(error).__name__}: {error}")
 
 
-def main(conn: Connection, config: WorkerConfig) -> None:
+def main(conn: Connection, cancels: Connection, config: WorkerConfig) -> None:
     """The worker's entry point (multiprocessing target)."""
     if config.memory_cap_bytes:
         cap = config.memory_cap_bytes
         resource.setrlimit(resource.RLIMIT_AS, (cap, cap))
-    Worker(conn, config).serve()
+    Worker(conn, cancels, config).serve()

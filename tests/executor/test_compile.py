@@ -8,6 +8,7 @@ import logging
 
 import numpy as np
 import onnx
+import onnxruntime as ort
 import pytest
 from onnx import TensorProto, external_data_helper, helper, numpy_helper
 
@@ -63,6 +64,33 @@ def test_thread_options_are_applied_to_the_session() -> None:
     options = SessionOptions(intra_op_threads=2, inter_op_threads=3, use_cuda=False)
     applied = compile(_mlp(), options).session.get_session_options()
     assert (applied.intra_op_num_threads, applied.inter_op_num_threads) == (2, 3)
+
+
+@pytest.mark.parametrize(
+    ("allow", "spin_us", "expected"),
+    [
+        (False, 20, {"intra_op.allow_spinning": "0", "intra_op.spin_duration_us": ""}),
+        (True, 20, {"intra_op.allow_spinning": "", "intra_op.spin_duration_us": "20"}),
+        (True, 0, {"intra_op.allow_spinning": "", "intra_op.spin_duration_us": ""}),
+    ],
+)
+def test_spinning_options_are_applied_to_the_session(
+    allow: bool, spin_us: int, expected: dict[str, str]
+) -> None:
+    """Not spinning, spinning a bounded time, or onnxruntime's default ("": not set)."""
+    options = SessionOptions(use_cuda=False, allow_spinning=allow, spin_us=spin_us)
+    applied = compile(_mlp(), options).session.get_session_options()
+    for key, value in expected.items():
+        for pool in ("intra_op", "inter_op"):
+            name = f"session.{key.replace('intra_op', pool)}"
+            assert _config_entry(applied, name) == value, name
+
+
+def _config_entry(options: ort.SessionOptions, name: str) -> str:
+    try:
+        return str(options.get_session_config_entry(name))
+    except RuntimeError:  # onnxruntime's way of saying it is not set
+        return ""
 
 
 def test_a_float64_conv_is_a_lowering_error_not_an_onnxruntime_error() -> None:

@@ -8,7 +8,7 @@ import time
 import numpy as np
 import pytest
 
-from executor import CompiledModel, SessionOptions, compile
+from executor import CompiledModel, RunCancel, SessionOptions, compile
 from executor.errors import DeadlineExceeded, RequestOverBudget, RunCancelled
 from tests.builders import FP32, GraphBuilder, V
 from validator import Policy, validate
@@ -58,12 +58,23 @@ def test_a_deadline_already_past_runs_nothing() -> None:
 
 def test_cancellation_stops_a_running_request() -> None:
     model = _compiled(200)
-    flag = threading.Event()
-    threading.Timer(0.2, flag.set).start()
+    cancel = RunCancel()
+    threading.Timer(0.2, cancel.set).start()
     start = time.monotonic()
     with pytest.raises(RunCancelled):
-        model.run({"x": _square(1024)}, cancelled=flag.is_set)
+        model.run({"x": _square(1024)}, cancel=cancel)
     assert time.monotonic() - start < 2.2
+
+
+def test_a_run_cancelled_before_it_starts_never_starts() -> None:
+    model = _compiled(200)
+    cancel = RunCancel()
+    cancel.set()
+    start = time.monotonic()
+    with pytest.raises(RunCancelled):
+        model.run({"x": _square(1024)}, cancel=cancel)
+    assert time.monotonic() - start < 1.0  # the whole chain takes many seconds
+    assert model.run({"x": _square(4)}, cancel=RunCancel())  # a fresh token: runs
 
 
 def test_a_request_over_the_flops_budget_is_refused_with_its_figures_before_it_runs() -> None:
