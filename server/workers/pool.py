@@ -117,7 +117,7 @@ def content_key(program: bytes, params: bytes | None, policy: Policy) -> str:
 
 class Cancel:
     """Set by the route when the client goes away: a queued request stops waiting, a running
-    one is stopped by its worker (the arena's cancel word)."""
+    one is stopped by its worker (told over the worker's cancel pipe)."""
 
     def __init__(self) -> None:
         self._set = False
