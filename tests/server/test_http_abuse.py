@@ -214,3 +214,62 @@ def test_faults_are_4xx_with_their_code(
             response = client.post(path, content=body, headers={"content-type": "application/json"})
     assert response.status_code == status, response.text
     assert response.json()["code"] == code
+
+
+def _check_head(key: str, length: int, expect: bool = False) -> bytes:
+    return (
+        f"POST /v1/check HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer {key}\r\n"
+        "Content-Type: multipart/form-data; boundary=b\r\n"
+        + ("Expect: 100-continue\r\n" if expect else "")
+        + f"Content-Length: {length}\r\n\r\n"
+    ).encode()
+
+
+def test_a_check_over_the_tenants_cap_is_refused_before_its_body_is_sent(
+    served: tuple[Server, str],
+) -> None:
+    """A client that asks first (`Expect: 100-continue`, as curl does for large bodies) is
+    refused 429 without sending a byte of its body: a flood of refused uploads then costs the
+    server (and the CPUs the other tenants share) no bodies."""
+    server, key = served
+    holders = [socket.create_connection(("127.0.0.1", server.port)) for _ in range(4)]  # the cap
+    stop = threading.Event()
+
+    def trickle() -> None:  # a byte every 0.3 s: within the 1 s body timeout, slots stay held
+        while not stop.wait(0.3):
+            for s in holders:
+                with contextlib.suppress(OSError):
+                    s.sendall(b"x")  # the program's bytes, never finished
+
+    try:
+        part = b'--b\r\nContent-Disposition: form-data; name="program"\r\n\r\n'
+        for s in holders:
+            s.sendall(_check_head(key, 100_000) + part)
+        keeper = threading.Thread(target=trickle)
+        keeper.start()
+        deadline = time.monotonic() + 10
+        while b" 429 " not in _raw(server, _check_head(key, 0), wait_s=5)[0].split(b"\r\n")[0]:
+            assert time.monotonic() < deadline, "the tenant's compile slots never filled"
+        with socket.create_connection(("127.0.0.1", server.port)) as asker:
+            asker.settimeout(5)
+            asker.sendall(_check_head(key, 195_000, expect=True))  # no body unless asked for it
+            answer = asker.recv(65536)
+        assert answer.startswith(b"HTTP/1.1 429"), answer[:100]
+        assert b"100 Continue" not in answer
+        assert b'"TOO_MANY_COMPILES"' in answer
+    finally:
+        stop.set()
+        for s in holders:
+            s.close()
+
+
+def test_an_admitted_check_that_asks_first_is_told_to_send_its_body(
+    served: tuple[Server, str],
+) -> None:
+    server, key = served
+    with socket.create_connection(("127.0.0.1", server.port)) as s:
+        s.settimeout(5)
+        s.sendall(_check_head(key, 4, expect=True))
+        assert s.recv(65536).startswith(b"HTTP/1.1 100 Continue")
+        s.sendall(b"----")  # not a multipart body: refused, once read
+        assert s.recv(65536).startswith(b"HTTP/1.1 400")
