@@ -66,14 +66,17 @@ BLOCKS: Final = 12
 CALLERS: Final = (1, 2, 4)
 # (label, session options of the workers): the server's default, then the other settings
 WORKER_SETTINGS: Final = (
-    ("default: 2 threads, not spinning", SessionOptions(use_cuda=False, allow_spinning=False)),
     (
-        "2 threads spinning 20 us (GRAPHGATE_ORT_ALLOW_SPINNING, GRAPHGATE_ORT_SPIN_US=20)",
+        "default: 2 threads, spinning 20 us at most",
         SessionOptions(use_cuda=False, allow_spinning=True, spin_us=20),
     ),
     (
+        "2 threads not spinning (GRAPHGATE_ORT_ALLOW_SPINNING=false)",
+        SessionOptions(use_cuda=False, allow_spinning=False),
+    ),
+    (
         "1 thread (GRAPHGATE_ORT_INTRA_OP_THREADS=1)",
-        SessionOptions(use_cuda=False, intra_op_threads=1, allow_spinning=False),
+        SessionOptions(use_cuda=False, intra_op_threads=1, allow_spinning=True, spin_us=20),
     ),
 )
 

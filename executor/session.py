@@ -70,8 +70,7 @@ class SessionOptions:
     allow_spinning: bool = True
     # With spinning: how long an idle thread spins before it sleeps, in microseconds (0:
     # onnxruntime's own default). A short spin keeps a run's threads awake between its ops
-    # (ResNet50 at one caller: +4%) but still costs ~10% of the throughput once every worker
-    # is busy (benchmarks/results/workers.md).
+    # and gives the cores back soon after (benchmarks/results/workers.md).
     spin_us: int = 0
 
 

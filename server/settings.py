@@ -297,19 +297,21 @@ class Settings(BaseSettings):
         description="onnxruntime threads running independent ops at once",
     )
     ort_allow_spinning: bool = Field(
-        # The workers share the cores: an idle worker's spinning threads slow the busy one
-        # (ResNet50 served at half its raw speed with spinning on). benchmarks/results/serving.md
-        default=False,
-        description="let onnxruntime's threads spin after a run waiting for more work (worker "
-        "processes share the cores, so off by default)",
+        # Unbounded (onnxruntime's own spin), an idle worker's spinning threads slowed the busy
+        # one: ResNet50 served at half its raw speed. Bounded to ort_spin_us, with the worker's
+        # calling thread pinned beside onnxruntime's, spinning gained 2-6 points of ResNet50's
+        # throughput at 1, 2 and 4 callers (benchmarks/results/workers.md).
+        default=True,
+        description="let onnxruntime's idle threads spin a while waiting for more work, "
+        "`GRAPHGATE_ORT_SPIN_US` at most",
     )
     ort_spin_us: int = Field(
-        default=0,
+        default=20,
         ge=0,
         le=1_000_000,
-        description="with `GRAPHGATE_ORT_ALLOW_SPINNING`: microseconds an idle onnxruntime "
-        "thread spins before it sleeps (`0`: onnxruntime's default); 20 speeds a large model's "
-        "run at one caller by ~4% and costs ~10% of its throughput when every worker is busy",
+        description="microseconds an idle onnxruntime thread spins before it sleeps, with "
+        "`GRAPHGATE_ORT_ALLOW_SPINNING` (`0`: onnxruntime's own default, unbounded enough to take "
+        "a busy worker's CPU)",
     )
     use_cuda: bool = Field(
         default=_SESSION.use_cuda,

@@ -26,15 +26,15 @@ def test_policy_and_session_options_come_from_the_environment(
     monkeypatch.setenv("GRAPHGATE_ORT_INTRA_OP_THREADS", "2")
     monkeypatch.setenv("GRAPHGATE_ORT_INTER_OP_THREADS", "3")
     monkeypatch.setenv("GRAPHGATE_USE_CUDA", "false")
-    monkeypatch.setenv("GRAPHGATE_ORT_ALLOW_SPINNING", "true")
-    monkeypatch.setenv("GRAPHGATE_ORT_SPIN_US", "20")
+    monkeypatch.setenv("GRAPHGATE_ORT_ALLOW_SPINNING", "false")
+    monkeypatch.setenv("GRAPHGATE_ORT_SPIN_US", "50")
     settings = Settings()
     policy = settings.policy()
     assert (policy.max_batch, policy.max_flops_per_sample, policy.max_loop_trips) == (4, 1000, None)
     assert policy.max_ops == DEFAULT_POLICY.max_ops  # the others keep the Policy's defaults
     options = settings.session_options()
     assert (options.intra_op_threads, options.inter_op_threads, options.use_cuda) == (2, 3, False)
-    assert (options.allow_spinning, options.spin_us) == (True, 20)
+    assert (options.allow_spinning, options.spin_us) == (False, 50)
 
 
 def test_the_defaults_are_the_policys_own() -> None:

@@ -261,7 +261,7 @@ def test_a_worker_validates_an_upload_at_a_lower_priority_and_runs_at_normal() -
         )
         compiling.start()
         while compiling.is_alive():  # validating 3,000 ops takes ~0.5 s: sampled meanwhile
-            seen |= {_nice(pid, int(tid)) for tid in os.listdir(f"/proc/{pid}/task")}
+            seen |= _nices(pid)
             time.sleep(0.002)
         compiling.join()
         assert min(19, normal + 7) in seen
@@ -287,6 +287,41 @@ def _nices(pid: int) -> set[int]:
         with contextlib.suppress(FileNotFoundError, ProcessLookupError):  # exited meanwhile
             nices.add(_nice(pid, int(tid)))
     return nices
+
+
+def _affinities(pid: int) -> dict[int, set[int]]:
+    """Each thread's CPUs, by thread id (the main thread's id is the process's)."""
+    found = {}
+    for tid in os.listdir(f"/proc/{pid}/task"):
+        with contextlib.suppress(OSError):  # exited meanwhile
+            found[int(tid)] = os.sched_getaffinity(int(tid))
+    return found
+
+
+@pytest.mark.skipif(
+    not hasattr(os, "sched_getaffinity") or len(os.sched_getaffinity(0)) < 2,
+    reason="pinning needs 2 CPUs and Linux's affinity calls",
+)
+@pytest.mark.parametrize("threads", [0, 2])
+def test_a_workers_main_thread_runs_on_the_cpus_onnxruntime_left_it(threads: int) -> None:
+    """onnxruntime's default thread count pins one thread per core and leaves the first core to
+    the thread that calls its runs: the worker's main thread is pinned there. With a thread
+    count given, onnxruntime pins nothing, and neither does the worker."""
+    pool = WorkerPool(PoolSettings(workers=1))
+    try:
+        options = SessionOptions(use_cuda=False, intra_op_threads=threads)
+        _model(pool, mlp((16, 64, 8)).built(), options)
+        (pid,) = pool.pids()
+        everything = os.sched_getaffinity(0)
+        affinities = _affinities(pid)
+        main = affinities.pop(pid)
+        onnxruntime = set().union(*(c for c in affinities.values() if c < everything))
+        if threads:
+            assert (main, onnxruntime) == (everything, set())
+        else:
+            assert onnxruntime and main == everything - onnxruntime
+    finally:
+        pool.stop()
 
 
 WORKERS: list[Any] = ["w1", "w2", "w3", "w4"]  # stand-ins: the handoff never looks inside
