@@ -7,7 +7,7 @@ import math
 import threading
 import time
 from collections import OrderedDict
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Final
 
@@ -342,36 +342,40 @@ _QUIET_RUN: Final = _quiet_run()
 
 
 class RunCancel:
-    """Stops a run from another thread at once: `set()` tells onnxruntime to stop (it checks
-    between nodes, loop bodies included); set before the run starts, the run never starts.
+    """Set from any thread when a run is no longer wanted (its client went away): the callback
+    registered with `on_cancel` fires at once, or when registered if the cancel came first.
+    A run given one is stopped by it: onnxruntime is told to stop (it checks between nodes,
+    loop bodies included); set before the run starts, the run never starts. The server passes
+    the same object on to its workers (server/workers/pool.py).
 
     NOTE: signalled, not polled: a flag polled every few milliseconds woke a thread in every
     busy worker ~200 times a second, and each wake-up took a core from the run's own threads
     (ResNet50 at one caller: ~1% of its throughput)."""
 
-    __slots__ = ("_lock", "_set", "_stop")
+    __slots__ = ("__weakref__", "_callback", "_lock", "_set")
 
     def __init__(self) -> None:
         self._lock = threading.Lock()
         self._set = False
-        self._stop: _Stop | None = None
+        self._callback: Callable[[], None] | None = None
 
     def set(self) -> None:
         with self._lock:
             self._set = True
-            stop = self._stop
-        if stop is not None:
-            stop.fire(RunCancelled)
+            callback = self._callback
+        if callback is not None:
+            callback()
 
     def is_set(self) -> bool:
         return self._set
 
-    def _attach(self, stop: _Stop | None) -> None:
+    def on_cancel(self, callback: Callable[[], None] | None) -> None:
+        """Registers what a cancel does (None: nothing, e.g. once answered)."""
         with self._lock:
-            self._stop = stop
-            fire = self._set and stop is not None
-        if fire and stop is not None:
-            stop.fire(RunCancelled)
+            self._callback = callback
+            fire = self._set and callback is not None
+        if fire and callback is not None:
+            callback()
 
 
 class _Stop:
@@ -397,6 +401,9 @@ class _Stop:
             self.fired = kind
             self.options.terminate = True
 
+    def cancelled(self) -> None:
+        self.fire(RunCancelled)
+
     def due(self, now: float) -> bool:
         """Fires at the deadline; True once fired (by either)."""
         if self.deadline is not None and now >= self.deadline:
@@ -418,11 +425,11 @@ class _Watched:
         if self.stop.deadline is not None:
             _WATCHDOG.add(self.stop)
         if self.stop.cancel is not None:
-            self.stop.cancel._attach(self.stop)
+            self.stop.cancel.on_cancel(self.stop.cancelled)
 
     def __exit__(self, *exc: object) -> None:
         if self.stop.cancel is not None:
-            self.stop.cancel._attach(None)
+            self.stop.cancel.on_cancel(None)  # and no cycle left from the cancel to the run
         if self.stop.deadline is not None:
             _WATCHDOG.remove(self.stop)
 

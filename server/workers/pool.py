@@ -27,7 +27,7 @@ from typing import Any, Final
 
 import numpy as np
 
-from executor import SessionOptions
+from executor import RunCancel, SessionOptions
 from executor.errors import DeadlineExceeded, RunCancelled
 from server.workers.arena import Arena
 from server.workers.errors import (
@@ -115,31 +115,10 @@ def content_key(program: bytes, params: bytes | None, policy: Policy) -> str:
     return digest.hexdigest()
 
 
-class Cancel:
-    """Set by the route when the client goes away: a queued request stops waiting, a running
-    one is stopped by its worker (told over the worker's cancel pipe)."""
-
-    def __init__(self) -> None:
-        self._set = False
-        self._callback: Callable[[], None] | None = None
-        self._lock = threading.Lock()
-
-    def is_set(self) -> bool:
-        return self._set
-
-    def set(self) -> None:
-        with self._lock:
-            self._set = True
-            callback = self._callback
-        if callback is not None:
-            callback()
-
-    def on_cancel(self, callback: Callable[[], None] | None) -> None:
-        with self._lock:
-            self._callback = callback
-            fire = self._set and callback is not None
-        if fire and callback is not None:
-            callback()
+# Set by the route when the client goes away: a queued request stops waiting, a running one
+# is stopped by its worker (told over the worker's cancel pipe). One mechanism for both
+# layers: the worker stops its run with the same class.
+Cancel = RunCancel
 
 
 @dataclass(frozen=True, slots=True)
