@@ -3,7 +3,7 @@
 Usage: python benchmarks/bench_policy_overhead.py [--tenants N] [--runs N]
 
 The request path reads three things the operator console made per tenant: the suspended set,
-the tenant's own rate/burst and its own concurrency cap (server/deps.py, server/services/limits.py).
+the tenant's own rate/burst and its own concurrency cap (server/http/deps.py, server/services/limits.py).
 This times exactly those steps, in one process and one run, twice: with 100 tenants carrying
 their own rules and one suspended (on), and with no per-tenant rules (off: the limiters' defaults,
 an empty suspended set). The difference is the overhead; the goal is at most +0.05 ms a request.

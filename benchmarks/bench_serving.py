@@ -58,10 +58,10 @@ import onnxruntime as ort  # noqa: E402
 
 from executor import SessionOptions, compile  # noqa: E402
 from graph_proto.types import DType  # noqa: E402
-from server.cli_user import decode_infer_response, encode_infer_request  # noqa: E402
+from server.cli.user import decode_infer_response, encode_infer_request  # noqa: E402
+from server.dispatch import PoolSettings, WorkerPool  # noqa: E402
 from server.services import inference  # noqa: E402
 from server.services.types import LoadedModel  # noqa: E402
-from server.workers import PoolSettings, WorkerPool  # noqa: E402
 from tests.builders import GraphBuilder, V, mlp  # noqa: E402
 from validator import DEFAULT_POLICY, validate  # noqa: E402
 

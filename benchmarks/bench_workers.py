@@ -24,7 +24,8 @@ from typing import Final
 import numpy as np
 
 from executor import SessionOptions, compile
-from server.workers import PoolSettings, WorkerCrashed, WorkerPool
+from server.dispatch import PoolSettings, WorkerPool
+from server.errors import WorkerCrashed
 from tests.builders import affine
 from validator import Policy, validate
 

@@ -2,7 +2,7 @@
 1. the CUDA execution provider is chosen (and its device reported),
 2. every conformance model gives the same outputs on CUDA and on CPU (within tolerance),
 3. ResNet50 (224x224) latency and throughput at batch 1, 8 and 32, with the batcher (one run
-   of N rows, what server/batching.py dispatches) and without (N runs of one row).
+   of N rows, what server/dispatch/batching.py dispatches) and without (N runs of one row).
 Without CUDA it says so and exits 0: tests and CI never need a GPU.
 
     PYTHONPATH=. .venv/bin/python benchmarks/gpu_check.py [--models lenet,resnet18] [--runs 20]

@@ -346,7 +346,7 @@ class RunCancel:
     registered with `on_cancel` fires at once, or when registered if the cancel came first.
     A run given one is stopped by it: onnxruntime is told to stop (it checks between nodes,
     loop bodies included); set before the run starts, the run never starts. The server passes
-    the same object on to its workers (server/workers/pool.py).
+    the same object on to its workers (server/dispatch/pool.py).
 
     NOTE: signalled, not polled: a flag polled every few milliseconds woke a thread in every
     busy worker ~200 times a second, and each wake-up took a core from the run's own threads

@@ -13,13 +13,15 @@ from fastapi import FastAPI
 from sqlalchemy.orm import Session, sessionmaker
 from starlette.types import ASGIApp, Receive, Scope, Send
 
-from server import errors, gpu, paths
-from server.batching import Batchers
-from server.body_limit import BodyLimit
+from server import gpu
 from server.console import app as console
-from server.db.engine import PoolSettings, open_database
-from server.infer_fast_path import InferFastPath
-from server.metrics import BatchSizeCollector, InferenceMetrics
+from server.db.engine import DbPoolSettings, open_database
+from server.dispatch import PoolSettings, WorkerPool
+from server.dispatch.batching import Batchers, BatchPolicy
+from server.http import errors, paths
+from server.http.body_limit import BodyLimit
+from server.http.fast_path import InferFastPath
+from server.http.metrics import BatchSizeCollector, InferenceMetrics
 from server.routes import (
     admin,
     admin_operator,
@@ -36,12 +38,11 @@ from server.services.invalidation import Bus, Event, LocalBus
 from server.services.limits import CompileQueue, Limits, compile_threads
 from server.services.metrics import Metrics, TenantNames
 from server.services.models import ModelService
-from server.services.policies import PolicyService
+from server.services.policies import PolicyService, Quota
 from server.services.tenants import TenantService, announce_admin_token
 from server.services.uploads import UploadService
 from server.settings import Settings
 from server.storage import ArtifactStore, open_artifacts
-from server.workers import WorkerPool
 
 log = logging.getLogger("graphgate.server")
 Lifespan = Callable[[FastAPI], AbstractAsyncContextManager[None]]
@@ -108,7 +109,7 @@ def start_operator_services(
         app.state.models,
         app.state.limits,
         default_policy=settings.policy(),
-        default_quota=settings.quota(),
+        default_quota=Quota.from_settings(settings),
         publish=app.state.bus.publish,
     )
     app.state.uploads = UploadService(
@@ -128,8 +129,10 @@ def database_location(settings: Settings) -> Path | str:
     return settings.data_dir / "graphgate.db"
 
 
-def pool_settings(settings: Settings) -> PoolSettings:
-    return PoolSettings(settings.db_pool_size, settings.db_max_overflow, settings.db_pool_timeout_s)
+def pool_settings(settings: Settings) -> DbPoolSettings:
+    return DbPoolSettings(
+        settings.db_pool_size, settings.db_max_overflow, settings.db_pool_timeout_s
+    )
 
 
 def _invalidator(
@@ -174,10 +177,10 @@ def with_workers(lifespan: Lifespan, settings: Settings) -> Lifespan:
 
     @asynccontextmanager
     async def run(app: FastAPI) -> AsyncIterator[None]:
-        app.state.workers = WorkerPool(settings.worker_settings())
+        app.state.workers = WorkerPool(PoolSettings.from_settings(settings))
         app.state.workers.start()
         # Batching happens before dispatch: at most one batch in flight per worker.
-        app.state.batchers = Batchers(settings.batch_policy(), slots=settings.workers)
+        app.state.batchers = Batchers(BatchPolicy.from_settings(settings), slots=settings.workers)
         app.state.infer_threads = ThreadPoolExecutor(INFER_THREADS, thread_name_prefix="infer")
         try:
             async with lifespan(app):
@@ -191,7 +194,7 @@ def with_workers(lifespan: Lifespan, settings: Settings) -> Lifespan:
 
 
 class GraphgateApp(FastAPI):
-    """FastAPI with the V2 infer endpoint's fast path outermost (server/infer_fast_path.py)."""
+    """FastAPI with the V2 infer endpoint's fast path outermost (server/http/fast_path.py)."""
 
     def build_middleware_stack(self) -> ASGIApp:
         return InferFastPath(
@@ -201,7 +204,7 @@ class GraphgateApp(FastAPI):
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         # NOTE: an infer request goes straight to the fast path: FastAPI's own __call__ asks
         # per request whether OpenTelemetry was configured (~5% of the loop's time on a tiny
-        # model); the infer path's metrics are Prometheus's (server/metrics.py) either way.
+        # model); the infer path's metrics are Prometheus's (server/http/metrics.py) either way.
         stack = self.middleware_stack
         if (
             stack is not None

@@ -1,6 +1,6 @@
 """Service settings, from arguments or GRAPHGATE_* environment variables.
 
-Every field's description is its README row (server/doc_tables.py generates the settings table),
+Every field's description is its README row (server/cli/doc_tables.py generates the settings table),
 so a new setting is documented by declaring it. The validator's Policy and onnxruntime's
 SessionOptions are built from here (`policy()`, `session_options()`); their defaults are the
 Policy's and SessionOptions' own, read from them rather than copied.
@@ -15,9 +15,6 @@ from pydantic import Field, SecretStr, field_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 from executor import SessionOptions
-from server.batching import BatchPolicy
-from server.services.policies import Quota
-from server.workers.pool import PoolSettings
 from validator import DEFAULT_POLICY, Policy
 from validator.policy import LOOP_TRIPS_CEILING
 
@@ -433,32 +430,9 @@ class Settings(BaseSettings):
         default=600.0, gt=0, description="the window those crashes are counted in"
     )
 
-    def worker_settings(self) -> PoolSettings:
-        return PoolSettings(
-            workers=self.workers,
-            memory_cap_bytes=self.worker_memory_mb * 1024**2,
-            session_cache_bytes=self.worker_session_cache_mb * 1024**2,
-            compile_timeout_s=self.compile_timeout_s,
-            compile_nice=self.compile_nice,
-            quarantine_crashes=self.quarantine_crashes,
-            quarantine_window_s=self.quarantine_window_s,
-        )
-
     def policy(self) -> Policy:
         """The validator's Policy: POLICY_FIELDS from here, the rest its defaults."""
         return Policy(**{name: getattr(self, name) for name in POLICY_FIELDS})
-
-    def quota(self) -> Quota:
-        """The quotas of every tenant without its own (server/services/policies.py)."""
-        return Quota(
-            rate_per_s=self.tenant_rate_per_s,
-            burst=self.tenant_rate_burst,
-            max_concurrent=self.tenant_max_concurrent,
-            max_concurrent_uploads=self.tenant_max_concurrent_uploads,
-            max_storage_bytes=self.tenant_max_storage_bytes,
-            max_models=self.tenant_max_models,
-            max_versions=self.tenant_max_versions,
-        )
 
     def session_options(self) -> SessionOptions:
         return SessionOptions(
@@ -471,9 +445,4 @@ class Settings(BaseSettings):
             cuda_mem_limit_bytes=self.cuda_mem_limit_mb * 1024**2,
             cuda_arena_extend_strategy=self.cuda_arena_extend_strategy,
             cuda_graphs=self.cuda_graphs,
-        )
-
-    def batch_policy(self) -> BatchPolicy:
-        return BatchPolicy(
-            self.batch_max_size, self.batch_max_queue_delay_us, self.batch_preferred_sizes
         )

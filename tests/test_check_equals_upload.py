@@ -17,7 +17,7 @@ from pydantic import SecretStr
 from typer.testing import CliRunner
 
 from executor.lower import BOUNDARY_OPS
-from server.cli import EXIT_REJECTED, EXIT_VALID, app
+from server.cli.main import EXIT_REJECTED, EXIT_VALID, app
 from server.main import create_app
 from server.settings import Settings
 from tests.builders import GraphBuilder, V

@@ -1,4 +1,4 @@
-"""The admin commands share one client (server/cli_client.py): a missing token or an
+"""The admin commands share one client (server/cli/client.py): a missing token or an
 unreachable server is a one-line message and exit status 1 from every group, never a traceback."""
 
 from __future__ import annotations
@@ -8,7 +8,7 @@ import socket
 import pytest
 from typer.testing import CliRunner
 
-from server.cli import app as cli
+from server.cli.main import app as cli
 
 
 def _closed_port_url() -> str:

@@ -1,5 +1,5 @@
 """The README's promises: the CI runs its exact test command, and its code and settings tables are
-the ones generated from the code (server/doc_tables.py), so they never drift from it."""
+the ones generated from the code (server/cli/doc_tables.py), so they never drift from it."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from server import doc_tables
+from server.cli import doc_tables
 from server.services.limits import RateLimited
 from server.v2.errors import InputShape
 from validator import Code
@@ -33,7 +33,7 @@ def test_ci_runs_exactly_the_readme_test_command() -> None:
 
 
 def test_the_readme_tables_are_the_generated_ones() -> None:
-    # On failure: python -m server.doc_tables --write
+    # On failure: python -m server.cli.doc_tables --write
     assert doc_tables.render(README) == README
     assert doc_tables.main(["--check"]) == 0
 
@@ -47,7 +47,7 @@ def test_the_generated_tables_hold_what_the_code_defines() -> None:
     diagnostics = doc_tables.diagnostic_codes()
     assert all(f"| `{code}` | {code.meaning} |" in diagnostics for code in Code)
     services = doc_tables.service_error_codes()
-    # A class from each module that declares errors, with its status from server/errors.py.
+    # A class from each module that declares errors, with its status from server/http/errors.py.
     assert f"| 429 | `{RateLimited.code}` |" in services
     assert "| 400 | `INPUT_SHAPE` | a shape that does not fit the input's fixed dims" in services
     assert InputShape.code == "INPUT_SHAPE"

@@ -25,20 +25,20 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 from server.console.overview import overview
 from server.console.queries import ConsoleQueries
 from server.console.sessions import ConsoleSessions, CsrfFailed, SessionInfo, csrf_ok
-from server.deps_admin import request_id
-from server.errors import status_of
-from server.services.audit import Actor, AuditQuery
-from server.services.policies import POLICY_FIELDS, QUOTA_FIELDS
-from server.services.types import (
+from server.errors import (
     BadRequest,
     InvalidRules,
     NotFound,
-    Principal,
     ReadOnlyOperator,
     ServiceError,
     TooManyRequests,
     Unauthorized,
 )
+from server.http.admin_deps import request_id
+from server.http.errors import status_of
+from server.services.audit import Actor, AuditQuery
+from server.services.policies import POLICY_FIELDS, QUOTA_FIELDS
+from server.services.types import Principal
 from validator.ops import REGISTRY
 
 HERE: Final = Path(__file__).resolve().parent

@@ -24,8 +24,9 @@ from sqlalchemy import Boolean, String, select
 from sqlalchemy.orm import Mapped, Session, mapped_column, sessionmaker
 
 from server.db.models import ApiKey, Base, utcnow
+from server.errors import Forbidden, TooManyRequests
 from server.services.admins import AdminService
-from server.services.types import Forbidden, Principal, TooManyRequests
+from server.services.types import Principal
 
 LAST_SEEN_GRANULARITY: Final = timedelta(seconds=15)  # fewer writes: one per 15 s of activity
 

@@ -22,7 +22,7 @@ POSTGRES_DRIVERS: Final = ("postgresql", "postgresql+psycopg")
 
 
 @dataclass(frozen=True, slots=True)
-class PoolSettings:
+class DbPoolSettings:
     """Connections one process keeps to PostgreSQL (SQLite opens one per thread, no pool)."""
 
     size: int = 10
@@ -31,7 +31,7 @@ class PoolSettings:
 
 
 def open_database(
-    path_or_url: Path | str, pool: PoolSettings = PoolSettings(), *, migrate_now: bool = True
+    path_or_url: Path | str, pool: DbPoolSettings = DbPoolSettings(), *, migrate_now: bool = True
 ) -> sessionmaker[Session]:
     """Opens the database (a SQLite file path, or a `postgresql+psycopg://` URL) and applies
     every pending migration unless `migrate_now` is False."""
@@ -41,7 +41,7 @@ def open_database(
     return sessionmaker(engine, expire_on_commit=False)
 
 
-def create(path_or_url: Path | str, pool: PoolSettings = PoolSettings()) -> Engine:
+def create(path_or_url: Path | str, pool: DbPoolSettings = DbPoolSettings()) -> Engine:
     """The engine alone: nothing is connected or migrated yet."""
     if isinstance(path_or_url, Path):
         engine = create_engine(f"sqlite:///{path_or_url}")

@@ -70,7 +70,7 @@ class ModelVersion(Base):
     params_sha256: Mapped[str | None] = mapped_column(String(64))
     onnx_sha256: Mapped[str] = mapped_column(String(64))
     report: Mapped[str] = mapped_column(Text)  # the validator's report, JSON
-    # The admin's dynamic batching override (server/batching.py BatchPolicy JSON); NULL: defaults.
+    # The admin's dynamic batching override (server/dispatch/batching.py BatchPolicy JSON); NULL: defaults.
     batching: Mapped[str | None] = mapped_column(Text, default=None)
     created: Mapped[datetime] = mapped_column(default=utcnow)
     model: Mapped[Model] = relationship(back_populates="versions")

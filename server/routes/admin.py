@@ -8,8 +8,8 @@ from typing import Any
 from fastapi import APIRouter, Depends, status
 from pydantic import BaseModel, Field
 
-from server.deps import ModelsDep, TenantsDep, require_admin
-from server.deps_admin import ActorDep, AuditDep, WriterDep
+from server.http.admin_deps import ActorDep, AuditDep, WriterDep
+from server.http.deps import ModelsDep, TenantsDep, require_admin
 from server.routes.json import iso
 from server.routes.schemas import ERRORS
 from server.services.types import KeyInfo, TenantInfo

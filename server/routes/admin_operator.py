@@ -10,8 +10,8 @@ from fastapi import APIRouter, Depends, Query, status
 from fastapi.responses import StreamingResponse
 from pydantic import BaseModel, Field
 
-from server.deps import require_admin
-from server.deps_admin import ActorDep, AdminsDep, AuditDep, PoliciesDep, UploadsDep, WriterDep
+from server.http.admin_deps import ActorDep, AdminsDep, AuditDep, PoliciesDep, UploadsDep, WriterDep
+from server.http.deps import require_admin
 from server.routes.json import iso
 from server.routes.schemas import ERRORS
 from server.services.admins import AdminInfo

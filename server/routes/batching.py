@@ -1,4 +1,4 @@
-"""Admin: a model version's own dynamic batching policy (server/batching.py), stored with the
+"""Admin: a model version's own dynamic batching policy (server/dispatch/batching.py), stored with the
 version, so that every replica batches it alike. It applies only to programs the validator
 proves batchable; for any other it is stored and has no effect (metadata says so by leaving
 `dynamic_batching` out)."""
@@ -10,7 +10,7 @@ from typing import Any, Self
 from fastapi import APIRouter, Depends
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
-from server.deps import ModelsDep, require_admin
+from server.http.deps import ModelsDep, require_admin
 
 router = APIRouter(prefix="/v1/admin/models", tags=["admin"], dependencies=[Depends(require_admin)])
 

@@ -11,21 +11,20 @@ from typing import Any
 from fastapi import APIRouter, Request, Response
 from starlette.routing import Route
 
-from server import batching
-from server.batching import Batcher
-from server.deps import LoadedModelDep, get_loaded_model, get_principal, inference_slot
-from server.http_limits import ON_DISCONNECT
-from server.paths import V2_INFER_PATHS, V2_MODELS
+from server.dispatch import Cancel, batching
+from server.dispatch.batching import Batcher
+from server.http.deps import LoadedModelDep, get_loaded_model, get_principal, inference_slot
+from server.http.limits import ON_DISCONNECT
+from server.http.paths import V2_INFER_PATHS, V2_MODELS
 from server.services import inference
 from server.services.types import LoadedModel
 from server.settings import Settings
 from server.v2 import codec
-from server.workers import Cancel
 
 router = APIRouter(prefix=V2_MODELS, tags=["inference"])
 
 
-# NOTE: `async def` routes: with the caches hit (server/deps.py) nothing here blocks, and a
+# NOTE: `async def` routes: with the caches hit (server/http/deps.py) nothing here blocks, and a
 # plain `def` route would cost a thread hop.
 @router.get("/{name}")
 @router.get("/{name}/versions/{version}")
@@ -44,7 +43,7 @@ async def model_metadata(model: LoadedModelDep, request: Request) -> dict[str, A
         "inputs": [codec.tensor_metadata(spec) for spec in meta.inputs],
         "outputs": [codec.tensor_metadata(spec) for spec in meta.outputs],
     }
-    if policy is not None:  # how this version batches (server/batching.py)
+    if policy is not None:  # how this version batches (server/dispatch/batching.py)
         answer["parameters"] = {"dynamic_batching": policy.to_json()}
     return answer
 
@@ -70,7 +69,7 @@ async def infer(request: Request) -> Response:
     async with inference_slot(request, principal):
         name = request.path_params["name"]
         model = await get_loaded_model(request, name, principal, state.models)
-        body = await request.body()  # capped by server/body_limit.py as it streams
+        body = await request.body()  # capped by server/http/body_limit.py as it streams
         content, headers = await _answer(model, body, request, settings, principal.key_id)
     return Response(content, headers=headers)
 
@@ -135,7 +134,7 @@ async def _unless_disconnected(
     request: Request, work: Awaitable[tuple[bytes, dict[str, str]]], cancel: Cancel
 ) -> tuple[bytes, dict[str, str]]:
     """Awaits the run; a client that disconnects meanwhile cancels it (queued or running).
-    Behind graphgate's HTTP protocol (server/http_limits.py) the connection's loss calls the
+    Behind graphgate's HTTP protocol (server/http/limits.py) the connection's loss calls the
     cancel; under any other server a task waits for the disconnect message."""
     on_disconnect: list[Callable[[], None]] | None = request.scope.get(ON_DISCONNECT)
     if on_disconnect is not None:

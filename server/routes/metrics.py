@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from fastapi import APIRouter, Depends, Response
 
-from server.deps import MetricsDep, require_admin
+from server.http.deps import MetricsDep, require_admin
 
 router = APIRouter(tags=["metrics"], dependencies=[Depends(require_admin)])
 

@@ -9,13 +9,14 @@ from typing import Any, Final
 from fastapi import APIRouter, Request, Response, status
 from starlette.datastructures import UploadFile
 
-from server.deps import MetricsDep, ModelsDep, PrincipalDep
-from server.deps_admin import ActorDep, UploadsDep, get_actor
-from server.paths import CHECK, MODELS, V1
+from server.errors import BadRequest
+from server.http.admin_deps import ActorDep, UploadsDep, get_actor
+from server.http.deps import MetricsDep, ModelsDep, PrincipalDep
+from server.http.paths import CHECK, MODELS, V1
 from server.routes.json import iso
 from server.routes.schemas import ERRORS, UPLOAD_ERRORS
 from server.services.limits import CompileQueue
-from server.services.types import BadRequest, StoredModel, StoredVersion
+from server.services.types import StoredModel, StoredVersion
 
 router = APIRouter(prefix=V1, tags=["models"], responses=ERRORS)
 JSON: Final = "application/json"
@@ -146,7 +147,7 @@ def download_onnx(name: str, version: int, principal: PrincipalDep, models: Mode
 async def _read_form(request: Request, *, named: bool) -> _Upload:
     """The form's `program`, optional `params` and, when `named`, `name`; a missing or
     mistyped part is 400 BAD_REQUEST (a malformed body: Starlette's 400)."""
-    form = await request.form()  # capped by server/body_limit.py as it streams
+    form = await request.form()  # capped by server/http/body_limit.py as it streams
     try:
         program = await _file(form.get("program"), "program")
         if program is None:

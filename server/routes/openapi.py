@@ -13,8 +13,8 @@ from fastapi.openapi.utils import get_openapi
 from starlette.routing import BaseRoute
 
 from server import __version__
-from server.deps import PrincipalDep
-from server.paths import V1
+from server.http.deps import PrincipalDep
+from server.http.paths import V1
 
 router = APIRouter(prefix=V1, tags=["meta"])
 

@@ -16,9 +16,10 @@ from sqlalchemy.orm import Session, sessionmaker
 
 from server.db.engine import retry_on_conflict
 from server.db.models import Admin, ApiKey, utcnow
+from server.errors import Conflict, InvalidName, NotFound, Unauthorized
 from server.services.audit import DENIED, Actor, AuditService
 from server.services.tenants import OPERATOR_ROLES, TENANT_NAME, TenantService
-from server.services.types import Conflict, InvalidName, NotFound, Principal, Unauthorized
+from server.services.types import Principal
 
 ROOT: Final = "root"
 ROLES: Final = tuple(sorted(OPERATOR_ROLES))

@@ -17,7 +17,7 @@ from sqlalchemy import select
 from sqlalchemy.orm import Session, sessionmaker
 
 from server.db.models import AuditEntry
-from server.services.types import BadRequest
+from server.errors import BadRequest
 
 MAX_PAGE: Final = 500
 OK: Final = "ok"

@@ -11,12 +11,12 @@ from typing import Final
 
 import numpy as np
 
-from server import batching
-from server.batching import Batcher
-from server.services.types import BadRequest, LoadedModel, ModelMetadata
+from server.dispatch import Cancel, batching
+from server.dispatch.batching import Batcher
+from server.errors import BadRequest
+from server.services.types import LoadedModel, ModelMetadata
 from server.v2 import codec
 from server.v2.codec import InferRequest
-from server.workers import Cancel
 
 PLATFORM: Final = "onnxruntime_onnx"
 DEFAULT_MAX_BODY_BYTES: Final = 64 * 1024 * 1024  # Triton's --http-max-input-size default
@@ -96,7 +96,7 @@ def run(
     source: str = "",
 ) -> tuple[bytes, dict[str, str]]:
     """Runs a decoded request in a worker and encodes the response (body and headers);
-    through `batcher` (server/batching.py) when the model batches."""
+    through `batcher` (server/dispatch/batching.py) when the model batches."""
     if batcher is not None:
         return batching.wait(submit(batcher, model, request, deadline, cancel, source), deadline)
     values = model.compiled.run(

@@ -19,7 +19,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Final, TypeVar
 
-from server.services.types import PayloadTooLarge, ServiceError, TooManyRequests
+from server.errors import PayloadTooLarge, ServiceError, TooManyRequests
 
 T = TypeVar("T")
 

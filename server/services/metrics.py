@@ -22,7 +22,7 @@ from prometheus_client.exposition import generate_latest
 from sqlalchemy.orm import Session, sessionmaker
 
 from server.db.models import Tenant
-from server.services.types import ModelRejected
+from server.errors import ModelRejected
 from validator import Diagnostic, Severity
 
 NO_LABEL: Final = ""

@@ -19,25 +19,14 @@ from sqlalchemy.orm import Session, sessionmaker
 
 from executor import SessionOptions
 from server.db.models import Model, ModelVersion, Tenant
-from server.services.artifact_refs import ArtifactRefs
-from server.services.limits import StorageQuotaExceeded
-from server.services.types import (
-    Forbidden,
-    InvalidName,
-    LoadedModel,
-    ModelBlocked,
-    ModelRejected,
-    NotFound,
-    Principal,
-    StoredModel,
-    StoredVersion,
-    UploadedModel,
-)
-from server.storage import ArtifactStore
-from server.workers import PoolSettings, WorkerPool, WorkerStats
 
 # NOTE: compiled in a worker process (server/workers): the server holds its signature only.
-from server.workers import RemoteModel as CompiledModel
+from server.dispatch import PoolSettings, RemoteModel, WorkerPool, WorkerStats
+from server.errors import Forbidden, InvalidName, ModelBlocked, ModelRejected, NotFound
+from server.services.artifact_refs import ArtifactRefs
+from server.services.limits import StorageQuotaExceeded
+from server.services.types import LoadedModel, Principal, StoredModel, StoredVersion, UploadedModel
+from server.storage import ArtifactStore
 from validator import DEFAULT_POLICY, Policy, Report, ValidationFailed
 
 MODEL_NAME: Final = re.compile(r"^[a-z0-9][a-z0-9_.-]{0,63}$")
@@ -95,7 +84,7 @@ class ModelService:
         self._options = options or SessionOptions()
         self._pool = pool or WorkerPool(PoolSettings(workers=1))
         self._cache_size = cache_size
-        self._cache: OrderedDict[_CacheKey, CompiledModel] = OrderedDict()
+        self._cache: OrderedDict[_CacheKey, RemoteModel] = OrderedDict()
         self._cache_lock = threading.Lock()
         self._build_locks: dict[_CacheKey, threading.Lock] = {}
         self._register_lock = threading.Lock()
@@ -263,7 +252,7 @@ class ModelService:
             for lookup in [k for k in self._lookups if k[0] == tenant_id]:
                 del self._lookups[lookup]
 
-    def _compile(self, program: bytes, params: bytes | None, policy: Policy) -> CompiledModel:
+    def _compile(self, program: bytes, params: bytes | None, policy: Policy) -> RemoteModel:
         # The one servability check, shared with `graphgate check`: what it passes, upload keeps.
         try:
             return self._pool.compile(
@@ -282,7 +271,7 @@ class ModelService:
         get = self._artifacts.get
         return lambda: (get(program_sha), None if params_sha is None else get(params_sha))
 
-    def _rebuild(self, program_sha: str, params_sha: str | None, policy: Policy) -> CompiledModel:
+    def _rebuild(self, program_sha: str, params_sha: str | None, policy: Policy) -> RemoteModel:
         # NOTE: re-validated on load, so a stricter validator also applies to stored models.
         program = self._artifacts.get(program_sha)
         params = None if params_sha is None else self._artifacts.get(params_sha)
@@ -374,21 +363,21 @@ class ModelService:
                 return row
         raise NotFound(f"model {model.name!r} has no version {version}")
 
-    def _cached(self, key: _CacheKey) -> CompiledModel | None:
+    def _cached(self, key: _CacheKey) -> RemoteModel | None:
         with self._cache_lock:
             return self._cached_locked(key)
 
-    def _cached_locked(self, key: _CacheKey) -> CompiledModel | None:
+    def _cached_locked(self, key: _CacheKey) -> RemoteModel | None:
         hit = self._cache.get(key)
         if hit is not None:
             self._cache.move_to_end(key)  # eviction pops the least recently used first
         return hit
 
-    def _remember(self, key: _CacheKey, compiled: CompiledModel) -> None:
+    def _remember(self, key: _CacheKey, compiled: RemoteModel) -> None:
         with self._cache_lock:
             self._remember_locked(key, compiled)
 
-    def _remember_locked(self, key: _CacheKey, compiled: CompiledModel) -> None:
+    def _remember_locked(self, key: _CacheKey, compiled: RemoteModel) -> None:
         self._cache[key] = compiled
         self._cache.move_to_end(key)
         while len(self._cache) > self._cache_size:

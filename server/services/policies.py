@@ -22,9 +22,10 @@ from sqlalchemy import select
 from sqlalchemy.orm import Session, sessionmaker
 
 from server.db.models import ArtifactRef, Model, ModelVersion, Tenant, TenantRules, utcnow
+from server.errors import InvalidRules, NotFound
 from server.services.limits import Limits
 from server.services.models import BLOCKED, READY, ModelService
-from server.services.types import InvalidRules, NotFound
+from server.settings import Settings
 from server.storage import ArtifactStore
 from validator import Policy, ValidationFailed, validate
 from validator.ops import REGISTRY
@@ -54,6 +55,19 @@ class Quota:
     max_storage_bytes: int = 0  # program, params and ONNX bytes of its stored versions
     max_models: int = 0
     max_versions: int = 0  # stored versions of all its models together
+
+    @classmethod
+    def from_settings(cls, settings: Settings) -> Quota:
+        """The quotas of every tenant without its own."""
+        return cls(
+            rate_per_s=settings.tenant_rate_per_s,
+            burst=settings.tenant_rate_burst,
+            max_concurrent=settings.tenant_max_concurrent,
+            max_concurrent_uploads=settings.tenant_max_concurrent_uploads,
+            max_storage_bytes=settings.tenant_max_storage_bytes,
+            max_models=settings.tenant_max_models,
+            max_versions=settings.tenant_max_versions,
+        )
 
 
 QUOTA_FIELDS: Final = tuple(f.name for f in fields(Quota))

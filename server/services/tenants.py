@@ -18,16 +18,8 @@ from sqlalchemy.orm import Session, sessionmaker
 
 from server.db.engine import retry_on_conflict
 from server.db.models import ApiKey, Tenant, utcnow
-from server.services.types import (
-    Conflict,
-    InvalidName,
-    IssuedKey,
-    KeyInfo,
-    NotFound,
-    Principal,
-    TenantInfo,
-    Unauthorized,
-)
+from server.errors import Conflict, InvalidName, NotFound, Unauthorized
+from server.services.types import IssuedKey, KeyInfo, Principal, TenantInfo
 
 KEY_PREFIX: Final = "gg_"
 VIEWER: Final = "viewer"

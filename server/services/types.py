@@ -1,16 +1,14 @@
-"""Values and domain errors shared by the services and the routes (no FastAPI here)."""
+"""Values shared by the services and the routes (no FastAPI here); the errors are in server/http/errors.py."""
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Mapping
 from dataclasses import dataclass
 from datetime import datetime
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
-from validator import Diagnostic, Report, TensorSpec
-
-if TYPE_CHECKING:  # server.workers imports this module (its errors are ServiceErrors)
-    from server.workers import RemoteModel
+from server.dispatch import RemoteModel
+from validator import Report, TensorSpec
 
 
 @dataclass(frozen=True, slots=True)
@@ -32,7 +30,7 @@ class LoadedModel:
     name: str
     version: int
     compiled: RemoteModel
-    batching: Mapping[str, Any] | None = None  # the admin's override (server/batching.py)
+    batching: Mapping[str, Any] | None = None  # the admin's override (server/dispatch/batching.py)
 
     @property
     def label(self) -> tuple[str, str, int]:
@@ -109,115 +107,3 @@ class TenantInfo:
     tenant: str
     created: datetime | None
     keys: tuple[KeyInfo, ...]
-
-
-class ServiceError(Exception):
-    """A domain error with a stable code; server/errors.py maps each class to an HTTP status."""
-
-    # Not a ClassVar: declared as the executor's ExecutionError declares it, so that a class may
-    # be both (server/v2/errors.py: one code per condition, whichever layer finds it).
-    code = "SERVICE_ERROR"
-
-    def __init__(self, message: str) -> None:
-        super().__init__(message)
-        self.message = message
-
-
-class NotFound(ServiceError):
-    """Unknown model or version, or one of another tenant (existence is never revealed)."""
-
-    code = "NOT_FOUND"
-
-
-class Unauthorized(ServiceError):
-    code = "UNAUTHORIZED"
-
-
-class Forbidden(ServiceError):
-    code = "FORBIDDEN"
-
-
-class BadRequest(ServiceError):
-    code = "BAD_REQUEST"
-
-
-class PayloadTooLarge(ServiceError):
-    code = "PAYLOAD_TOO_LARGE"
-
-
-class TooManyRequests(ServiceError):
-    """The family of the tenant's limits below, answered with `Retry-After`."""
-
-    code = "TOO_MANY_REQUESTS"
-
-    def __init__(self, message: str, retry_after_s: int) -> None:
-        super().__init__(message)
-        self.retry_after_s = retry_after_s
-
-
-class Conflict(ServiceError):
-    """The request conflicts with the stored state (a tenant name that exists)."""
-
-    code = "CONFLICT"
-
-
-class ModelRejected(ServiceError):
-    """The upload failed validation, lowering or the ONNX gate; `diagnostics` lists every problem."""
-
-    code = "VALIDATION_FAILED"
-
-    def __init__(self, message: str, diagnostics: Sequence[Diagnostic]) -> None:
-        super().__init__(message)
-        self.diagnostics = list(diagnostics)
-
-
-class InvalidName(BadRequest):
-    """A model or tenant name outside `^[a-z0-9][a-z0-9_.-]{0,63}$`."""
-
-    code = "INVALID_NAME"
-
-
-# -- the operator's side (server/services/admins.py, policies.py) ------------------------------
-
-
-class ReadOnlyOperator(Forbidden):
-    """A viewer's key on an admin route that changes something: only role admin may."""
-
-    code = "ADMIN_ROLE_REQUIRED"
-
-
-class TenantSuspended(Forbidden):
-    """The tenant is suspended by an operator: every tenant route refuses its keys."""
-
-    code = "TENANT_SUSPENDED"
-
-
-class QuotaExceeded(Forbidden):
-    """An upload over the tenant's quota of models or of versions (storage bytes: 413
-    `STORAGE_QUOTA`)."""
-
-    code = "QUOTA_EXCEEDED"
-
-
-class ModelBlocked(Conflict):
-    """The version no longer passes its tenant's policy (it was tightened): kept, not served."""
-
-    code = "MODEL_BLOCKED_BY_POLICY"
-
-
-class OpNotAllowedByPolicy(ModelRejected):
-    """The upload uses an op its tenant's policy does not allow (`allowed_ops`)."""
-
-    code = "OP_NOT_ALLOWED_BY_POLICY"
-
-
-class OverTenantPolicy(ModelRejected):
-    """The upload is over one of its tenant's policy limits; the message names the field."""
-
-    code = "OVER_TENANT_POLICY"
-
-
-class InvalidRules(BadRequest):
-    """A policy or quota change with an unknown field or a value out of range."""
-
-    code = "INVALID_POLICY"

@@ -20,19 +20,18 @@ from sqlalchemy import select
 from sqlalchemy.orm import Session, sessionmaker
 
 from server.db.models import Model, Rejection, Tenant
-from server.services.audit import OK, REJECTED, Actor, AuditService
-from server.services.limits import StorageQuotaExceeded
-from server.services.models import ModelService
-from server.services.policies import PolicyService
-from server.services.types import (
+from server.errors import (
     ModelRejected,
     NotFound,
     OpNotAllowedByPolicy,
     OverTenantPolicy,
-    Principal,
     QuotaExceeded,
-    UploadedModel,
 )
+from server.services.audit import OK, REJECTED, Actor, AuditService
+from server.services.limits import StorageQuotaExceeded
+from server.services.models import ModelService
+from server.services.policies import PolicyService
+from server.services.types import Principal, UploadedModel
 from validator import Diagnostic, Report
 
 # Diagnostic codes that a tenant policy field decides, and that field.

@@ -1,4 +1,4 @@
-"""Typed errors of malformed V2 inference requests; server/errors.py maps their bases to 400/413.
+"""Typed errors of malformed V2 inference requests; server/http/errors.py maps their bases to 400/413.
 
 A condition the executor's Scope also checks (a missing or unknown input, a datatype, a rank or
 a shape that is not the signature's) has one code wherever it is found: these classes are also
@@ -9,7 +9,7 @@ refused the request.
 from __future__ import annotations
 
 from executor.errors import MissingInput, UnexpectedInput, WrongDType, WrongRank, WrongShape
-from server.services.types import BadRequest, PayloadTooLarge
+from server.errors import BadRequest, PayloadTooLarge
 
 
 class InferRequestInvalid(BadRequest):
@@ -110,4 +110,4 @@ class OutputDuplicate(InferRequestInvalid):
 
 class InferBodyTooLarge(PayloadTooLarge):
     """A decompressed inference body over `GRAPHGATE_MAX_INFER_BYTES`: the same condition, and
-    code, as a body over its cap on the wire (server/body_limit.py)."""
+    code, as a body over its cap on the wire (server/http/body_limit.py)."""

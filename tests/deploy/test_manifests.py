@@ -26,7 +26,7 @@ import typer.core
 import typer.main
 import yaml
 
-from server.cli import app as cli
+from server.cli.main import app as cli
 from server.settings import Settings
 from tests.server.test_serve_process import Server
 

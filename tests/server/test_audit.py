@@ -9,7 +9,7 @@ import pytest
 from fastapi.testclient import TestClient
 from sqlalchemy import text
 
-from server.services.types import Unauthorized
+from server.errors import Unauthorized
 from tests.builders import affine, conv
 from tests.server.conftest import ADMIN_TOKEN, auth
 

@@ -1,4 +1,4 @@
-"""The dynamic batcher (server/batching.py) against real worker processes.
+"""The dynamic batcher (server/dispatch/batching.py) against real worker processes.
 
 Which programs batch is the validator's batch-independence proof (`report.batchable`): the
 equality test runs conformance models the proof marks batchable (tests/validator/
@@ -20,9 +20,9 @@ from fastapi.testclient import TestClient
 
 from executor import SessionOptions
 from server import gpu
-from server.batching import Batcher, Batchers, BatchPolicy, proven_batchable
+from server.dispatch import Cancel, PoolSettings, RemoteModel, WorkerPool
+from server.dispatch.batching import Batcher, Batchers, BatchPolicy, proven_batchable
 from server.settings import Settings
-from server.workers import Cancel, PoolSettings, RemoteModel, WorkerPool
 from tests.builders import FP32, Built, GraphBuilder, V
 from tests.conformance import models
 from tests.conformance.paddle_util import Saved

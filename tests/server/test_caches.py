@@ -11,13 +11,14 @@ import pytest
 from fastapi.testclient import TestClient
 
 from executor import SessionOptions, compile
-from server.cli_user import decode_infer_response, encode_infer_request
+from server.cli.user import decode_infer_response, encode_infer_request
 from server.db.engine import open_database
+from server.errors import NotFound, Unauthorized
 from server.main import create_app, database_location
 from server.services import inference
 from server.services.models import ModelService
 from server.services.tenants import TenantService
-from server.services.types import NotFound, Principal, Unauthorized
+from server.services.types import Principal
 from server.settings import Settings
 from server.storage import open_artifacts
 from tests.builders import Built, mlp

@@ -13,7 +13,7 @@ from typer.testing import CliRunner
 
 from graph_proto.builder import ProgramBuilder
 from graph_proto.types import DType
-from server.cli import app
+from server.cli.main import app
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -94,7 +94,7 @@ def test_check_runs_without_paddle(tmp_path: Path) -> None:
     # `import paddle` fails in the child: a None entry in sys.modules blocks the import.
     code = (
         "import sys; sys.modules['paddle'] = None\n"
-        "from server.cli import app\n"
+        "from server.cli.main import app\n"
         f"app(['check', {str(program)!r}, '--json'])\n"
     )
     done = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True)

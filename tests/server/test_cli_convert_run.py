@@ -9,7 +9,7 @@ import onnx
 import onnxruntime as ort
 from typer.testing import CliRunner
 
-from server.cli import app
+from server.cli.main import app
 from tests.builders import affine
 
 

@@ -15,8 +15,8 @@ from typer.testing import CliRunner, Result
 
 from executor import SessionOptions, compile
 from graph_proto.types import DType
-from server.cli import app as cli
-from server.cli_user import HEADER_LENGTH, decode_infer_response, encode_infer_request
+from server.cli.main import app as cli
+from server.cli.user import HEADER_LENGTH, decode_infer_response, encode_infer_request
 from server.v2 import codec
 from tests.builders import GraphBuilder, V, mlp
 from tests.server.conftest import backend_environment

@@ -1,5 +1,5 @@
 """HTTP abuse against a real `graphgate serve`: caps and timeouts answered by the server's own
-protocol (server/http_limits.py), and malformed requests answered 4xx with their codes."""
+protocol (server/http/limits.py), and malformed requests answered 4xx with their codes."""
 
 from __future__ import annotations
 

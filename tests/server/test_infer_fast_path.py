@@ -1,5 +1,5 @@
-"""The V2 infer endpoint's fast path (server/infer_fast_path.py) and the head written with the
-body (server/http_limits.py). The behaviour through the fast path (body caps, metrics, error
+"""The V2 infer endpoint's fast path (server/http/fast_path.py) and the head written with the
+body (server/http/limits.py). The behaviour through the fast path (body caps, metrics, error
 codes, disconnects) is asserted end to end by test_v2_routes, test_metrics, test_limits and
 test_disconnect, which all go through it; these check what only it adds: it takes exactly the
 requests the router would give the infer endpoint, and its 500 safety net."""
@@ -22,12 +22,12 @@ from starlette.responses import Response, StreamingResponse
 from uvicorn import Config
 from uvicorn.server import ServerState
 
-from server import errors
-from server.http_limits import HttpLimits, protocol_class
-from server.infer_fast_path import InferFastPath, infer_path_params
+from server.errors import NotFound
+from server.http import errors
+from server.http.fast_path import InferFastPath, infer_path_params
+from server.http.limits import HttpLimits, protocol_class
 from server.main import create_app
 from server.routes import inference
-from server.services.types import NotFound
 from server.settings import Settings
 
 

@@ -12,7 +12,7 @@ from fastapi import APIRouter
 from fastapi.testclient import TestClient
 from pydantic import SecretStr
 
-from server.deps import LoadedModelDep
+from server.http.deps import LoadedModelDep
 from server.main import create_app
 from server.services.types import Principal
 from server.settings import Settings
@@ -192,7 +192,7 @@ def test_another_tenants_model_is_404(
 
 
 def test_another_tenants_model_does_not_resolve(client: TestClient, key_a: str, key_b: str) -> None:
-    from server.services.types import NotFound
+    from server.errors import NotFound
 
     upload(client, key_a)
     models = client.app.state.models  # type: ignore[attr-defined]

@@ -17,7 +17,7 @@ import httpx2
 import pytest
 from typer.testing import CliRunner
 
-from server.cli import app as cli
+from server.cli.main import app as cli
 from server.storage.artifacts import TMP_PREFIX
 from tests.builders import Built, affine
 from tests.server.conftest import ADMIN_TOKEN, auth

@@ -23,8 +23,10 @@ from executor.errors import (
     WrongShape,
 )
 from graph_proto.types import DType
+from server.dispatch import PoolSettings, RemoteModel, WorkerPool
+from server.errors import ServiceError
 from server.services import inference
-from server.services.types import LoadedModel, ServiceError
+from server.services.types import LoadedModel
 from server.v2 import codec
 from server.v2.errors import (
     BinarySizeMismatch,
@@ -44,7 +46,6 @@ from server.v2.errors import (
     OutputDuplicate,
     OutputUnknown,
 )
-from server.workers import PoolSettings, RemoteModel, WorkerPool
 from tests.builders import GraphBuilder, V
 from validator import Policy
 

@@ -18,11 +18,12 @@ from fastapi.testclient import TestClient
 
 from executor import SessionOptions
 from executor.errors import RunCancelled
+from server.dispatch import PoolSettings, RemoteModel, WorkerPool
+from server.dispatch.pool import _POLL_S, _Handoff
+from server.dispatch.worker import _Cancels, at_lower_priority
+from server.errors import WorkerOutOfMemory
 from server.main import create_app
 from server.storage import open_artifacts
-from server.workers import PoolSettings, RemoteModel, WorkerOutOfMemory, WorkerPool
-from server.workers.pool import _POLL_S, _Handoff
-from server.workers.worker import _Cancels, at_lower_priority
 from tests.builders import Built, affine, mlp
 from tests.executor.test_deadline import matmul_chain
 from tests.server.conftest import ADMIN_TOKEN, SettingsFactory, auth, new_tenant

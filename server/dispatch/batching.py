@@ -45,20 +45,14 @@ from typing import Final, TypeVar
 import numpy as np
 
 from executor.errors import DeadlineExceeded, RunCancelled
-from server.workers import (
-    Cancel,
-    ModelQuarantined,
-    RemoteModel,
-    WorkerCrashed,
-    WorkerOutOfMemory,
-    WorkerUnavailable,
-)
+from server.dispatch.pool import Cancel, ModelLabel, RemoteModel
+from server.errors import ModelQuarantined, WorkerCrashed, WorkerOutOfMemory, WorkerUnavailable
+from server.settings import Settings
 from validator import Report
 
 T = TypeVar("T")
 Feeds = Mapping[str, np.ndarray]
 Outputs = dict[str, np.ndarray]
-Label = tuple[str, str, int]
 # Failures that are the batch's, not one member's: every member gets them as they are.
 _SHARED_FAILURES: Final = (
     WorkerCrashed,
@@ -77,6 +71,15 @@ class BatchPolicy:
     max_batch: int = 32
     max_queue_delay_us: int = 0
     preferred_batch_sizes: tuple[int, ...] = ()
+
+    @classmethod
+    def from_settings(cls, settings: Settings) -> BatchPolicy:
+        """The default of every model version without an admin's override."""
+        return cls(
+            settings.batch_max_size,
+            settings.batch_max_queue_delay_us,
+            settings.batch_preferred_sizes,
+        )
 
     def to_json(self) -> dict[str, object]:
         return {
@@ -172,7 +175,7 @@ class Batcher:
     def __init__(
         self,
         model: RemoteModel,
-        label: Label | None,
+        label: ModelLabel | None,
         policy: BatchPolicy,
         slots: int,
         sizes: BatchSizes | None = None,
@@ -418,17 +421,17 @@ class Batcher:
 
 class BatchSizes:
     """Rows per run of every batching model version, as histogram buckets: the batch sizes
-    actually achieved (Prometheus `graphgate_batch_size`, server/metrics.py). Kept by label,
+    actually achieved (Prometheus `graphgate_batch_size`, server/http/metrics.py). Kept by label,
     not by batcher, so a version whose policy changes keeps counting up."""
 
     BOUNDS: Final = (1, 2, 4, 8, 16, 32, 64, 128, 256, 512, 1024)
 
     def __init__(self) -> None:
-        self._counts: dict[Label, list[int]] = {}  # per bound, then +Inf
-        self._sums: dict[Label, int] = {}
+        self._counts: dict[ModelLabel, list[int]] = {}  # per bound, then +Inf
+        self._sums: dict[ModelLabel, int] = {}
         self._lock = threading.Lock()
 
-    def observe(self, label: Label, rows: int) -> None:
+    def observe(self, label: ModelLabel, rows: int) -> None:
         slot = bisect.bisect_left(self.BOUNDS, rows)
         with self._lock:
             counts = self._counts.get(label)
@@ -437,8 +440,8 @@ class BatchSizes:
             counts[slot] += 1
             self._sums[label] = self._sums.get(label, 0) + rows
 
-    def snapshot(self) -> dict[Label, tuple[list[int], int]]:
-        """Label -> (count per bucket, not cumulative; the +Inf one last), sum of rows."""
+    def snapshot(self) -> dict[ModelLabel, tuple[list[int], int]]:
+        """ModelLabel -> (count per bucket, not cumulative; the +Inf one last), sum of rows."""
         with self._lock:
             return {label: (list(c), self._sums[label]) for label, c in self._counts.items()}
 
@@ -477,7 +480,7 @@ class Batchers:
         return policy if policy.max_batch > 1 else None
 
     def for_model(
-        self, model: RemoteModel, label: Label, override: Mapping[str, object] | None = None
+        self, model: RemoteModel, label: ModelLabel, override: Mapping[str, object] | None = None
     ) -> Batcher | None:
         """The version's batcher (None when it does not batch). A loaded version keeps its
         override object, so the same object means the same choice as last time."""
@@ -489,7 +492,7 @@ class Batchers:
         return batcher
 
     def _choose(
-        self, model: RemoteModel, label: Label, override: Mapping[str, object] | None
+        self, model: RemoteModel, label: ModelLabel, override: Mapping[str, object] | None
     ) -> Batcher | None:
         policy = self.policy_for(model.program.report, override)
         if policy is None:

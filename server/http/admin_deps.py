@@ -8,12 +8,13 @@ from typing import Annotated
 
 from fastapi import Depends, Request
 
-from server.deps import PrincipalDep, require_admin
+from server.errors import ReadOnlyOperator
+from server.http.deps import PrincipalDep, require_admin
 from server.services.admins import AdminService
 from server.services.audit import Actor, AuditService
 from server.services.metrics import TenantNames
 from server.services.policies import PolicyService
-from server.services.types import Principal, ReadOnlyOperator
+from server.services.types import Principal
 from server.services.uploads import UploadService
 
 REQUEST_ID_HEADER = "x-request-id"

@@ -11,7 +11,7 @@ from typing import Annotated, Any
 
 import typer
 
-from server.cli_client import DEFAULT_URL, TokenOpt, UrlOpt, admin_call
+from server.cli.client import DEFAULT_URL, TokenOpt, UrlOpt, admin_call
 
 admins = typer.Typer(help="Manage operators: admins change things, viewers only read.")
 policy = typer.Typer(help="Show or set a tenant's policy (what it may upload).")

@@ -3,15 +3,15 @@ middleware stack and the router, and gets what they give it from the same pieces
 
 NOTE: why. A tiny model's inference costs the event loop ~0.5 ms, and the loop is the one
 thread every request crosses. Through the full stack (Starlette's error middleware, FastAPI's
-telemetry and body-limit wrappers, server/metrics.py, server/body_limit.py, the exception
+telemetry and body-limit wrappers, server/http/metrics.py, server/http/body_limit.py, the exception
 middleware, FastAPI's exit stack, the router trying each route's regex, Starlette's endpoint
 wrapper) every resumption of the endpoint's awaits walks ~25 coroutine frames. Here the same
 behaviour is composed flat, each piece from its one home:
 
-- the body cap and its 413: server/body_limit.py's BodyGuard (the cap of the full stack's
+- the body cap and its 413: server/http/body_limit.py's BodyGuard (the cap of the full stack's
   BodyLimit for these paths, `GRAPHGATE_MAX_INFER_BYTES`);
-- the inference metrics: server/metrics.py's record_inference, with the same labels;
-- domain errors to HTTP: the app's exception handlers, i.e. the one table of server/errors.py,
+- the inference metrics: server/http/metrics.py's record_inference, with the same labels;
+- domain errors to HTTP: the app's exception handlers, i.e. the one table of server/http/errors.py,
   looked up by the error's class like Starlette does;
 - the 500 safety net: the app's handler for Exception (a JSON body, never a traceback), then
   the error goes on to uvicorn, which logs it and closes the connection, as after the full
@@ -32,9 +32,9 @@ from starlette.requests import Request
 from starlette.responses import Response
 from starlette.types import ASGIApp, Receive, Scope, Send
 
-from server.body_limit import BodyGuard
-from server.metrics import record_inference
-from server.paths import V2_INFER_PATHS
+from server.http.body_limit import BodyGuard
+from server.http.metrics import record_inference
+from server.http.paths import V2_INFER_PATHS
 
 Endpoint = Callable[[Request], Awaitable[Response]]
 Handler = Callable[[Request, Any], Response | Awaitable[Response]]  # Starlette's handler type

@@ -25,7 +25,7 @@ import numpy as np
 
 from executor import CompiledModel, RunCancel, SessionOptions, build_servable, prepare_servable
 from executor.errors import OutOfMemory
-from server.workers.arena import Arena, Layout
+from server.dispatch.arena import Arena, Layout
 from validator import Policy
 
 T = TypeVar("T")

@@ -1,5 +1,5 @@
 """ASGI middleware that records every V2 inference request in the app's Metrics (the infer
-endpoint's fast path, server/infer_fast_path.py, records its requests with `record_inference`).
+endpoint's fast path, server/http/fast_path.py, records its requests with `record_inference`).
 
 It sees the final status whatever produced it (the route, a dependency, an error handler),
 and reads the labels the request left in its state: the caller (`deps.get_principal`), the
@@ -16,9 +16,9 @@ from typing import Final
 from prometheus_client.core import HistogramMetricFamily, Metric
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
-from server import request_state
-from server.batching import Batchers, BatchSizes
-from server.paths import V2_INFER_PATHS, Paths
+from server.dispatch.batching import Batchers, BatchSizes
+from server.http import request_state
+from server.http.paths import V2_INFER_PATHS, Paths
 from server.services.metrics import NO_LABEL, Metrics
 from server.services.types import LoadedModel, Principal
 
@@ -52,7 +52,7 @@ class InferenceMetrics:
 
 def record_inference(metrics: Metrics, scope: Scope, status: int, seconds: float) -> None:
     """Counts one V2 inference, by the labels its request left in its state (also called by
-    the infer endpoint's fast path, server/infer_fast_path.py)."""
+    the infer endpoint's fast path, server/http/fast_path.py)."""
     state = request_state.state_of(scope)
     principal = state.get(request_state.PRINCIPAL)
     model = state.get(request_state.MODEL)

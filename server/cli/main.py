@@ -10,8 +10,10 @@ from typing import Annotated, Any, Final, NoReturn
 
 import typer
 
-from server import cli_admin, cli_ops, cli_user
-from server.cli_tenants import tenants
+from server.cli import admin as cli_admin
+from server.cli import ops as cli_ops
+from server.cli import user as cli_user
+from server.cli.tenants import tenants
 
 app = typer.Typer(
     name="graphgate",
@@ -63,7 +65,7 @@ def check(
     if as_json:
         typer.echo(json.dumps({"valid": True, "report": report.to_json()}, indent=2))
     else:
-        from server.cli_render import render_report
+        from server.cli.render import render_report
 
         render_report(program, params, report)
 
@@ -276,10 +278,10 @@ def _freeze_startup_heap() -> None:
 
 
 def uvicorn_options(settings: Any) -> dict[str, Any]:
-    """uvicorn's options from the settings: our HTTP protocol (server/http_limits.py) with its
+    """uvicorn's options from the settings: our HTTP protocol (server/http/limits.py) with its
     caps and timeouts, and the SIGTERM grace period (uvicorn stops accepting, then waits for
     in-flight requests up to it)."""
-    from server.http_limits import HttpLimits, protocol_class
+    from server.http.limits import HttpLimits, protocol_class
 
     limits = HttpLimits(
         max_header_bytes=settings.max_header_bytes,

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import typer
 
-from server.cli_client import DEFAULT_URL, TokenOpt, UrlOpt, admin_call
+from server.cli.client import DEFAULT_URL, TokenOpt, UrlOpt, admin_call
 
 tenants = typer.Typer(help="Manage tenants and their API keys (admin token needed).")
 

@@ -1,11 +1,11 @@
 """The README's code and settings tables, generated from the code that defines them.
 
-    python -m server.doc_tables --write   # rewrites the tables in README.md
-    python -m server.doc_tables --check   # exit 1 when README.md differs (tests/test_readme.py)
+    python -m server.cli.doc_tables --write   # rewrites the tables in README.md
+    python -m server.cli.doc_tables --check   # exit 1 when README.md differs (tests/test_readme.py)
 
 Each table sits between `<!-- generated:NAME -->` and `<!-- /generated -->`; the text between the
 markers is replaced, everything else in the README is left as written. The sources: validator's
-`Code` (diagnostic codes), the error classes that reach HTTP with server/errors.py's status table
+`Code` (diagnostic codes), the error classes that reach HTTP with server/http/errors.py's status table
 (service error codes, throttling codes) and the `Settings` fields' descriptions (settings).
 """
 
@@ -21,16 +21,17 @@ from typing import Final, TypeVar
 
 from pydantic_core import PydanticUndefined
 
-from server import errors, http_limits
 from server.console import sessions as console_sessions
+from server.errors import ServiceError, TooManyRequests
+from server.http import errors
+from server.http import limits as http_limits
 from server.services import limits
-from server.services.types import ServiceError, TooManyRequests
 from server.settings import Settings
 from server.v2 import errors as v2_errors
 from validator import Code
 
 E = TypeVar("E", bound=Exception)
-README: Final = Path(__file__).resolve().parents[1] / "README.md"
+README: Final = Path(__file__).resolve().parents[2] / "README.md"
 _BLOCK: Final = re.compile(
     r"(<!-- generated:(?P<name>[a-z-]+) -->\n)(?P<body>.*?)(<!-- /generated -->)", re.S
 )
@@ -108,7 +109,7 @@ def render(readme: str) -> str:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m server.doc_tables", description=__doc__)
+    parser = argparse.ArgumentParser(prog="python -m server.cli.doc_tables", description=__doc__)
     mode = parser.add_mutually_exclusive_group(required=True)
     mode.add_argument("--write", action="store_true", help="rewrite the README's tables")
     mode.add_argument("--check", action="store_true", help="exit 1 when the README differs")
@@ -119,7 +120,7 @@ def main(argv: list[str] | None = None) -> int:
         README.write_text(wanted)
         return 0
     if wanted != current:
-        sys.stderr.write("README.md tables differ: run python -m server.doc_tables --write\n")
+        sys.stderr.write("README.md tables differ: run python -m server.cli.doc_tables --write\n")
         return 1
     return 0
 
@@ -128,7 +129,7 @@ def main(argv: list[str] | None = None) -> int:
 
 
 def _error_classes() -> Iterator[type[Exception]]:
-    """Every class server/errors.py maps, with its subclasses, each once, bases first."""
+    """Every class server/http/errors.py maps, with its subclasses, each once, bases first."""
     seen: set[type[Exception]] = set()
     for base, _status in errors.STATUS:
         for kind in _subclasses(base):
@@ -149,7 +150,7 @@ def _meaning_of_code(code: str) -> str:
             return meaning
     raise ValueError(
         f"error code {code}: expected a docstring on {kinds[0].__qualname__} "
-        "(or an entry in server.errors.MEANINGS), got none"
+        "(or an entry in server.http.errors.MEANINGS), got none"
     )
 
 

@@ -12,10 +12,10 @@ from collections.abc import Iterable
 
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
-from server import request_state
-from server.errors import error_response, status_of
-from server.paths import Paths
-from server.services.types import PayloadTooLarge
+from server.errors import PayloadTooLarge
+from server.http import request_state
+from server.http.errors import error_response, status_of
+from server.http.paths import Paths
 
 
 class BodyTooLarge(Exception):

@@ -6,9 +6,9 @@ from __future__ import annotations
 from collections.abc import MutableMapping
 from typing import Any, Final
 
-PRINCIPAL: Final = "principal"  # the caller (server/deps.py), a metrics label
-MODEL: Final = "model"  # the resolved LoadedModel (server/deps.py), a metrics label
-ERROR_CODE: Final = "error_code"  # the code of the error answered (server/errors.py)
+PRINCIPAL: Final = "principal"  # the caller (server/http/deps.py), a metrics label
+MODEL: Final = "model"  # the resolved LoadedModel (server/http/deps.py), a metrics label
+ERROR_CODE: Final = "error_code"  # the code of the error answered (server/http/errors.py)
 
 
 def note(scope: MutableMapping[str, Any], key: str, value: object) -> None:

@@ -14,20 +14,13 @@ from typing import Annotated
 from fastapi import Depends, Request
 from starlette.concurrency import run_in_threadpool
 
-from server import request_state
+from server.errors import BadRequest, Forbidden, TenantSuspended, TooManyRequests, Unauthorized
+from server.http import request_state
 from server.services.limits import Limits
 from server.services.metrics import Metrics
 from server.services.models import ModelService
 from server.services.tenants import TenantService
-from server.services.types import (
-    BadRequest,
-    Forbidden,
-    LoadedModel,
-    Principal,
-    TenantSuspended,
-    TooManyRequests,
-    Unauthorized,
-)
+from server.services.types import LoadedModel, Principal
 from server.settings import Settings
 
 

@@ -29,14 +29,15 @@ import numpy as np
 
 from executor import RunCancel, SessionOptions
 from executor.errors import DeadlineExceeded, RunCancelled
-from server.workers.arena import Arena
-from server.workers.errors import (
+from server.dispatch.arena import Arena
+from server.dispatch.worker import EXIT_OOM, WorkerConfig, main
+from server.errors import (
     CompileTimeout,
     ModelQuarantined,
     WorkerCrashed,
     WorkerOutOfMemory,
 )
-from server.workers.worker import EXIT_OOM, WorkerConfig, main
+from server.settings import Settings
 from validator import Policy, Report, TensorSpec
 
 log = logging.getLogger("graphgate.workers")
@@ -46,19 +47,40 @@ log = logging.getLogger("graphgate.workers")
 _HARD_STOP_GRACE_S: Final = 5.0
 _POLL_S: Final = 0.05  # how often a request waiting for a worker looks at its cancel flag
 
-Label = tuple[str, str, int]  # (tenant, model name, version): what a quarantine names
+# (tenant, model name, version): what a quarantine names and batching metrics count
+ModelLabel = tuple[str, str, int]
+_MIB: Final = 1024**2
+
+
+def _default(name: str) -> Any:
+    """A setting's default, written once in server/settings.py."""
+    return Settings.model_fields[name].default
 
 
 @dataclass(frozen=True, slots=True)
 class PoolSettings:
-    workers: int = 2
-    memory_cap_bytes: int = 0
-    session_cache_bytes: int = 2 * 1024**3
-    arena_bytes: int = 4 * 1024**2
-    compile_timeout_s: float = 120.0
-    compile_nice: int = 0  # nice steps for a compile's validation and lowering (worker.py)
-    quarantine_crashes: int = 3
-    quarantine_window_s: float = 600.0
+    """The pool's part of the settings; its defaults are the settings' own."""
+
+    workers: int = _default("workers")
+    memory_cap_bytes: int = _default("worker_memory_mb") * _MIB
+    session_cache_bytes: int = _default("worker_session_cache_mb") * _MIB
+    arena_bytes: int = 4 * _MIB
+    compile_timeout_s: float = _default("compile_timeout_s")
+    compile_nice: int = _default("compile_nice")  # nice steps for a compile's lowering (worker.py)
+    quarantine_crashes: int = _default("quarantine_crashes")
+    quarantine_window_s: float = _default("quarantine_window_s")
+
+    @classmethod
+    def from_settings(cls, settings: Settings) -> PoolSettings:
+        return cls(
+            workers=settings.workers,
+            memory_cap_bytes=settings.worker_memory_mb * _MIB,
+            session_cache_bytes=settings.worker_session_cache_mb * _MIB,
+            compile_timeout_s=settings.compile_timeout_s,
+            compile_nice=settings.compile_nice,
+            quarantine_crashes=settings.quarantine_crashes,
+            quarantine_window_s=settings.quarantine_window_s,
+        )
 
 
 @dataclass(frozen=True, slots=True)
@@ -102,7 +124,7 @@ class RemoteModel:
         *,
         deadline: float | None = None,
         cancelled: Cancel | None = None,
-        label: Label | None = None,
+        label: ModelLabel | None = None,
     ) -> dict[str, np.ndarray]:
         """Runs in a worker; `label` (tenant, name, version) is charged if the worker dies."""
         return self.pool.run(self, feeds, deadline=deadline, cancelled=cancelled, label=label)
@@ -196,11 +218,11 @@ class Quarantine:
     def __init__(self, crashes: int, window_s: float) -> None:
         self._crashes = crashes
         self._window_s = window_s
-        self._seen: dict[Label, list[float]] = {}
-        self._held: set[Label] = set()
+        self._seen: dict[ModelLabel, list[float]] = {}
+        self._held: set[ModelLabel] = set()
         self._lock = threading.Lock()
 
-    def crashed(self, label: Label) -> bool:
+    def crashed(self, label: ModelLabel) -> bool:
         """Records a crash; True when it quarantines the version."""
         now = time.monotonic()
         with self._lock:
@@ -212,14 +234,14 @@ class Quarantine:
                 return True
             return False
 
-    def holds(self, label: Label) -> bool:
+    def holds(self, label: ModelLabel) -> bool:
         return label in self._held
 
-    def held(self) -> list[Label]:
+    def held(self) -> list[ModelLabel]:
         with self._lock:
             return sorted(self._held)
 
-    def release(self, label: Label) -> bool:
+    def release(self, label: ModelLabel) -> bool:
         with self._lock:
             self._seen.pop(label, None)
             if label in self._held:
@@ -299,7 +321,7 @@ class WorkerPool:
         self.settings = settings
         self.quarantine = Quarantine(settings.quarantine_crashes, settings.quarantine_window_s)
         self._context = multiprocessing.get_context("forkserver")
-        self._context.set_forkserver_preload(["server.workers.worker"])
+        self._context.set_forkserver_preload(["server.dispatch.worker"])
         self._idle = _Handoff()
         self._workers: set[_Worker] = set()
         self._lock = threading.Lock()
@@ -388,7 +410,7 @@ class WorkerPool:
         *,
         deadline: float | None = None,
         cancelled: Cancel | None = None,
-        label: Label | None = None,
+        label: ModelLabel | None = None,
     ) -> dict[str, np.ndarray]:
         if label is not None and self.quarantine.holds(label):
             raise ModelQuarantined(
@@ -451,7 +473,7 @@ class WorkerPool:
             raise error
         return reply
 
-    def _call(self, message: tuple[Any, ...], timeout: float, label: Label | None) -> Any:
+    def _call(self, message: tuple[Any, ...], timeout: float, label: ModelLabel | None) -> Any:
         worker = self._acquire(None, None)
         try:
             reply = worker.call(message, timeout)
@@ -480,7 +502,7 @@ class WorkerPool:
 
         return self._idle.get(give_up)
 
-    def _replace(self, worker: _Worker, died: _Died, label: Label | None) -> Exception:
+    def _replace(self, worker: _Worker, died: _Died, label: ModelLabel | None) -> Exception:
         """Stops a dead or stuck worker, starts another; the error for its request."""
         worker.stop()
         with self._lock:

@@ -1,0 +1,15 @@
+"""Dispatch: where a request's work runs. Crash-isolated workers run every compile and every
+inference in a supervised child process (pool.py), tensors cross by a shared-memory arena per
+worker (arena.py), a worker that dies fails only its own request; dynamic batching (batching.py)
+merges concurrent requests to one model into one run. See docs/architecture.md."""
+
+from server.dispatch.pool import (
+    Cancel,
+    ModelLabel,
+    PoolSettings,
+    RemoteModel,
+    WorkerPool,
+    WorkerStats,
+)
+
+__all__ = ["Cancel", "ModelLabel", "PoolSettings", "RemoteModel", "WorkerPool", "WorkerStats"]
