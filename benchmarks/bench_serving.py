@@ -16,7 +16,7 @@ for raw onnxruntime, V2 binary tensors (binary outputs) and V2 JSON (JSON output
 blocks that take turns. Reports p50, p99, throughput (1 / mean), and the goals: added p50 for
 the small model over binary <= 1 ms, ResNet50 throughput server/raw >= 0.9, JSON/binary time for
 a 1x3x224x224 input <= 10x. ResNet50 is also run by 2 callers at once (throughput at its peak).
-The server runs at its defaults: every inference in a worker process (server/workers), and
+The server runs at its defaults: every inference in a worker process (server/dispatch), and
 the models here are batchable, so their requests pass the dynamic batcher (queue delay 0 by
 default: a lone request goes to a batch thread at once). To show where the added time goes it times requests that cross
 more and more of the path (health, model ready, infer) and, in this process with a real worker

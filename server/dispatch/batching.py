@@ -1,7 +1,7 @@
 """Dynamic batching per model version, only for programs the validator proves batchable.
 
 Requests whose feeds agree on every non-batch dim and dtype are concatenated along the batch
-axis, run as ONE worker run (server/workers: `RemoteModel.run`, the pool's public API), and
+axis, run as ONE worker run (server/dispatch: `RemoteModel.run`, the pool's public API), and
 the outputs are split back by rows. Batching happens before dispatch, so a batch costs one
 IPC round trip and one `session.run` instead of one per request.
 

@@ -60,7 +60,7 @@ async def model_ready(model: LoadedModelDep) -> dict[str, Any]:
 # model's request does. The same steps, in the same order, with the same functions: the caller
 # (key check, rate limit), the tenant's concurrency slot (held while the body is read, decoded
 # and run), the model, then the body. Decoding is CPU-bound: a small uncompressed body is
-# decoded here, bigger ones in a thread. Every run is in a worker process (server/workers),
+# decoded here, bigger ones in a thread. Every run is in a worker process (server/dispatch),
 # waited for by the batch thread or in a thread while this watches for the client leaving.
 async def infer(request: Request) -> Response:
     state = request.app.state

@@ -20,7 +20,7 @@ from sqlalchemy.orm import Session, sessionmaker
 from executor import SessionOptions
 from server.db.models import Model, ModelVersion, Tenant
 
-# NOTE: compiled in a worker process (server/workers): the server holds its signature only.
+# NOTE: compiled in a worker process (server/dispatch): the server holds its signature only.
 from server.dispatch import PoolSettings, RemoteModel, WorkerPool, WorkerStats
 from server.errors import Forbidden, InvalidName, ModelBlocked, ModelRejected, NotFound
 from server.services.artifact_refs import ArtifactRefs

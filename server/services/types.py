@@ -34,7 +34,7 @@ class LoadedModel:
 
     @property
     def label(self) -> tuple[str, str, int]:
-        """What a worker crash is charged to (server/workers: quarantine)."""
+        """What a worker crash is charged to (server/dispatch: quarantine)."""
         return (self.tenant_id, self.name, self.version)
 
 

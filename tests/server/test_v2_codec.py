@@ -63,7 +63,7 @@ DATATYPES: list[tuple[str, DType, list[Any]]] = [
 ]
 
 
-# Models run in worker processes, as in the server (server/workers): one worker for this module.
+# Models run in worker processes, as in the server (server/dispatch): one worker for this module.
 _POOL = WorkerPool(PoolSettings(workers=1))
 
 
