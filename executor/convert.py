@@ -20,13 +20,13 @@ from executor.lower import (
     BOUNDARY_OPS,
     EMITTERS,
     IR_VERSION,
+    ONNX_DTYPE,
     ONNX_OPSET,
     LoweringError,
     OnnxBuilder,
     Value,
     control,
 )
-from executor.lower._builder import ONNX_DTYPE
 from executor.runtime_checks import LOOP_FLAG_OUTPUTS, RuntimeChecks, named_checks
 from graph_proto.types import DType
 from validator import TensorType, ValidatedProgram

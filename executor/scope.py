@@ -18,7 +18,7 @@ from executor.errors import (
 )
 from graph_proto.types import DType
 from validator import TensorSpec
-from validator.ops._def import TensorType
+from validator.ops import TensorType
 
 DEFAULT_MAX_REQUEST_BYTES: Final = 256 * 1024 * 1024
 

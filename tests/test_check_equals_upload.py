@@ -24,8 +24,7 @@ from tests.builders import GraphBuilder, V
 from tests.ops.cases import dtype_of
 from tests.server.conftest import ADMIN_TOKEN, auth, new_tenant
 from tests.validator.test_bad_input import ROWS, Row
-from validator.ops import REGISTRY
-from validator.ops._def import Case, OpDef
+from validator.ops import REGISTRY, Case, OpDef
 
 _NAMES = itertools.count()
 

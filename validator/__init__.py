@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from validator.diagnostics import Code, Diagnostic, Severity, ValidationFailed
-from validator.ops._def import GraphError, Scalar, TensorType
+from validator.ops import GraphError, Scalar, TensorType
 from validator.policy import DEFAULT_POLICY, Policy
 from validator.report import Report, TensorSpec
 from validator.validate import ValidatedProgram, validate

@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from typing import Final
 
 from validator.bind import BoundOp
-from validator.ops._def import BatchView, Couples, OpDef, TensorType
+from validator.ops import BatchView, Couples, OpDef, TensorType
 
 _FEED: Final = "feed"
 _FETCH: Final = "fetch"

@@ -9,7 +9,7 @@ from typing import Any
 from graph_proto import framework_pb2 as pb
 from validator.attrs import AttrDecodeError, decode_attrs, raw_attrs
 from validator.diagnostics import Code
-from validator.ops._def import OpDef, TensorType
+from validator.ops import OpDef, TensorType
 
 
 class BindError(ValueError):

@@ -9,7 +9,7 @@ from graph_proto.types import numel
 from validator.bind import BoundOp
 from validator.diagnostics import Code, Diagnostic, Severity
 from validator.infer import gather_inputs, infer_op, scope_over
-from validator.ops._def import GraphError, TensorType
+from validator.ops import GraphError, TensorType
 from validator.ops.control import WHILE_OP
 from validator.policy import Policy
 

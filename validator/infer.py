@@ -10,7 +10,7 @@ from typing import Any, Final, cast
 from graph_proto.types import DType, Shape, numel
 from validator.bind import BoundOp
 from validator.diagnostics import Code
-from validator.ops._def import DTypeError, GraphError, In, OpDef, Out, ShapeError, TensorType
+from validator.ops import DTypeError, GraphError, In, OpDef, Out, ShapeError, TensorType
 from validator.ops.control import CONDITIONAL_BLOCK_OP, WHILE_OP
 
 FEED = "feed"

@@ -22,7 +22,7 @@ from validator.infer import (
     scope_over,
     tensor_bytes,
 )
-from validator.ops._def import GraphError, Registry, TensorType
+from validator.ops import GraphError, Registry, TensorType
 from validator.ops.control import BLOCK_OPS, CONDITIONAL_BLOCK_OP, WHILE_OP
 from validator.policy import Policy, forbidden_reason, is_training_op
 from validator.structure import Structure

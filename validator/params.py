@@ -10,7 +10,7 @@ from graph_proto.errors import FormatError
 from graph_proto.pdiparams import array, read_params
 from graph_proto.types import DType
 from validator.diagnostics import Code, Diagnostic
-from validator.ops._def import TensorType
+from validator.ops import TensorType
 
 
 def match_params(

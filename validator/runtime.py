@@ -8,7 +8,7 @@ from collections.abc import Mapping
 from graph_proto.types import Shape
 from validator.bind import BoundOp
 from validator.infer import infer_op
-from validator.ops._def import GraphError, Scalar, TensorType
+from validator.ops import GraphError, Scalar, TensorType
 from validator.ops.control import SELECT_INPUT
 from validator.validate import ValidatedProgram
 

@@ -10,7 +10,7 @@ from typing import Final
 from graph_proto import framework_pb2 as pb
 from graph_proto.types import DType, dtype_from_vartype
 from validator.diagnostics import Code, Diagnostic
-from validator.ops._def import TensorType
+from validator.ops import TensorType
 from validator.policy import GRAD_MARKER, Policy, forbidden_reason, is_training_op
 
 VT = pb.VarType

@@ -19,8 +19,7 @@ from validator.bind import BoundOp
 from validator.budget import Cost, measure
 from validator.diagnostics import Code, Diagnostic, Severity, ValidationFailed
 from validator.interpret import interpret
-from validator.ops import REGISTRY
-from validator.ops._def import Registry, TensorType
+from validator.ops import REGISTRY, Registry, TensorType
 from validator.params import match_params
 from validator.policy import DEFAULT_POLICY, Policy
 from validator.report import Report, TensorSpec

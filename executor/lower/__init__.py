@@ -25,7 +25,14 @@ from executor.lower import (
     spatial,
     unary_math,
 )
-from executor.lower._builder import IR_VERSION, ONNX_OPSET, LoweringError, OnnxBuilder, Value
+from executor.lower._builder import (
+    IR_VERSION,
+    ONNX_DTYPE,
+    ONNX_OPSET,
+    LoweringError,
+    OnnxBuilder,
+    Value,
+)
 
 FAMILIES: Final = (
     io,
@@ -59,6 +66,7 @@ __all__ = [
     "EMITTERS",
     "FAMILIES",
     "IR_VERSION",
+    "ONNX_DTYPE",
     "ONNX_OPSET",
     "LoweringError",
     "OnnxBuilder",

@@ -10,7 +10,7 @@ import numpy as np
 from executor.lower._builder import OnnxBuilder, Value
 from graph_proto.types import DType
 from validator import TensorType
-from validator.ops._operands import Operand, int_operand
+from validator.ops import Operand, int_operand
 
 Piece = str | Sequence[int]  # an int64 1-D ONNX value, or ints known at conversion
 Given = Value | tuple[Value, ...] | None  # an emitter argument: one tensor, a list slot, absent

@@ -15,7 +15,7 @@ from onnx import TensorProto, helper, numpy_helper
 from executor.lower._builder import OnnxBuilder, Value
 from executor.lower.reduce import recast, reshaped
 from graph_proto.types import INTEGERS, DType
-from validator.ops._def import NoAttrs, Scalar
+from validator.ops import NoAttrs, Scalar
 from validator.ops.creation import (
     AssignValueAttrs,
     FillAnyLikeAttrs,

@@ -17,7 +17,7 @@ import numpy as np
 from executor.lower._builder import ONNX_DTYPE, OnnxBuilder, Value
 from executor.runtime_checks import IndexCheck
 from graph_proto.types import DType
-from validator.ops._def import NoAttrs
+from validator.ops import NoAttrs
 from validator.ops.index import GatherAttrs, IndexSelectAttrs, LookupTableV2Attrs, OneHotV2Attrs
 
 

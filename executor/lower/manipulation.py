@@ -21,8 +21,7 @@ from executor.lower._int_lists import (
     nonempty_flag,
 )
 from graph_proto.types import UNKNOWN, DType
-from validator.ops._operands import int_scalar
-from validator.ops._shape import norm_axes, norm_axis
+from validator.ops import int_scalar, norm_axes, norm_axis
 from validator.ops.manipulation import (
     AxisAttrs,
     FlattenAttrs,

@@ -11,7 +11,7 @@ import numpy as np
 
 from executor.lower._builder import OnnxBuilder, Value
 from graph_proto.types import INTEGERS, DType
-from validator.ops._shape import norm_axis
+from validator.ops import norm_axis
 from validator.ops.reduce import (
     ArgAttrs,
     CumsumAttrs,

@@ -13,7 +13,7 @@ import numpy as np
 
 from executor.lower._builder import OnnxBuilder, Value
 from executor.lower._int_lists import Given, Piece, concat_ints, dims, int_values, int_vector
-from validator.ops._operands import Operand
+from validator.ops import Operand
 from validator.ops.slicing import (
     ExpandAttrs,
     SetValueAttrs,

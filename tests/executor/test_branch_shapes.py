@@ -19,7 +19,7 @@ from graph_proto.builder import Attr, ProgramBuilder
 from graph_proto.types import DType
 from tests.validator.test_control_flow_bad import branch
 from validator import ValidatedProgram, validate
-from validator.ops._def import TensorType
+from validator.ops import TensorType
 from validator.runtime import reinfer
 
 FP32, BOOL, INT32 = DType.FP32, DType.BOOL, DType.INT32

@@ -12,7 +12,7 @@ from graph_proto.types import INTEGERS, DType
 from validator.attrs import AttrDecodeError, decode_attrs, raw_attrs
 from validator.diagnostics import Code
 from validator.infer import infer_values
-from validator.ops._def import Case, GraphError, OpDef, TensorType
+from validator.ops import Case, GraphError, OpDef, TensorType
 
 VALUE_LIMIT = 64  # small integer inputs carry their values, as shape arithmetic does
 

@@ -18,8 +18,7 @@ from tests.ops.cases import decoded_attrs, tensor_type
 from tests.ops.test_lowering import run_lowered
 from validator.batch import output_axes
 from validator.infer import infer_values
-from validator.ops import REGISTRY
-from validator.ops._def import BatchView, Case, Couples, GraphError, OpDef, TensorType
+from validator.ops import REGISTRY, BatchView, Case, Couples, GraphError, OpDef, TensorType
 
 SAMPLES: Final = 3
 # Ops whose coupling declaration is conservative: no case can show rows interacting.

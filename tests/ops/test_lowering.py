@@ -11,12 +11,18 @@ import pytest
 from onnx import helper
 
 from executor import gate
-from executor.lower import BOUNDARY_OPS, EMITTERS, IR_VERSION, ONNX_OPSET, OnnxBuilder, Value
-from executor.lower._builder import ONNX_DTYPE
+from executor.lower import (
+    BOUNDARY_OPS,
+    EMITTERS,
+    IR_VERSION,
+    ONNX_DTYPE,
+    ONNX_OPSET,
+    OnnxBuilder,
+    Value,
+)
 from tests.ops.cases import decoded_attrs, reference_outputs, tensor_type
 from validator.infer import infer_values
-from validator.ops import REGISTRY
-from validator.ops._def import Case, OpDef, TensorType
+from validator.ops import REGISTRY, Case, OpDef, TensorType
 
 RUNNABLE = [
     pytest.param(op, case, id=f"{op.op_type}-{i}")

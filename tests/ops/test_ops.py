@@ -9,8 +9,7 @@ import numpy as np
 import pytest
 
 from tests.ops.cases import infer_case, reference_outputs
-from validator.ops import FAMILIES, REGISTRY
-from validator.ops._def import Case, GraphError, NoAttrs, OpDef, TensorType
+from validator.ops import FAMILIES, REGISTRY, Case, GraphError, NoAttrs, OpDef, TensorType
 
 CASES = [
     pytest.param(op, case, id=f"{op.op_type}-{i}")

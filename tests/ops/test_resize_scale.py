@@ -9,8 +9,7 @@ import pytest
 from graph_proto import framework_pb2 as pb
 from graph_proto.builder import Attr
 from tests.ops.cases import infer_case
-from validator.ops._cases import f32
-from validator.ops._def import Case
+from validator.ops import Case, f32
 from validator.ops.resize import NEAREST_INTERP_V2
 
 _ATTRS = {"interp_method": "nearest", "align_corners": False, "align_mode": 0}

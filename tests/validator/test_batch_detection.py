@@ -13,7 +13,7 @@ from graph_proto.types import DType
 from tests.builders import FP32, GraphBuilder, V, weights
 from validator import validate
 from validator.batch import output_axes
-from validator.ops._def import BatchView, Couples, TensorType
+from validator.ops import BatchView, Couples, TensorType
 from validator.ops.detection import MULTICLASS_NMS3
 
 _YOLO: Final = {"anchors": [10, 13, 16, 30], "class_num": 3, "downsample_ratio": 8}

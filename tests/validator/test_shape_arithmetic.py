@@ -8,7 +8,7 @@ import pytest
 from graph_proto.types import DType
 from validator import TensorType
 from validator.infer import infer_values
-from validator.ops._def import OpDef
+from validator.ops import OpDef
 from validator.ops.elementwise import (
     ELEMENTWISE_ADD,
     ELEMENTWISE_DIV,
