@@ -8,6 +8,7 @@ Policy's and SessionOptions' own, read from them rather than copied.
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 from typing import Final, Literal
 
@@ -18,6 +19,10 @@ from executor import SessionOptions
 from validator import DEFAULT_POLICY, Policy
 from validator.policy import LOOP_TRIPS_CEILING
 
+# An artifacts URL (`s3://bucket/prefix`); server/storage/s3.py reads its groups.
+S3_URL: Final = re.compile(
+    r"^s3://(?P<bucket>[a-z0-9][a-z0-9.-]{1,61}[a-z0-9])(?:/(?P<prefix>.*))?$"
+)
 _SESSION: Final = SessionOptions()
 # The Policy fields settable here, each under its own name (GRAPHGATE_MAX_BATCH, ...).
 POLICY_FIELDS: Final = (
@@ -77,7 +82,7 @@ class Settings(BaseSettings):
     )
     artifacts_url: str | None = Field(
         default=None,
-        pattern=r"^s3://[a-z0-9][a-z0-9.-]{1,61}[a-z0-9](/.*)?$",
+        pattern=S3_URL.pattern,
         description="artifacts in S3-compatible storage (`s3://bucket/prefix`; endpoint and "
         "credentials from the standard `AWS_*` variables) instead of `data_dir`",
     )

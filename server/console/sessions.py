@@ -20,29 +20,15 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Final
 
-from sqlalchemy import Boolean, String, select
-from sqlalchemy.orm import Mapped, Session, mapped_column, sessionmaker
+from sqlalchemy import select
+from sqlalchemy.orm import Session, sessionmaker
 
-from server.db.models import ApiKey, Base, utcnow
+from server.db.models import ApiKey, ConsoleSession, utcnow
 from server.errors import Forbidden, TooManyRequests
 from server.services.admins import AdminService
 from server.services.types import Principal
 
 LAST_SEEN_GRANULARITY: Final = timedelta(seconds=15)  # fewer writes: one per 15 s of activity
-
-
-class ConsoleSession(Base):
-    """One login of an operator (migration 0004); `id_hash` is the sha256 of the cookie."""
-
-    __tablename__ = "console_sessions"
-
-    id_hash: Mapped[str] = mapped_column(String(64), primary_key=True)
-    operator: Mapped[str] = mapped_column(String(64))
-    key_id: Mapped[str] = mapped_column(String(32))
-    read_only: Mapped[bool] = mapped_column(Boolean)
-    created: Mapped[datetime] = mapped_column(default=utcnow)
-    last_seen: Mapped[datetime] = mapped_column(default=utcnow)
-    ended: Mapped[datetime | None] = mapped_column(default=None)
 
 
 class CsrfFailed(Forbidden):

@@ -1,10 +1,11 @@
-"""Tables: tenants, their API keys, their models and each model's versions."""
+"""Every table: tenants, their API keys, their models and each model's versions, artifact
+references, operators, tenant rules, the audit log, rejections and console sessions."""
 
 from __future__ import annotations
 
 from datetime import UTC, datetime
 
-from sqlalchemy import BigInteger, ForeignKey, String, Text, UniqueConstraint
+from sqlalchemy import BigInteger, Boolean, ForeignKey, String, Text, UniqueConstraint
 from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column, relationship
 
 
@@ -145,3 +146,17 @@ class Rejection(Base):
     program_sha256: Mapped[str] = mapped_column(String(64))
     params_sha256: Mapped[str | None] = mapped_column(String(64))
     diagnostics: Mapped[str] = mapped_column(Text)  # JSON list of Diagnostic.to_json()
+
+
+class ConsoleSession(Base):
+    """One login of an operator (migration 0004); `id_hash` is the sha256 of the cookie."""
+
+    __tablename__ = "console_sessions"
+
+    id_hash: Mapped[str] = mapped_column(String(64), primary_key=True)
+    operator: Mapped[str] = mapped_column(String(64))
+    key_id: Mapped[str] = mapped_column(String(32))
+    read_only: Mapped[bool] = mapped_column(Boolean)
+    created: Mapped[datetime] = mapped_column(default=utcnow)
+    last_seen: Mapped[datetime] = mapped_column(default=utcnow)
+    ended: Mapped[datetime | None] = mapped_column(default=None)

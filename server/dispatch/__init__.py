@@ -5,6 +5,7 @@ merges concurrent requests to one model into one run. See docs/architecture.md."
 
 from server.dispatch.pool import (
     Cancel,
+    Digests,
     ModelLabel,
     PoolSettings,
     RemoteModel,
@@ -12,4 +13,12 @@ from server.dispatch.pool import (
     WorkerStats,
 )
 
-__all__ = ["Cancel", "ModelLabel", "PoolSettings", "RemoteModel", "WorkerPool", "WorkerStats"]
+__all__ = [
+    "Cancel",
+    "Digests",
+    "ModelLabel",
+    "PoolSettings",
+    "RemoteModel",
+    "WorkerPool",
+    "WorkerStats",
+]

@@ -130,11 +130,24 @@ class RemoteModel:
         return self.pool.run(self, feeds, deadline=deadline, cancelled=cancelled, label=label)
 
 
-def content_key(program: bytes, params: bytes | None, policy: Policy) -> str:
-    digest = hashlib.sha256()
-    for part in (program, params or b"", repr(policy).encode()):
-        digest.update(hashlib.sha256(part).digest())
-    return digest.hexdigest()
+@dataclass(frozen=True, slots=True)
+class Digests:
+    """The sha256 of a program and its params, computed once per upload: the artifacts'
+    names in storage and, with the policy, the compiled model's key in the workers."""
+
+    program: str
+    params: str | None
+
+    @classmethod
+    def of(cls, program: bytes, params: bytes | None) -> Digests:
+        params_sha = None if params is None else hashlib.sha256(params).hexdigest()
+        return cls(hashlib.sha256(program).hexdigest(), params_sha)
+
+
+def content_key(digests: Digests, policy: Policy) -> str:
+    """What a worker keeps a compiled model under: its bytes' digests and the policy."""
+    text = f"{digests.program}:{digests.params or ''}:{policy!r}"
+    return hashlib.sha256(text.encode()).hexdigest()
 
 
 # Set by the route when the client goes away: a queued request stops waiting, a running one
@@ -393,11 +406,13 @@ class WorkerPool:
         policy: Policy,
         options: SessionOptions,
         source: Callable[[], tuple[bytes, bytes | None]],
+        digests: Digests | None = None,
     ) -> RemoteModel:
         """Validates, lowers, gates and builds the session in a worker (which keeps it).
         Raises what check_servable raises, WorkerCrashed, or CompileTimeout. `source`: where
-        another worker reads the program and params again (storage)."""
-        key = content_key(program, params, policy)
+        another worker reads the program and params again (storage); `digests`: their hashes
+        when the caller has them (else computed here)."""
+        key = content_key(digests or Digests.of(program, params), policy)
         message = ("compile", next(self._seq), key, program, params, policy, options)
         reply = self._call(message, self.settings.compile_timeout_s, label=None)
         report, onnx_bytes = reply[2]

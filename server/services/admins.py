@@ -18,8 +18,8 @@ from server.db.engine import retry_on_conflict
 from server.db.models import Admin, ApiKey, utcnow
 from server.errors import Conflict, InvalidName, NotFound, Unauthorized
 from server.services.audit import DENIED, Actor, AuditService
-from server.services.tenants import OPERATOR_ROLES, TENANT_NAME, TenantService
-from server.services.types import Principal
+from server.services.tenants import OPERATOR_ROLES, TenantService
+from server.services.types import Principal, check_name
 
 ROOT: Final = "root"
 ROLES: Final = tuple(sorted(OPERATOR_ROLES))
@@ -66,8 +66,7 @@ class AdminService:
                 key.admin = ROOT
 
     def create(self, name: str, role: str) -> IssuedAdminKey:
-        if not TENANT_NAME.match(name):
-            raise InvalidName(f"admin name must match {TENANT_NAME.pattern}, got {name!r}")
+        check_name("admin", name)
         if role not in OPERATOR_ROLES:
             raise InvalidName(f"role: expected one of {', '.join(ROLES)}, got {role!r}")
         with self._sessions.begin() as s:

@@ -57,12 +57,12 @@ class ArtifactRefs:
                 row.refs += 1
                 row.size_bytes = size or row.size_bytes
 
-    def keep_stored(self, blobs: Iterable[bytes]) -> None:
-        """After the version row is committed: stores any of `blobs` a concurrent `collect`
-        deleted in between (a stat each otherwise)."""
+    def keep_stored(self, blobs: Iterable[tuple[str, bytes]]) -> None:
+        """After the version row is committed: stores any of `blobs` (sha, bytes) that a
+        concurrent `collect` deleted in between (a stat each otherwise)."""
         with self._lock:
-            for data in blobs:
-                self._artifacts.put(data)
+            for sha, data in blobs:
+                self._artifacts.put(data, sha)
 
     # -- delete ----------------------------------------------------------------------------
 

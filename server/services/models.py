@@ -3,9 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
-import hashlib
 import json
-import re
 import threading
 import time
 import uuid
@@ -21,15 +19,21 @@ from executor import SessionOptions
 from server.db.models import Model, ModelVersion, Tenant
 
 # NOTE: compiled in a worker process (server/dispatch): the server holds its signature only.
-from server.dispatch import PoolSettings, RemoteModel, WorkerPool, WorkerStats
-from server.errors import Forbidden, InvalidName, ModelBlocked, ModelRejected, NotFound
+from server.dispatch import Digests, PoolSettings, RemoteModel, WorkerPool, WorkerStats
+from server.errors import Forbidden, ModelBlocked, ModelRejected, NotFound
 from server.services.artifact_refs import ArtifactRefs
 from server.services.limits import StorageQuotaExceeded
-from server.services.types import LoadedModel, Principal, StoredModel, StoredVersion, UploadedModel
+from server.services.types import (
+    LoadedModel,
+    Principal,
+    StoredModel,
+    StoredVersion,
+    UploadedModel,
+    check_name,
+)
 from server.storage import ArtifactStore
 from validator import DEFAULT_POLICY, Policy, Report, ValidationFailed
 
-MODEL_NAME: Final = re.compile(r"^[a-z0-9][a-z0-9_.-]{0,63}$")
 READY: Final = "ready"
 QUARANTINED: Final = "quarantined"  # crashed its workers; an admin may release it
 BLOCKED: Final = "blocked"  # no longer passes its tenant's policy: kept, not served
@@ -105,20 +109,27 @@ class ModelService:
         """Validates (with the tenant's policy when given), lowers and gates without storing
         anything; returns the report."""
         policy = self._policy_for(tenant_id) if tenant_id else self._policy
-        return self._compile(program, params, policy).program.report
+        return self._compile(program, params, policy, Digests.of(program, params)).program.report
 
     def upload(
-        self, principal: Principal, name: str, program: bytes, params: bytes | None
+        self,
+        principal: Principal,
+        name: str,
+        program: bytes,
+        params: bytes | None,
+        digests: Digests | None = None,
     ) -> UploadedModel:
-        """Adds a version of `name`: artifacts first, the database row last (crash-safe)."""
+        """Adds a version of `name`: artifacts first, the database row last (crash-safe).
+        `digests`: the caller's hashes of program and params (else computed here, once)."""
         tenant = _tenant_of(principal)
         _check_name(name)
         policy = self._policy_for(tenant)
-        compiled = self._compile(program, params, policy)
+        digests = digests or Digests.of(program, params)
+        compiled = self._compile(program, params, policy, digests)
         report = compiled.program.report
         shas = (
-            self._artifacts.put(program),
-            None if params is None else self._artifacts.put(params),
+            self._artifacts.put(program, digests.program),
+            None if params is None else self._artifacts.put(params, digests.params),
             self._artifacts.put(onnx := compiled.onnx_bytes),  # readable once (workers)
         )
         sizes = _sizes(shas, (program, params, onnx))
@@ -127,7 +138,11 @@ class ModelService:
         except StorageQuotaExceeded:
             self._refs.collect(list(sizes))  # what this upload stored and nothing else names
             raise
-        self._refs.keep_stored(b for b in (program, params, onnx) if b is not None)
+        self._refs.keep_stored(
+            (sha, blob)
+            for sha, blob in zip(shas, (program, params, onnx), strict=True)
+            if sha is not None and blob is not None
+        )
         self._remember((shas[0], shas[1], policy), compiled)
         self._invalidate(tenant, name)  # "latest" is the new version from now on
         return UploadedModel(name, version, READY, report)
@@ -252,22 +267,21 @@ class ModelService:
             for lookup in [k for k in self._lookups if k[0] == tenant_id]:
                 del self._lookups[lookup]
 
-    def _compile(self, program: bytes, params: bytes | None, policy: Policy) -> RemoteModel:
+    def _compile(
+        self, program: bytes, params: bytes | None, policy: Policy, digests: Digests
+    ) -> RemoteModel:
         # The one servability check, shared with `graphgate check`: what it passes, upload keeps.
         try:
             return self._pool.compile(
-                program, params, policy, self._options, self._source(program, params)
+                program, params, policy, self._options, self._source(digests), digests
             )
         except ValidationFailed as failed:
             diagnostics = list(failed.diagnostics)
             raise ModelRejected(_rejected(len(diagnostics)), diagnostics) from None
 
-    def _source(
-        self, program: bytes, params: bytes | None
-    ) -> Callable[[], tuple[bytes, bytes | None]]:
+    def _source(self, digests: Digests) -> Callable[[], tuple[bytes, bytes | None]]:
         """Where a worker that lacks the model reads it again: storage, by content hash."""
-        program_sha = hashlib.sha256(program).hexdigest()
-        params_sha = None if params is None else hashlib.sha256(params).hexdigest()
+        program_sha, params_sha = digests.program, digests.params
         get = self._artifacts.get
         return lambda: (get(program_sha), None if params_sha is None else get(params_sha))
 
@@ -275,7 +289,7 @@ class ModelService:
         # NOTE: re-validated on load, so a stricter validator also applies to stored models.
         program = self._artifacts.get(program_sha)
         params = None if params_sha is None else self._artifacts.get(params_sha)
-        return self._compile(program, params, policy)
+        return self._compile(program, params, policy, Digests(program_sha, params_sha))
 
     def _register(
         self,
@@ -438,8 +452,7 @@ def _tenant_of(principal: Principal) -> str:
 
 
 def _check_name(name: str) -> None:
-    if not MODEL_NAME.match(name):
-        raise InvalidName(f"model name must match {MODEL_NAME.pattern}, got {name!r}")
+    check_name("model", name)
 
 
 def _rejected(count: int) -> str:

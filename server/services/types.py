@@ -2,13 +2,25 @@
 
 from __future__ import annotations
 
+import re
 from collections.abc import Mapping
 from dataclasses import dataclass
 from datetime import datetime
-from typing import Any
+from typing import Any, Final
 
 from server.dispatch import RemoteModel
+from server.errors import InvalidName
 from validator import Report, TensorSpec
+
+# Tenant, model and operator names: matched whole (re.fullmatch), so "abc\n" is not "abc".
+NAME: Final = re.compile(r"[a-z0-9][a-z0-9_.-]{0,63}")
+
+
+def check_name(kind: str, name: str) -> str:
+    """`name` if it is a valid tenant, model or operator name, else InvalidName."""
+    if NAME.fullmatch(name) is None:
+        raise InvalidName(f"{kind} name must match ^{NAME.pattern}$, got {name!r}")
+    return name
 
 
 @dataclass(frozen=True, slots=True)

@@ -9,7 +9,6 @@ kept with their full diagnostics so an operator can answer "why was my model ref
 
 from __future__ import annotations
 
-import hashlib
 import json
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -20,6 +19,7 @@ from sqlalchemy import select
 from sqlalchemy.orm import Session, sessionmaker
 
 from server.db.models import Model, Rejection, Tenant
+from server.dispatch import Digests
 from server.errors import (
     ModelRejected,
     NotFound,
@@ -79,10 +79,11 @@ class UploadService:
         self, principal: Principal, actor: Actor, name: str, program: bytes, params: bytes | None
     ) -> UploadedModel:
         tenant_id = principal.tenant_id
-        shas = _shas(program, params)
+        digests = Digests.of(program, params)  # the upload's one hash of its bytes
+        shas = {"program_sha256": digests.program, "params_sha256": digests.params}
         try:
             self._check_quota(tenant_id, name)
-            uploaded = self._models.upload(principal, name, program, params)
+            uploaded = self._models.upload(principal, name, program, params, digests)
         except ModelRejected as rejected:
             own = self._policies.own_policy_fields(tenant_id)
             named = _named(rejected, actor.tenant, own)
@@ -186,13 +187,6 @@ def _named(rejected: ModelRejected, tenant: str, own: frozenset[str]) -> ModelRe
             )
             return OverTenantPolicy(message, diagnostics)
     return rejected
-
-
-def _shas(program: bytes, params: bytes | None) -> dict[str, str | None]:
-    return {
-        "program_sha256": hashlib.sha256(program).hexdigest(),
-        "params_sha256": None if params is None else hashlib.sha256(params).hexdigest(),
-    }
 
 
 def _kept(tenant: str, row: Rejection) -> KeptRejection:

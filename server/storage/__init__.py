@@ -20,8 +20,9 @@ class StorageUnavailable(Exception):
 
 
 class ArtifactStore(Protocol):
-    def put(self, data: bytes) -> str:
-        """Stores `data` durably and returns its sha256."""
+    def put(self, data: bytes, sha: str | None = None) -> str:
+        """Stores `data` durably and returns its sha256 (`sha` when the caller computed it
+        from these bytes already: an upload hashes its bytes once)."""
         ...
 
     def get(self, sha: str) -> bytes:

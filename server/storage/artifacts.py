@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import Final
 
 TMP_PREFIX: Final = ".tmp-"
-_SHA256: Final = re.compile(r"^[0-9a-f]{64}$")
+SHA256: Final = re.compile(r"[0-9a-f]{64}")  # an artifact's name, matched whole
 
 
 class ArtifactMissing(Exception):
@@ -28,9 +28,10 @@ class Artifacts:
         self.root = root
         root.mkdir(parents=True, exist_ok=True)
 
-    def put(self, data: bytes) -> str:
-        """Stores `data` durably (file and directory entry fsynced) and returns its sha256."""
-        sha = hashlib.sha256(data).hexdigest()
+    def put(self, data: bytes, sha: str | None = None) -> str:
+        """Stores `data` durably (file and directory entry fsynced) and returns its sha256
+        (`sha`, when given, is the caller's own hash of these bytes)."""
+        sha = sha or hashlib.sha256(data).hexdigest()
         final = self._path(sha)
         if final.is_file():
             # Stored again: its age restarts, as garbage collection's grace period counts from
@@ -70,7 +71,7 @@ class Artifacts:
     def list(self) -> Iterator[str]:
         """The sha256 of every stored artifact (temporary files are not artifacts)."""
         for path in self.root.glob("*/*"):
-            if _SHA256.match(path.name) and path.parent.name == path.name[:2]:
+            if SHA256.fullmatch(path.name) and path.parent.name == path.name[:2]:
                 yield path.name
 
     def list_aged(self) -> Iterator[tuple[str, float]]:
@@ -98,7 +99,7 @@ class Artifacts:
 
     def _path(self, sha: str) -> Path:
         # NOTE: names are only ever our own hex digests, never a client string.
-        if not _SHA256.match(sha):
+        if not SHA256.fullmatch(sha):
             raise ArtifactMissing(f"not a sha256: {sha!r}")
         return self.root / sha[:2] / sha
 

@@ -11,7 +11,6 @@ from __future__ import annotations
 import base64
 import hashlib
 import logging
-import re
 from collections.abc import Iterator
 from datetime import UTC, datetime
 from typing import Any, Final
@@ -20,12 +19,11 @@ import boto3
 from botocore.config import Config
 from botocore.exceptions import BotoCoreError, ClientError
 
+from server.settings import S3_URL
 from server.storage import StorageUnavailable
-from server.storage.artifacts import ArtifactMissing
+from server.storage.artifacts import SHA256, ArtifactMissing
 
 log = logging.getLogger("graphgate.storage")
-_SHA256: Final = re.compile(r"^[0-9a-f]{64}$")
-_URL: Final = re.compile(r"^s3://(?P<bucket>[a-z0-9][a-z0-9.-]{1,61}[a-z0-9])(?:/(?P<prefix>.*))?$")
 _ABSENT: Final = frozenset({"404", "NoSuchKey", "NotFound"})
 # Short timeouts and few retries: an upload fails with 503 within seconds when the store is
 # down, rather than holding the client (and a server thread) for minutes.
@@ -50,19 +48,19 @@ class S3Artifacts:
 
     @classmethod
     def from_url(cls, url: str) -> S3Artifacts:
-        match = _URL.match(url)
+        match = S3_URL.match(url)
         if match is None:
             raise ValueError(f"expected an artifacts URL like s3://bucket/prefix, got {url!r}")
         return cls(match["bucket"], match["prefix"] or "")
 
-    def put(self, data: bytes) -> str:
+    def put(self, data: bytes, sha: str | None = None) -> str:
         """Stores `data` and returns its sha256 once S3 has acknowledged it.
 
         Always a PUT, even when the object exists: it cannot be verified cheaper than it can
         be rewritten, and a rewrite restarts its age, which garbage collection's grace period
         counts from (a concurrent GC never deletes bytes that an upload has just stored).
         """
-        sha = hashlib.sha256(data).hexdigest()
+        sha = sha or hashlib.sha256(data).hexdigest()
         md5 = hashlib.md5(data, usedforsecurity=False).digest()  # S3 checks the body against it
         self._call(
             "put_object",
@@ -103,7 +101,7 @@ class S3Artifacts:
                 now = datetime.now(UTC)
                 for entry in page.get("Contents", ()):
                     name = str(entry["Key"]).rsplit("/", 1)[-1]
-                    if _SHA256.match(name):
+                    if SHA256.fullmatch(name):
                         yield name, (now - entry["LastModified"]).total_seconds()
         except (BotoCoreError, ClientError) as error:
             log.warning("artifact store: listing failed: %s", error)
@@ -127,7 +125,7 @@ class S3Artifacts:
 
     def _key(self, sha: str) -> str:
         # NOTE: names are only ever our own hex digests, never a client string.
-        if not _SHA256.match(sha):
+        if not SHA256.fullmatch(sha):
             raise ArtifactMissing(f"not a sha256: {sha!r}")
         return f"{self.prefix}/{sha[:2]}/{sha}" if self.prefix else f"{sha[:2]}/{sha}"
 
