@@ -1,6 +1,6 @@
 """Server CPU per V2 inference: two graphgate checkouts side by side, rounds interleaved.
 
-Issue 13: the event loop's cost per request caps the server's throughput on 2 cores. On a
+The event loop's cost per request caps the server's throughput on 2 cores. On a
 shared, noisy machine the figure to trust is the server's CPU time per request (the `graphgate
 serve` process and every process under it, its workers, from /proc), not the rate: this starts
 one server per checkout (`--base`, e.g. a `git archive` of main, and this one), uploads the

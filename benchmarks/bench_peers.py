@@ -581,7 +581,7 @@ def write(
 def goals(
     chosen: list[Case], concurrencies: list[int], results: dict[tuple[str, int, str], list[Cell]]
 ) -> list[str]:
-    """Issue 13's goals, from this run's medians: the two small models at 8 and 32 clients."""
+    """The batching goals, from this run's medians: the two small models at 8 and 32 clients."""
     cells = [(case, c) for case in chosen if case.key in ("small", "image") for c in concurrencies
              if c in (8, 32) and (case.key, c, "pytriton+batching") in results]  # fmt: skip
     if not cells:

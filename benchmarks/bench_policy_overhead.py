@@ -1,4 +1,4 @@
-"""What the operator's per-tenant rules add to one inference request's hot path (issue 12).
+"""What the operator's per-tenant rules add to one inference request's hot path.
 
 Usage: python benchmarks/bench_policy_overhead.py [--tenants N] [--runs N]
 

@@ -1,4 +1,4 @@
-"""GPU check (issue 13 item 3): on a machine with CUDA, in under 5 minutes,
+"""GPU check: on a machine with CUDA, in under 5 minutes,
 1. the CUDA execution provider is chosen (and its device reported),
 2. every conformance model gives the same outputs on CUDA and on CPU (within tolerance),
 3. ResNet50 (224x224) latency and throughput at batch 1, 8 and 32, with the batcher (one run

@@ -1,5 +1,5 @@
 """PyTriton (Triton's C++ HTTP frontend) around onnxruntime: every model twice, `<name>` without
-dynamic batching and `<name>_db` with it (max batch 32, 200 us delay, as issue 13 states).
+dynamic batching and `<name>_db` with it (max batch 32, 200 us delay).
 Usage: pytriton_server.py MODELS_DIR HTTP_PORT"""
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""An inference-mode batch_norm inside a branch (issue 11, 3a): Paddle lists its running mean and
+"""An inference-mode batch_norm inside a branch: Paddle lists its running mean and
 variance in the conditional_block's Out although inference never writes them. graphgate
 accepts it, with Paddle's outputs, and still refuses a branch that really writes a parameter."""
 

@@ -1,4 +1,4 @@
-"""Budgets bind what the program fixes (issue 11, 3b): a small GPT-style decoder whose causal
+"""Budgets bind what the program fixes: a small GPT-style decoder whose causal
 mask is a fixed [1, 1, 128, 128] buffer sliced by the dynamic sequence length. Binding that
 length to max_dynamic_dim (512) contradicts the mask; the figures are taken at the 128 the
 program pins, not at an absurd upper bound, and it is accepted at batch 1."""

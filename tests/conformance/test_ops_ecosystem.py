@@ -1,4 +1,4 @@
-"""Ops the Paddle ecosystem's models need (issue 11): meshgrid, roll, unfold, linear_interp_v2,
+"""Ops the Paddle ecosystem's models need: meshgrid, roll, unfold, linear_interp_v2,
 pad, bitwise_not, masked_fill and set_value, built by real Paddle 3.3.1 as legacy programs.
 
 CASES is checked by test_ops_parity.py (dims and outputs against Paddle's). elementwise_floordiv

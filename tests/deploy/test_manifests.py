@@ -45,7 +45,7 @@ SECRETISH = re.compile(
 PINNED_TAG = re.compile(r"\d+\.\d+\.\d+")  # major.minor.patch: never a floating tag
 # PostgreSQL's releases are major.minor (16.6); MinIO's are dated (RELEASE.2025-04-22T22-12-26Z).
 RELEASE_TAG = re.compile(r"\d+\.\d+(\.\d+)?-|\d+\.\d+(\.\d+)?$|RELEASE\.\d{4}-\d\d-\d\dT[\d-]+Z$")
-PLANNED = "planned (issue 14)"
+PLANNED = "planned"
 
 
 # --- Kubernetes --------------------------------------------------------------------------

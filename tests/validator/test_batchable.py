@@ -1,5 +1,5 @@
 """The batch-independence proof on whole programs: small hand-built ones, and the batchability
-of every conformance model (the figure of issue 13), pinned with the op that couples rows."""
+of every conformance model (the batching figure), pinned with the op that couples rows."""
 
 from __future__ import annotations
 

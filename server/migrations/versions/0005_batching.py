@@ -1,4 +1,4 @@
-"""Per-version dynamic batching overrides (issue 13): JSON, NULL for the server's defaults."""
+"""Per-version dynamic batching overrides: JSON, NULL for the server's defaults."""
 
 from __future__ import annotations
 
