@@ -19,9 +19,8 @@ from functools import partial
 
 import numpy as np
 
-from executor import CompiledModel, SessionOptions, compile
-from executor.session import CUDA
-from server import gpu
+from executor import CompiledModel, SessionOptions, compile, session_device
+from executor.device import CUDA
 from tests.conformance import models
 from tests.conformance.paddle_util import Saved, random_feeds
 from validator import Policy, validate
@@ -54,8 +53,7 @@ def main() -> int:
     parser.add_argument("--models", default=",".join(CONFORMANCE))
     parser.add_argument("--runs", type=int, default=20)
     args = parser.parse_args()
-    gpu.preload()
-    reason = gpu.why_not_cuda(True, gpu.library_status())
+    reason = session_device(True).why_not_cuda
     if reason is not None:
         print(f"CUDA absent: {reason}. Nothing to check on this machine.")
         return 0

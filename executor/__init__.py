@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+from executor.device import Device, say_device_once, session_device
 from executor.errors import ExecutionError
 from executor.servable import build_servable, check_servable, prepare_servable
 from executor.session import CompiledModel, RunCancel, SessionOptions, compile
 
 __all__ = [
     "CompiledModel",
+    "Device",
     "ExecutionError",
     "RunCancel",
     "SessionOptions",
@@ -15,4 +17,6 @@ __all__ = [
     "check_servable",
     "compile",
     "prepare_servable",
+    "say_device_once",
+    "session_device",
 ]

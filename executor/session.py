@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import logging
 import math
 import threading
@@ -16,6 +17,7 @@ import onnxruntime as ort
 
 from executor import gate
 from executor.convert import lower
+from executor.device import CUDA, session_device
 from executor.errors import (
     DeadlineExceeded,
     IncompatibleInputs,
@@ -35,8 +37,6 @@ from validator.runtime import RuntimeShapeError, reinfer
 
 log = logging.getLogger("graphgate.executor")
 
-CUDA: Final = "CUDAExecutionProvider"
-CPU: Final = "CPUExecutionProvider"
 _SHAPE_CACHE_SIZE: Final = 256
 _ORT_ERRORS: Final = (
     ort.capi.onnxruntime_pybind11_state.Fail,
@@ -82,10 +82,8 @@ class SessionRefused(LoweringError):
 
 
 def choose_providers(use_cuda: bool) -> list[str]:
-    """CUDA then CPU when this onnxruntime build has CUDA; CPU alone otherwise."""
-    if use_cuda and CUDA in ort.get_available_providers():
-        return [CUDA, CPU]
-    return [CPU]
+    """CUDA then CPU when CUDA can start here (executor/device.py); CPU alone otherwise."""
+    return session_device(use_cuda).providers
 
 
 def cuda_provider_options(options: SessionOptions, fixed_shape: bool) -> dict[str, str]:
@@ -496,6 +494,16 @@ def _session(
         ort.set_default_logger_severity(2)
 
 
+@functools.cache
+def _cuda_failed_once() -> None:
+    # The driver, a GPU and the libraries answered (executor/device.py), yet onnxruntime fell
+    # back: rare (a GPU out of memory, a library of the wrong version); said once per process.
+    log.warning(
+        "graphgate: the CUDA provider failed to start although the NVIDIA driver, a GPU and "
+        "the CUDA libraries load; sessions that fail so run on CPU"
+    )
+
+
 @dataclass(frozen=True, slots=True)
 class Prepared:
     """A program lowered and gated, its ONNX serialized: all of compiling but the session."""
@@ -549,7 +557,7 @@ def build(prepared: Prepared, options: SessionOptions = SessionOptions()) -> Com
     session_options.inter_op_num_threads = options.inter_op_threads
     for key, value in spinning_config(options).items():
         session_options.add_session_config_entry(key, value)
-    session_options.log_severity_level = 3  # a missing CUDA library is our one log line, below
+    session_options.log_severity_level = 3  # a CUDA provider that fails to start: our line below
     providers = choose_providers(options.use_cuda)
     graphs = options.cuda_graphs and _fixed_shape(program)
     cuda_options = cuda_provider_options(options, graphs)
@@ -562,7 +570,7 @@ def build(prepared: Prepared, options: SessionOptions = SessionOptions()) -> Com
         ) from None
     chosen = session.get_providers()[0]
     if providers[0] == CUDA and chosen != CUDA:
-        log.warning("CUDA execution provider unavailable (missing CUDA libraries?); running on CPU")
+        _cuda_failed_once()
     return CompiledModel(
         program,
         model_bytes,

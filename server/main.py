@@ -13,6 +13,7 @@ from fastapi import FastAPI
 from sqlalchemy.orm import Session, sessionmaker
 from starlette.types import ASGIApp, Receive, Scope, Send
 
+from executor import say_device_once
 from server import gpu
 from server.console import app as console
 from server.db.engine import DbPoolSettings, open_database
@@ -57,13 +58,8 @@ INFER_THREADS: Final = 40
 def start_services(app: FastAPI, settings: Settings) -> None:
     """Opens the data directory: migrates the database, sweeps temp files, ensures an admin key."""
     settings.data_dir.mkdir(parents=True, exist_ok=True)
-    if settings.use_cuda:
-        gpu.preload()
-    on_cuda = gpu.why_not_cuda(settings.use_cuda, gpu.library_status()) is None
-    app.state.metrics.set_provider(
-        "CUDAExecutionProvider" if on_cuda else "CPUExecutionProvider",
-        "cuda:0" if on_cuda else "cpu",
-    )
+    say_device_once(settings.use_cuda)  # the workers' sessions run there; they say nothing
+    app.state.metrics.set_provider(*gpu.provider_label(settings.use_cuda, device_id=0))
     sessions = open_database(database_location(settings), pool_settings(settings))
     artifacts = open_artifacts(settings.artifacts_url, settings.data_dir)
     if swept := artifacts.sweep():

@@ -317,7 +317,8 @@ class Settings(BaseSettings):
     )
     use_cuda: bool = Field(
         default=_SESSION.use_cuda,
-        description="run on CUDA when this onnxruntime build has it (CPU otherwise)",
+        description="run on CUDA where it can start: the NVIDIA driver, a GPU and the CUDA "
+        "libraries (CPU otherwise; `graphgate doctor` says why)",
     )
 
     # -- the operator's console (/admin) ------------------------------------------------------

@@ -9,10 +9,13 @@ answer must equal Paddle's own output (expected_probs.npy) within float32 tolera
 from __future__ import annotations
 
 import json
+import os
 import re
 import shlex
+import signal
 import subprocess
 import sys
+import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -25,7 +28,7 @@ from typer.testing import CliRunner
 from executor import SessionOptions, compile
 from graph_proto import framework_pb2 as pb
 from server.cli.main import app as cli
-from tests.server.conftest import ADMIN_TOKEN, auth
+from tests.server.conftest import auth
 from tests.server.test_serve_process import Server
 from validator import validate
 
@@ -126,24 +129,95 @@ def test_make_examples_writes_the_committed_files(tmp_path: Path) -> None:
 # -- the README walkthrough ----------------------------------------------------------------
 
 
+def readme_lines() -> list[str]:
+    """Every line of the README's sh blocks, continuation lines joined."""
+    blocks = re.findall(r"```sh\n(.*?)```", README, re.DOTALL)
+    return [line for block in blocks for line in block.replace("\\\n", " ").splitlines()]
+
+
 def readme_commands(prefix: str) -> list[list[str]]:
     """Every command in the README's sh blocks that starts with `prefix`, split like a shell."""
     commands = []
-    for block in re.findall(r"```sh\n(.*?)```", README, re.DOTALL):
-        for line in block.replace("\\\n", " ").splitlines():
-            words = shlex.split(line, comments=True)
-            if words[: len(prefix.split())] == prefix.split():
-                commands.append(words)
+    for line in readme_lines():
+        words = shlex.split(line, comments=True)
+        if words[: len(prefix.split())] == prefix.split():
+            commands.append(words)
     return commands
+
+
+def expanded_commands(tmp: Path) -> list[list[str]]:
+    """The README's `graphgate` commands as bash expands them, its variable assignments (the
+    `mktemp -d` folders, made under `tmp`) run first: `graphgate` is a function that prints
+    its arguments, and nothing else the README says (pip, curl) runs."""
+    assignment = re.compile(r"(export )?[A-Z_]+=")
+    kept = [
+        line for line in readme_lines() if line.startswith("graphgate ") or assignment.match(line)
+    ]
+    script = "\n".join(["graphgate() { printf 'graphgate'; printf '\\t%s' \"$@\"; echo; }", *kept])
+    done = subprocess.run(
+        ["bash", "-euc", script], cwd=ROOT, env={**os.environ, "TMPDIR": str(tmp)},
+        capture_output=True, text=True, check=True,
+    )  # fmt: skip
+    return [line.split("\t") for line in done.stdout.splitlines()]
+
+
+WRITTEN = ("--data-dir", "-o", "--output")  # the options whose path a command writes
+
+
+def test_the_walkthrough_writes_only_outside_the_checkout_in_a_fresh_data_dir(
+    tmp_path: Path,
+) -> None:
+    written = [
+        (option, Path(words[i + 1]))
+        for words in expanded_commands(tmp_path)
+        for i, option in enumerate(words)
+        if option in WRITTEN
+    ]
+    assert sorted(option for option, _ in written) == ["--data-dir", "-o"]  # serve's, infer's
+    for option, path in written:
+        assert not (ROOT / path).resolve().is_relative_to(ROOT), (option, path)
+        if option == "--data-dir":
+            assert not path.exists()  # fresh: its first start prints the admin token
+
+
+def start_as_the_readme_says(tmp: Path) -> tuple[Server, str]:
+    """Step 1: the README's `graphgate serve` (its port aside), no admin token configured; the
+    server and the admin token its first start printed."""
+    (serve,) = [words for words in expanded_commands(tmp) if words[:2] == ["graphgate", "serve"]]
+    server = Server(Path(serve[serve.index("--data-dir") + 1]))
+    env = {k: v for k, v in os.environ.items() if not k.startswith("GRAPHGATE_")}
+    log = tmp / "serve.log"
+    with log.open("wb") as output:
+        server.process = subprocess.Popen(
+            [sys.executable, "-m", "server.cli", *serve[1:], "--port", str(server.port)],
+            cwd=ROOT, env={**env, "PYTHONPATH": str(ROOT)}, stdout=output, stderr=output,
+        )  # fmt: skip
+    live = is_live(server)
+    printed = log.read_text()
+    token = re.search(r"created the admin token \(shown once, store it now\):\n  (\S+)", printed)
+    if not live or token is None:
+        server.stop(signal.SIGKILL)
+        raise AssertionError(f"{shlex.join(serve)}: no admin token, or not live:\n{printed}")
+    return server, token.group(1)
+
+
+def is_live(server: Server) -> bool:
+    deadline = time.monotonic() + 90  # a wait, not a measure: a loaded CI box starts slowly
+    while time.monotonic() < deadline and server.process and server.process.poll() is None:
+        try:
+            if httpx2.get(f"{server.url}/v2/health/live", timeout=1).status_code == 200:
+                return True
+        except httpx2.HTTPError:
+            time.sleep(0.1)
+    return False
 
 
 @pytest.fixture(scope="module")
 def walkthrough(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Server, str]]:
     """Steps 1-3: serve, create the tenant and upload both models as the README does."""
-    server = Server(tmp_path_factory.mktemp("examples") / "data")
-    server.start()
+    server, admin_token = start_as_the_readme_says(tmp_path_factory.mktemp("examples"))
     try:
-        env = {"GRAPHGATE_URL": server.url, "GRAPHGATE_ADMIN_TOKEN": ADMIN_TOKEN}
+        env = {"GRAPHGATE_URL": server.url, "GRAPHGATE_ADMIN_TOKEN": admin_token}
         (create,) = readme_commands("graphgate tenants create")
         created = CliRunner().invoke(cli, create[1:], env=env)
         assert created.exit_code == 0, created.output
@@ -215,20 +289,20 @@ def test_curl_json_request(uploaded: tuple[Server, str]) -> None:
 
 
 def test_cli_infer_commands(uploaded: tuple[Server, str], tmp_path: Path) -> None:
-    commands = readme_commands("graphgate infer")
+    commands = [words for words in expanded_commands(tmp_path) if words[1] == "infer"]
     assert len(commands) == 2
     with pytest.MonkeyPatch.context() as patch:
         patch.chdir(ROOT)
         for words in commands:
             folder = next(f for f, served in SERVED_NAMES.items() if words[2] == served)
-            if "-o" in words:  # written to a temporary folder, not the checkout
-                words[words.index("-o") + 1] = str(tmp_path / "probs.npz")
             result = run_cli(uploaded, words)
             assert result.exit_code == 0, result.output
-            if "-o" not in words:
-                result = run_cli(uploaded, [*words, "-o", str(tmp_path / "probs.npz")])
+            written = Path(words[words.index("-o") + 1]) if "-o" in words else None
+            if written is None:  # printed: ask for the same outputs in a file
+                written = tmp_path / "printed.npz"
+                result = run_cli(uploaded, [*words, "-o", str(written)])
                 assert result.exit_code == 0, result.output
-            with np.load(tmp_path / "probs.npz") as got:
+            with np.load(written) as got:
                 assert_paddle_output(got["probs"], folder)
 
 
@@ -237,12 +311,15 @@ def test_tritonclient_snippet(
     monkeypatch: pytest.MonkeyPatch,
     capsys: pytest.CaptureFixture[str],
 ) -> None:
+    """Run as written, at the server GRAPHGATE_URL names (the address is nowhere else)."""
     server, key = uploaded
     (snippet,) = re.findall(r"```python\n(.*?)```", README, re.DOTALL)
-    assert 'url="127.0.0.1:8000"' in snippet
+    assert snippet.count("127.0.0.1:8000") == 1
+    assert 'os.environ.get("GRAPHGATE_URL", "http://127.0.0.1:8000")' in snippet
     monkeypatch.chdir(ROOT)
+    monkeypatch.setenv("GRAPHGATE_URL", server.url)
     monkeypatch.setenv("GRAPHGATE_API_KEY", key)
     namespace: dict[str, Any] = {}
-    exec(snippet.replace("127.0.0.1:8000", f"127.0.0.1:{server.port}"), namespace)
+    exec(snippet, namespace)
     assert_paddle_output(namespace["probs"], "image_classifier")
     assert capsys.readouterr().out.strip().endswith("True")

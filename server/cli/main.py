@@ -111,13 +111,15 @@ def run(
     """Run a program on .npy inputs with onnxruntime: prints the outputs or writes an .npz."""
     import numpy as np
 
-    from executor import ExecutionError, SessionOptions, compile
+    from executor import ExecutionError, SessionOptions, compile, say_device_once
     from validator import GraphError
 
     validated = _validated(program, _or_beside(program, params), False, None)
     feeds = {name: _load_npy(name, path) for name, path in map(_name_and_path, inputs)}
+    options = SessionOptions()
+    say_device_once(options.use_cuda)
     try:
-        outputs = compile(validated, SessionOptions()).run(feeds)
+        outputs = compile(validated, options).run(feeds)
     except GraphError as e:
         _fail(program, str(e), e.code)
     except ExecutionError as e:
@@ -142,8 +144,9 @@ def _validated(program: Path, params: Path | None, as_json: bool, max_batch: int
 
 def _servable(program: Path, params: Path | None, as_json: bool, max_batch: int | None) -> Any:
     """check_servable() on the files, as upload runs it; a rejection is printed, exit 1."""
-    from executor import check_servable
+    from executor import SessionOptions, check_servable, say_device_once
 
+    say_device_once(SessionOptions().use_cuda)  # the session is built as upload builds it
     return _checked(check_servable, program, params, as_json, max_batch)
 
 

@@ -9,7 +9,8 @@ from dataclasses import replace
 import numpy as np
 
 from executor import SessionOptions, compile
-from executor.session import CPU, CUDA, cuda_provider_options, device_of
+from executor.device import CPU, CUDA
+from executor.session import cuda_provider_options, device_of
 from server.settings import Settings
 from tests.builders import FP32, GraphBuilder, V
 from validator import Policy, validate

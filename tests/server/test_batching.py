@@ -18,8 +18,7 @@ import numpy as np
 import pytest
 from fastapi.testclient import TestClient
 
-from executor import SessionOptions
-from server import gpu
+from executor import SessionOptions, session_device
 from server.dispatch import Cancel, PoolSettings, RemoteModel, WorkerPool
 from server.dispatch.batching import Batcher, Batchers, BatchPolicy, proven_batchable
 from server.settings import Settings
@@ -361,7 +360,7 @@ def test_by_default_a_lone_request_is_never_held() -> None:
 def test_metrics_report_the_provider(client: TestClient) -> None:
     text = client.get("/metrics", headers=auth(ADMIN_TOKEN)).text
     lines = [line for line in text.splitlines() if line.startswith("graphgate_execution_provider{")]
-    on_cuda = gpu.why_not_cuda(True, gpu.library_status()) is None
+    on_cuda = session_device(True).on_cuda
     expected = (
         'graphgate_execution_provider{device="cuda:0",provider="CUDAExecutionProvider"} 1.0'
         if on_cuda
