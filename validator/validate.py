@@ -68,7 +68,11 @@ def validate(
     if not looks_like_pir(program_bytes):
         return _validate(_parse_legacy(program_bytes, policy), params_bytes, policy, registry)
     try:
-        pir = parse_pir(program_bytes, max_bytes=policy.max_program_bytes)
+        pir = parse_pir(
+            program_bytes,
+            max_bytes=policy.max_program_bytes,
+            max_folded=policy.max_attr_items,
+        )
     except FormatError as e:
         raise ValidationFailed([Diagnostic(code=Code[e.code], message=e.message)]) from None
     found = [_pir_diagnostic(e, origin) for e, origin in pir.problems]
