@@ -192,6 +192,32 @@ def run_one(program: bytes, params: bytes | None, slow_s: float) -> tuple[str, s
         signal.setitimer(signal.ITIMER_REAL, 0)
 
 
+Doc = tuple[str, Any, bytes, bytes | None]
+
+
+def mutation(
+    case_seed: int, docs: list[Doc], paths: dict[str, list[tuple[Any, ...]]]
+) -> tuple[str, bytes, bytes | None]:
+    """The mutated upload a case seed stands for: (seed program, bytes, params)."""
+    case = random.Random(case_seed)
+    name, doc, program, params = case.choice(docs)
+    if case.random() < 0.8:
+        return name, json_mutation(case, doc, paths[name]), params
+    return name, byte_mutation(case, program), params
+
+
+def replay(
+    case_seed: int, docs: list[Doc], paths: dict[str, list[tuple[Any, ...]]], slow_s: float
+) -> int:
+    name, mutated, params = mutation(case_seed, docs, paths)
+    for _ in range(5):
+        started = time.perf_counter()
+        outcome, detail = run_one(mutated, params, 60.0)
+        print(f"{name} case {case_seed}: {outcome} in {time.perf_counter() - started:.3f} s")
+        print(detail, end="")
+    return 0
+
+
 def main() -> int:
     parser = argparse.ArgumentParser()
     parser.add_argument("--seconds", type=float, default=120.0)
@@ -199,13 +225,18 @@ def main() -> int:
     parser.add_argument("--slow", type=float, default=2.0)
     parser.add_argument("--memory-gib", type=float, default=4.0)
     parser.add_argument("--paddle", action="store_true", help="also seed with Paddle exports")
+    parser.add_argument("--replay", type=int, help="time one case seed (as printed) 5 times")
     args = parser.parse_args()
     seeds = fixture_seeds() + (paddle_seeds() if args.paddle else [])
     limit = int(args.memory_gib * 1024**3)
     resource.setrlimit(resource.RLIMIT_AS, (limit, limit))
     signal.signal(signal.SIGALRM, _alarm)
-    docs = [(name, json.loads(program), program, params) for name, program, params in seeds]
+    docs: list[Doc] = [
+        (name, json.loads(program), program, params) for name, program, params in seeds
+    ]
     paths = {name: _paths(doc) for name, doc, _, _ in docs}
+    if args.replay is not None:
+        return replay(args.replay, docs, paths, args.slow)
     rng = random.Random(args.seed)
     outcomes: Counter[str] = Counter()
     examples: dict[str, list[str]] = {}
@@ -214,12 +245,7 @@ def main() -> int:
     count = 0
     while time.monotonic() < deadline:
         case_seed = rng.randrange(2**32)
-        case = random.Random(case_seed)
-        name, doc, program, params = case.choice(docs)
-        if case.random() < 0.8:
-            mutated = json_mutation(case, doc, paths[name])
-        else:
-            mutated = byte_mutation(case, program)
+        name, mutated, params = mutation(case_seed, docs, paths)
         started = time.perf_counter()
         outcome, detail = run_one(mutated, params, args.slow)
         slowest = max(slowest, time.perf_counter() - started)
