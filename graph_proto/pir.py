@@ -210,6 +210,7 @@ class _Converter:
         self.program.version.version = 3003001
         self.scopes: list[dict[int, _Value]] = []
         self.declared: set[str] = set()
+        self.parameters: dict[str, tuple[int | None, tuple[int, ...], bool]] = {}
         self.op_count = 0
         self.fetch_names: dict[int, str] = {}
         self.feeds = 0
@@ -473,7 +474,14 @@ class _Converter:
             raise _fail(f"builtin.parameter {name!r}: expected in the top block, got block {block}")
         ((vid, tt),) = self._one_result(op)
         dtype, dims = self._tensor_type(tt, f"parameter {name!r}")
-        self._declare(0, name, dtype, dims, persistable=_persistable(op, name))
+        persistable = _persistable(op, name)
+        if self.parameters.get(name) == (dtype, dims, persistable):
+            # One var under one name, read through several parameter ops: Paddle's static
+            # nn.LSTM names every layer's (empty) dropout state `dropout_state__non_persistable`.
+            self._define(vid, _Value((name,), dtype, dims))
+            return
+        self._declare(0, name, dtype, dims, persistable=persistable)
+        self.parameters[name] = (dtype, dims, persistable)
         self._define(vid, _Value((name,), dtype, dims))
 
     def _one_result(self, op: dict[str, Any]) -> list[tuple[int, dict[str, Any]]]:

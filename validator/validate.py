@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
 from typing import Final
 
@@ -18,7 +18,7 @@ from validator.batch import prove_batchable
 from validator.bind import BoundOp
 from validator.budget import Cost, measure
 from validator.diagnostics import Code, Diagnostic, Severity, ValidationFailed
-from validator.dims import Binding, DimDeclarationError, Place, initial_binding
+from validator.dims import Binding, DimConstraint, DimDeclarationError, Place, initial_binding
 from validator.interpret import interpret
 from validator.ops import REGISTRY
 from validator.ops._def import Registry, TensorType
@@ -246,7 +246,7 @@ def _report(
     return Report(
         inputs=tuple(TensorSpec(n, t.dtype, t.shape) for n, t in fixed.items()),
         symbolic_inputs=tuple(symbolic.items()),
-        dim_constraints=tuple(binding.constraints) if binding else (),
+        dim_constraints=_in_feed_order(binding.constraints, feeds) if binding else (),
         outputs=tuple(spec(n) for _, n in sorted(s.fetches.items())),
         op_histogram=dict(Counter(op.op_type for op in ops).most_common()),
         op_count=len(ops),
@@ -280,3 +280,10 @@ def _with_fixed_dims(
 def _plain_signature(feeds: Mapping[str, TensorType]) -> dict[str, tuple[int | str, ...]]:
     """The symbols of a program whose dims needed no solving: B, D1, D2, ... (dims.py)."""
     return initial_binding(feeds, Policy()).signature(feeds)
+
+
+def _in_feed_order(
+    constraints: Sequence[DimConstraint], feeds: Mapping[str, TensorType]
+) -> tuple[DimConstraint, ...]:
+    order = {name: i for i, name in enumerate(feeds)}
+    return tuple(sorted(constraints, key=lambda c: (order[c.feed], c.axis)))
