@@ -126,3 +126,29 @@ def test_bad_declarations_are_refused(legacy: Any, dims: dict[str, int], message
         validate(legacy.program, legacy.params, dims=dims)
     assert info.value.codes == [Code.DIM_DECLARATION]
     assert info.value.diagnostics[0].message.startswith(message)
+
+
+def test_graphgate_check_takes_dim_declarations(legacy: Any, tmp_path: Any) -> None:
+    import json
+
+    from typer.testing import CliRunner
+
+    from server.cli import app
+
+    program = tmp_path / "asr.pdmodel"
+    program.write_bytes(legacy.program)
+    (tmp_path / "asr.pdiparams").write_bytes(legacy.params)
+    result = CliRunner().invoke(app, ["check", str(program), "--json", "--dim", "D1=64"])
+    assert result.exit_code == 0, result.output
+    report = json.loads(result.output)["report"]
+    assert report["symbolic_inputs"]["chunk_state_h_box"] == [3, "B", HIDDEN]
+    declared = [c for c in report["dim_constraints"] if c["input"] == "audio_chunk"]
+    assert declared == [
+        {
+            "input": "audio_chunk",
+            "dim": 1,
+            "kind": "at_most",
+            "value": 64,
+            "reason": "D1 declared at upload",
+        }
+    ]
