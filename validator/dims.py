@@ -10,9 +10,9 @@ sizes it accepts, by running the same concrete inference at other sizes of that 
 
 - accepted only at one size: the dim is fixed (`equal`), or, where that size is another
   symbol's, the two are one symbol (unified; checked by moving both to another size);
-- accepted at the multiples of a number (`divisible`), up to a size (`at_most`), or from a
-  size on (`at_least`): the constraint is recorded and the dim bound to the largest size it
-  allows within its bound.
+- accepted at the multiples of a number (`divisible`), up to a size (`at_most`), from a size
+  on (`at_least`), or at one size and 1 (`broadcast`): the constraint is recorded and the dim
+  bound to the largest size it allows within its bound.
 
 The constraints found are kept with the program and checked on every request before it runs
 (executor/runtime_checks.py); a dim no size satisfies is a contradiction, reported with the op
@@ -59,6 +59,7 @@ class Kind(enum.StrEnum):
     DIVISIBLE = "divisible"
     AT_MOST = "at_most"
     AT_LEAST = "at_least"
+    BROADCAST = "broadcast"  # the size or 1 (an elementwise op's broadcasting)
 
 
 @dataclass(frozen=True, slots=True)
@@ -73,6 +74,8 @@ class Constraint:
             return size % self.value == 0
         if self.kind == Kind.AT_MOST:
             return size <= self.value
+        if self.kind == Kind.BROADCAST:
+            return size in (1, self.value)
         return size >= self.value
 
     def text(self) -> str:
@@ -81,12 +84,15 @@ class Constraint:
             Kind.DIVISIBLE: f"must be divisible by {self.value}",
             Kind.AT_MOST: f"must be at most {self.value}",
             Kind.AT_LEAST: f"must be at least {self.value}",
+            Kind.BROADCAST: f"must be {self.value} or 1",
         }[self.kind]
 
     def largest_within(self, bound: int) -> int | None:
         """The largest size up to `bound` that satisfies it (what budgets are computed at)."""
-        if self.kind == Kind.EQUAL or self.kind == Kind.AT_LEAST:
-            return self.value if self.kind == Kind.EQUAL or self.value <= bound else None
+        if self.kind in (Kind.EQUAL, Kind.BROADCAST):
+            return self.value
+        if self.kind == Kind.AT_LEAST:
+            return self.value if self.value <= bound else None
         if self.kind == Kind.DIVISIBLE:
             return bound - bound % self.value or None
         return min(bound, self.value)
@@ -162,6 +168,8 @@ def _rule(accepted: tuple[int, ...], tried: tuple[int, ...]) -> Constraint | Non
         return None
     if len(accepted) == 1:
         return Constraint(Kind.EQUAL, accepted[0])
+    if len(accepted) == 2 and accepted[0] == 1:
+        return Constraint(Kind.BROADCAST, accepted[1])
     g = math.gcd(*accepted)
     if g > 1 and accepted == tuple(s for s in tried if s % g == 0):
         return Constraint(Kind.DIVISIBLE, g)
