@@ -27,7 +27,7 @@ from graph_proto.pir_ops import DIALECTS, DROPPED_ATTRS, OPS, STRUCTURAL, OpMap
 __all__ = ["PirOrigin", "PirProgram", "looks_like_pir", "parse_pir"]
 
 MAX_OPS: Final = 100_000
-MAX_BLOCKS: Final = 64
+MAX_BLOCKS: Final = 1024  # the default policy's max_blocks (validator/policy.py says why)
 MAX_RANK: Final = 64
 MAX_OPERANDS: Final = 4096
 MAX_VALUE_ID: Final = 2**31 - 1

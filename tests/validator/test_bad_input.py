@@ -338,7 +338,7 @@ add("parent-idx-itself", Code.BLOCK_INDEX, block_field(2, "parent_idx", 2))
 add("block-0-has-a-parent", Code.BLOCK_INDEX, block_field(0, "parent_idx", 0))
 add("block-idx-not-its-position", Code.BLOCK_INDEX, block_field(1, "idx", 2))
 add("no-blocks", Code.BLOCK_INDEX, lambda: (pb.ProgramDesc(version=pb.Version(version=1)).SerializeToString(), None, None))  # fmt: skip
-add("nesting-1000-deep", Code.PROGRAM_TOO_COMPLEX, nested(1000))
+add("nesting-1100-deep", Code.PROGRAM_TOO_COMPLEX, nested(1100))
 add("nesting-1000-deep-under-block-cap", Code.NESTING_TOO_DEEP, nested(1000, Policy(max_blocks=2000)))  # fmt: skip
 add("nesting-9-deep", Code.NESTING_TOO_DEEP, nested(9))
 
@@ -812,7 +812,7 @@ MESSAGES = {
     "[BLOCK_CYCLE]",
     "parent-idx-out-of-range": "block 1: expected idx 1 and parent_idx in [0, 3) and != 1, got "
     "idx 1 and parent_idx 7 [BLOCK_INDEX]",
-    "nesting-1000-deep": "program: expected at most 64 blocks, got 1001 [PROGRAM_TOO_COMPLEX]",
+    "nesting-1100-deep": "program: expected at most 1024 blocks, got 1101 [PROGRAM_TOO_COMPLEX]",
     "nesting-9-deep": "block 9: expected nesting depth <= 8, got 9 [NESTING_TOO_DEEP]",
     "forbidden-save_combine": "block 0, op 4 (save_combine): op 'save_combine' touches files, "
     "network, devices or user code and is never allowed [OP_FORBIDDEN]",
