@@ -206,9 +206,7 @@ def mutation(
     return name, byte_mutation(case, program), params
 
 
-def replay(
-    case_seed: int, docs: list[Doc], paths: dict[str, list[tuple[Any, ...]]], slow_s: float
-) -> int:
+def replay(case_seed: int, docs: list[Doc], paths: dict[str, list[tuple[Any, ...]]]) -> int:
     name, mutated, params = mutation(case_seed, docs, paths)
     for _ in range(5):
         started = time.perf_counter()
@@ -236,7 +234,7 @@ def main() -> int:
     ]
     paths = {name: _paths(doc) for name, doc, _, _ in docs}
     if args.replay is not None:
-        return replay(args.replay, docs, paths, args.slow)
+        return replay(args.replay, docs, paths)
     rng = random.Random(args.seed)
     outcomes: Counter[str] = Counter()
     examples: dict[str, list[str]] = {}
