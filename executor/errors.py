@@ -29,6 +29,11 @@ class WrongShape(ExecutionError):
     code = "INPUT_SHAPE"
 
 
+class DimConstraintViolated(WrongShape):
+    """A feed dim breaks a constraint the program puts on it (validator/dims.py): "chunk_state_h_box
+    dim 0 must be 3 (required by block 0, op 3 (split)), got 2"."""
+
+
 class IncompatibleInputs(ExecutionError):
     """Inputs the program's ops cannot take: dims that do not combine (batch 2 here, 3 there),
     or values that size a tensor impossibly (a range with step 0)."""

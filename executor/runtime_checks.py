@@ -5,6 +5,8 @@
   loop that needed more iterations than the policy's bound, or grew a loop var past the byte
   cap, fails the request with a typed error; a Mask says which branch ran, for the exact check
   of the fetches' dims.
+- The feed dims the program constrains (validator/dims.py: a state input's dim 0 that a split
+  into 3 fixes at 3, a dim declared at upload) are checked before anything else.
 - A failed run is explained from the node onnxruntime names: an index guard's failure
   (OnnxBuilder.guard_range) in Paddle's terms, any other by the Paddle op it belongs to.
 
@@ -23,11 +25,13 @@ from typing import Final
 import numpy as np
 
 from executor.errors import (
+    DimConstraintViolated,
     IndexOutOfRange,
     LoopTripLimitExceeded,
     RunFailed,
     TensorTooLarge,
 )
+from validator.dims import DimConstraint
 
 log = logging.getLogger("graphgate.executor")
 
@@ -150,6 +154,21 @@ class RuntimeChecks:
 
 
 _LOOP_FLAGS: Final = frozenset(LOOP_FLAG_OUTPUTS.values())
+
+
+def check_dim_constraints(
+    constraints: Sequence[DimConstraint], feeds: Mapping[str, np.ndarray]
+) -> None:
+    """Raises DimConstraintViolated for the first constraint a feed's dims break. A feed that
+    is missing or of another rank is left to the signature check that follows."""
+    for constraint in constraints:
+        shape = np.shape(feeds[constraint.feed]) if constraint.feed in feeds else ()
+        if constraint.axis >= len(shape):
+            continue
+        problem = constraint.violation(int(shape[constraint.axis]))
+        if problem is not None:
+            raise DimConstraintViolated(f"input {constraint.feed!r}: {problem}")
+
 
 # onnxruntime's text names the failing node (every provider's text does): that name alone tells
 # an index guard from another failure; nothing else of onnxruntime's text is read. A node of a

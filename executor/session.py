@@ -28,7 +28,7 @@ from executor.errors import (
     TensorTooLarge,
 )
 from executor.lower import LoweringError
-from executor.runtime_checks import RuntimeChecks
+from executor.runtime_checks import RuntimeChecks, check_dim_constraints
 from executor.scope import DEFAULT_MAX_REQUEST_BYTES, Scope, check_outputs
 from validator import Code, Scalar, TensorType, ValidatedProgram
 from validator.budget import over_request_budget, request_cost
@@ -141,6 +141,7 @@ class CompiledModel:
         """Checks the feeds and the request's cost, runs, checks the fetches; returns them by
         Paddle var name. `deadline` (time.monotonic()) and `cancel` stop onnxruntime mid-run
         (DeadlineExceeded, RunCancelled)."""
+        check_dim_constraints(self.program.report.dim_constraints, feeds)
         scope = Scope(self.program.inputs, self.max_request_bytes)
         checked = scope.feed_all(feeds)
         sizes = self._size_values(checked)

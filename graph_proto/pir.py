@@ -27,10 +27,13 @@ from graph_proto.pir_ops import DIALECTS, DROPPED_ATTRS, OPS, STRUCTURAL, OpMap
 __all__ = ["PirOrigin", "PirProgram", "looks_like_pir", "parse_pir"]
 
 MAX_OPS: Final = 100_000
-MAX_BLOCKS: Final = 64
+MAX_BLOCKS: Final = 1024  # the default policy's max_blocks (validator/policy.py says why)
 MAX_RANK: Final = 64
 MAX_OPERANDS: Final = 4096
 MAX_VALUE_ID: Final = 2**31 - 1
+# Elements a `pd_op.full` may expand to where it folds into a list attribute: the policy's
+# max_attr_items by default, checked on the declared dims before any list is built.
+MAX_FOLDED_ELEMENTS: Final = 1 << 20
 _MAGIC: Final = "pir"
 
 _DTYPES: Final = {
@@ -107,10 +110,11 @@ class _Broken(Exception):
         self.error = error
 
 
-def parse_pir(data: bytes, *, max_bytes: int) -> PirProgram:
-    """The PIR program in `data` as a ProgramDesc plus the PIR position of each op."""
+def parse_pir(data: bytes, *, max_bytes: int, max_folded: int = MAX_FOLDED_ELEMENTS) -> PirProgram:
+    """The PIR program in `data` as a ProgramDesc plus the PIR position of each op;
+    `max_folded`: the most elements a constant folded into a list attribute may have."""
     doc = load_json(data, max_bytes=max_bytes)
-    converter = _Converter()
+    converter = _Converter(max_folded)
     try:
         converter.run(doc)
     except _Broken as broken:
@@ -132,16 +136,27 @@ def _persistable(op: Mapping[str, Any], name: str) -> bool:
     return bool(flags[0])
 
 
-def _folded(value: _Value) -> Any:
+def _folded(value: _Value, limit: int) -> Any:
     """A constant as a legacy attribute: full_int_array's list; full's number, or a list of
-    copies where the full fills more than one element (paddle.full([6], 1) as paddings)."""
+    copies where the full fills more than one element (paddle.full([6], 1) as paddings).
+    None where the full's declared dims hold more than `limit` elements (nothing is built)."""
     const = list(value.const or ())
     if not value.scalar:
         return const
-    count = 1
-    for dim in value.dims:
-        count *= max(dim, 0)
+    count = _element_count(value.dims, limit)
+    if count is None:
+        return None
     return const[0] if count == 1 or not value.dims else const * count
+
+
+def _element_count(dims: Sequence[int], limit: int) -> int | None:
+    """The product of `dims` (negative ones count 0), or None as soon as it passes `limit`."""
+    count = 1
+    for dim in dims:
+        count *= max(dim, 0)
+        if count > limit:
+            return None
+    return count
 
 
 def _fail(message: str, code: str = "PROGRAM_MALFORMED") -> _Broken:
@@ -188,12 +203,14 @@ def _kind(value: Any) -> str:
 
 
 class _Converter:
-    def __init__(self) -> None:
+    def __init__(self, max_folded: int = MAX_FOLDED_ELEMENTS) -> None:
+        self.max_folded = max_folded
         self.result = PirProgram(pb.ProgramDesc())
         self.program = self.result.program
         self.program.version.version = 3003001
         self.scopes: list[dict[int, _Value]] = []
         self.declared: set[str] = set()
+        self.parameters: dict[str, tuple[int | None, tuple[int, ...], bool]] = {}
         self.op_count = 0
         self.fetch_names: dict[int, str] = {}
         self.feeds = 0
@@ -278,9 +295,13 @@ class _Converter:
         raise self._value_error(f"{what}: expected a value defined earlier, got %{vid}")
 
     def _value_error(self, message: str) -> _Broken:
+        return self._fail_here(message, "PIR_VALUE_UNDEFINED")
+
+    def _fail_here(self, message: str, code: str) -> _Broken:
+        """A failure that names the PIR op being converted."""
         where = self.origin
         prefix = f"block {where.block}, op {where.index} ({where.name}): " if where else ""
-        return _fail(prefix + message, "PIR_VALUE_UNDEFINED")
+        return _fail(prefix + message, code)
 
     def _define(self, vid: int, value: _Value) -> None:
         if not 0 < abs(vid) <= MAX_VALUE_ID:
@@ -434,7 +455,17 @@ class _Converter:
             else:
                 self._mapped(op, name, mapped, block)
 
+    def _no_operands(self, op: dict[str, Any], name: str) -> None:
+        """Ops Paddle writes without operands (data, full, parameter): each operand given is
+        still looked up, so an undefined one is PIR_VALUE_UNDEFINED as on any other op."""
+        refs = _list(op.get("I", []), f"{name} operands")
+        for i, ref in enumerate(refs):
+            self._lookup(ref, f"{name} operand {i}")
+        if refs:
+            raise self._fail_here(f"expected no operands, got {len(refs)}", "PIR_UNSUPPORTED")
+
     def _parameter(self, op: dict[str, Any], block: int) -> None:
+        self._no_operands(op, "builtin.parameter")
         attrs = _list(op.get("A"), "parameter attributes")
         if len(attrs) != 4:
             raise _fail(f"builtin.parameter: expected 4 attributes, got {len(attrs)}")
@@ -443,7 +474,14 @@ class _Converter:
             raise _fail(f"builtin.parameter {name!r}: expected in the top block, got block {block}")
         ((vid, tt),) = self._one_result(op)
         dtype, dims = self._tensor_type(tt, f"parameter {name!r}")
-        self._declare(0, name, dtype, dims, persistable=_persistable(op, name))
+        persistable = _persistable(op, name)
+        if self.parameters.get(name) == (dtype, dims, persistable):
+            # One var under one name, read through several parameter ops: Paddle's static
+            # nn.LSTM names every layer's (empty) dropout state `dropout_state__non_persistable`.
+            self._define(vid, _Value((name,), dtype, dims))
+            return
+        self._declare(0, name, dtype, dims, persistable=persistable)
+        self.parameters[name] = (dtype, dims, persistable)
         self._define(vid, _Value((name,), dtype, dims))
 
     def _one_result(self, op: dict[str, Any]) -> list[tuple[int, dict[str, Any]]]:
@@ -453,6 +491,7 @@ class _Converter:
         return results
 
     def _data(self, op: dict[str, Any], block: int) -> None:
+        self._no_operands(op, "pd_op.data")
         attrs = self._plain_attrs(op)
         name = attrs.get("name")
         if not isinstance(name, str) or block != 0:
@@ -488,7 +527,22 @@ class _Converter:
             self._define(vid, value)
 
     def _constant(self, op: dict[str, Any], name: str, block: int) -> None:
+        self._no_operands(op, name)
         attrs = self._plain_attrs(op)
+        dtype_attr = attrs.get("dtype")
+        if dtype_attr is not None and (
+            not isinstance(dtype_attr, int) or isinstance(dtype_attr, bool)
+        ):
+            raise self._fail_here(
+                f"expected a dtype in `dtype`, got {_kind(dtype_attr)}", "ATTR_TYPE"
+            )
+        shape = attrs.get("shape", [])
+        if not isinstance(shape, list) or not all(
+            isinstance(d, int) and not isinstance(d, bool) for d in shape
+        ):
+            raise self._fail_here(
+                f"expected a list of integers in `shape`, got {_kind(shape)}", "ATTR_TYPE"
+            )
         ((vid, tt),) = self._one_result(op)
         dtype, dims = self._tensor_type(tt, name)
         if name == "pd_op.full_int_array":
@@ -859,7 +913,14 @@ class _Converter:
         if spec.startswith("="):
             attr, _, slot = spec[1:].partition("|")
             if value.const is not None:
-                attrs[attr] = _folded(value)
+                folded = _folded(value, self.max_folded)
+                if folded is None:
+                    raise self._fail_here(
+                        f"operand {i}: expected a constant of at most {self.max_folded} "
+                        f"elements to fold into `{attr}`, got dims {list(value.dims)}",
+                        "PROGRAM_TOO_COMPLEX",
+                    )
+                attrs[attr] = folded
                 return
             if not slot:
                 raise _fail(

@@ -20,7 +20,10 @@ MAX_ITEMS: Final = 5_000_000  # brackets, commas and colons: about 6 per value
 MAX_NUMBER_DIGITS: Final = 40
 INT64_MIN: Final = -(2**63)
 INT64_MAX: Final = 2**63 - 1
-_STRUCTURE: Final = re.compile(rb'"(?:[^"\\]|\\.)*"|[\[\]{},:]')
+# A string is consumed possessively and its closing quote is optional: an unterminated one
+# runs to the end in one match (json.loads refuses it), where a backtracking pattern would
+# retry from every quote inside it (quadratic on an unterminated run of escaped quotes).
+_STRUCTURE: Final = re.compile(rb'"(?:[^"\\]++|\\.)*+"?|[\[\]{},:]', re.DOTALL)
 
 
 def looks_like_pir(data: bytes) -> bool:

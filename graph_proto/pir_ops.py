@@ -263,4 +263,33 @@ OPS: Final[Mapping[str, OpMap]] = {
     "pd_op.less_equal": _elementwise("less_equal"),
     "pd_op.logical_and": _binary("logical_and"),
     "pd_op.logical_or": _binary("logical_or"),
+    # Element-wise math.
+    "pd_op.ceil": _unary("ceil"),
+    "pd_op.floor": _unary("floor"),
+    "pd_op.log": _unary("log"),
+    "pd_op.rsqrt": _unary("rsqrt"),
+    "pd_op.sin": _unary("sin"),
+    "pd_op.cos": _unary("cos"),
+    "pd_op.softplus": _unary("softplus"),
+    # Detection post-processing (paddle.vision.ops.yolo_box; multiclass_nms3's optional
+    # RoisNum is operand 2, id 0 when absent).
+    "pd_op.yolo_box": OpMap("yolo_box", ("X", "ImgSize"), ("Boxes", "Scores")),
+    "pd_op.multiclass_nms3": OpMap(
+        "multiclass_nms3", ("BBoxes", "Scores", "RoisNum"), ("Out", "Index", "NmsRoisNum")
+    ),
+}
+
+# Legacy op declarations no PIR op maps onto through OPS, and why: either the converter writes
+# them itself for a PIR construct, or Paddle 3 never emits their PIR form.
+NOT_IN_TABLE: Final[Mapping[str, str]] = {
+    "feed": "written by the converter for each pd_op.data",
+    "fetch": "written by the converter for each pd_op.fetch",
+    "conditional_block": "written by the converter for each branch of a pd_op.if",
+    "select_input": "written by the converter to merge a pd_op.if's branch results",
+    "while": "written by the converter for each pd_op.while",
+    # Paddle 3.3.1's own program translator (paddle.pir.translate_to_pir) rewrites these two
+    # 1.x ops into pd_op ops this table maps, and paddle.matmul / fc trace to pd_op.matmul.
+    "matmul": "the 1.x matmul (alpha): Paddle 3 writes pd_op.matmul (+ pd_op.scale for alpha)",
+    "mul": "the 1.x fc's mul (x_num_col_dims): Paddle 3 writes pd_op.reshape, pd_op.matmul, "
+    "pd_op.reshape",
 }

@@ -3,11 +3,12 @@
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from graph_proto.types import numel
 from validator.bind import BoundOp
 from validator.diagnostics import Code, Diagnostic, Severity
+from validator.dims import Binding, Contradiction, fixed_dims, initial_binding, solve
 from validator.infer import gather_inputs, infer_op, scope_over
 from validator.ops import GraphError, TensorType
 from validator.ops.control import WHILE_OP
@@ -30,6 +31,9 @@ class Cost:
     # Outputs whose size comes from input data (range bounds, a fill shape fed by the user):
     # their bytes are checked per request by the executor, before it runs anything.
     data_dependent: tuple[str, ...] = ()
+    # The unknown feed dims' symbols, sizes and constraints the figures were taken at, where
+    # the program constrains them (validator/dims.py) or the upload declared sizes.
+    dims: Binding | None = None
 
     @property
     def flops_per_sample(self) -> int:
@@ -79,6 +83,10 @@ class _Rejected(Exception):
         self.diagnostic = diagnostic
 
 
+# Rejections at the plain binding that another binding of the unknown dims may lift.
+_NOT_SOLVABLE = frozenset({Code.TENSOR_TOO_LARGE, Code.SUB_BLOCK_DATA_DEPENDENT})
+
+
 def measure(
     ops: Sequence[BoundOp],
     feeds: Mapping[str, TensorType],
@@ -86,8 +94,60 @@ def measure(
     fetches: Sequence[str],
     policy: Policy,
     out: list[Diagnostic],
+    declared: Mapping[str, int] | None = None,
 ) -> Cost | None:
     """Infers at the bounds and checks each budget; None when inference itself fails there.
+
+    `declared`: sizes the upload gives unknown dims (validator/dims.py names them), each one's
+    bound and a run-time constraint. Where no binding below works, the program's own ops are
+    asked which sizes they take (dims.solve): the figures are then taken at the sizes found,
+    and the constraints kept for the run-time check."""
+    binding = initial_binding(feeds, policy, declared)
+    attempt: list[Diagnostic] = []
+    if binding.constraints:
+        cost = _measure_binding(ops, feeds, params, fetches, policy, attempt, binding)
+    else:
+        cost = _measure_plain(ops, feeds, params, fetches, policy, attempt)
+    errors = [d for d in attempt if d.severity == Severity.ERROR]
+    if cost is not None or not errors or errors[0].code in _NOT_SOLVABLE:
+        out.extend(attempt)
+        return cost
+    solved = solve(ops, feeds, params, fixed_dims(ops, params), binding)
+    if isinstance(solved, Contradiction):
+        out.append(_diag(errors[0].code, solved.op, solved.message))
+        return None
+    return _measure_binding(ops, feeds, params, fetches, policy, out, solved)
+
+
+def _measure_binding(
+    ops: Sequence[BoundOp],
+    feeds: Mapping[str, TensorType],
+    params: Mapping[str, TensorType],
+    fetches: Sequence[str],
+    policy: Policy,
+    out: list[Diagnostic],
+    binding: Binding,
+) -> Cost | None:
+    """The figures with every unknown dim at its size in `binding`."""
+    try:
+        cost = _measure_at(
+            ops, binding.feeds(feeds), binding.batch, params, fetches, policy, exact_dims=True
+        )
+    except _Rejected as rejected:
+        out.append(rejected.diagnostic)
+        return None
+    return _finish(replace(cost, dims=binding), policy, out)
+
+
+def _measure_plain(
+    ops: Sequence[BoundOp],
+    feeds: Mapping[str, TensorType],
+    params: Mapping[str, TensorType],
+    fetches: Sequence[str],
+    policy: Policy,
+    out: list[Diagnostic],
+) -> Cost | None:
+    """The figures at the policy's bounds: max_batch and max_dynamic_dim.
 
     Binding every dynamic dim gives exact figures. When the program itself pins a dynamic dim
     (a fixed [1, 1, 128, 128] causal mask sliced by the sequence length), that binding
@@ -174,7 +234,7 @@ def _pinned_size(
     a position table or a mask), largest first: one is taken where inference with every dynamic
     dim one above it fails with a contradiction (no larger input runs) and at it does not."""
     candidates = sorted(
-        {d for d in _fixed_dims(ops, params) if 1 < d < policy.max_dynamic_dim}, reverse=True
+        {d for d in fixed_dims(ops, params) if 1 < d < policy.max_dynamic_dim}, reverse=True
     )
     for size in candidates[:_PINNED_TRIES]:
         if not _contradicts(ops, feeds, params, fetches, policy, size + 1):
@@ -200,15 +260,6 @@ def _contradicts(
     except _Rejected:
         return True
     return False
-
-
-def _fixed_dims(ops: Sequence[BoundOp], params: Mapping[str, TensorType]) -> set[int]:
-    """Every known dim of the parameters and of the tensors inference typed at each op."""
-    dims = {d for t in params.values() for d in t.shape}
-    for op in ops:
-        for t in op.types_out.values():
-            dims.update(t.shape)
-    return dims
 
 
 def _finish(cost: Cost, policy: Policy, out: list[Diagnostic]) -> Cost:

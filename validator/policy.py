@@ -120,7 +120,11 @@ class Policy:
     max_program_bytes: int = 64 * 1024 * 1024
     max_params_bytes: int = 4 * 1024**3
     max_ops: int = 10_000
-    max_blocks: int = 64
+    # Validation cost is linear in blocks, about 2 ms per block of a cond (benchmarks/
+    # bench_blocks.py: 73 blocks 148 ms, 1025 blocks 1.4 s on 2 CPUs), no more than the ~3-4
+    # ops each holds: 1024 blocks cost less than max_ops' worth of ops (10,000 ops ~6 s), and
+    # take conformer_encoder's 73 with room to spare.
+    max_blocks: int = 1024
     max_nesting: int = 8
     max_vars: int = 100_000
     max_attrs_per_op: int = 128

@@ -7,6 +7,7 @@ from typing import Any
 
 from graph_proto.types import DType, Shape
 from validator.diagnostics import Diagnostic
+from validator.dims import DimConstraint
 
 
 @dataclass(frozen=True, slots=True)
@@ -39,6 +40,11 @@ class Report:
     batchable: bool = False
     batch_coupling: str | None = None
     warnings: tuple[Diagnostic, ...] = ()
+    # Each input's dims with its unknown ones named: B the batch, D1, D2, ... the others
+    # (one name where the program ties two dims together), a number where it fixes one.
+    symbolic_inputs: tuple[tuple[str, tuple[int | str, ...]], ...] = ()
+    # What the program requires of those dims, checked on every request before it runs.
+    dim_constraints: tuple[DimConstraint, ...] = ()
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -57,4 +63,6 @@ class Report:
             "batchable": self.batchable,
             "batch_coupling": self.batch_coupling,
             "warnings": [w.to_json() for w in self.warnings],
+            "symbolic_inputs": {name: list(dims) for name, dims in self.symbolic_inputs},
+            "dim_constraints": [c.to_json() for c in self.dim_constraints],
         }

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
 from typing import Final
 
@@ -18,6 +18,7 @@ from validator.batch import prove_batchable
 from validator.bind import BoundOp
 from validator.budget import Cost, measure
 from validator.diagnostics import Code, Diagnostic, Severity, ValidationFailed
+from validator.dims import Binding, DimConstraint, DimDeclarationError, Place, initial_binding
 from validator.interpret import interpret
 from validator.ops import REGISTRY, Registry, TensorType
 from validator.params import match_params
@@ -58,21 +59,29 @@ def validate(
     params_bytes: bytes | None = None,
     policy: Policy = DEFAULT_POLICY,
     registry: Registry = REGISTRY,
+    dims: Mapping[str, int] | None = None,
 ) -> ValidatedProgram:
     """Checks everything and returns the program, or raises ValidationFailed with every problem.
 
     `program_bytes` is a legacy ProgramDesc (.pdmodel) or a PIR program (Paddle 3's .json),
     told apart by content; a PIR program is converted to a ProgramDesc first, and diagnostics
-    then point at the PIR op they concern."""
+    then point at the PIR op they concern. `dims`: sizes the upload declares for unknown feed
+    dims, by symbol (`D1`) or `feed.axis` (validator/dims.py): their budgets' bound, checked
+    on every request."""
     if not looks_like_pir(program_bytes):
-        return _validate(_parse_legacy(program_bytes, policy), params_bytes, policy, registry)
+        legacy = _parse_legacy(program_bytes, policy)
+        return _validate(legacy, params_bytes, policy, registry, dims)
     try:
-        pir = parse_pir(program_bytes, max_bytes=policy.max_program_bytes)
+        pir = parse_pir(
+            program_bytes,
+            max_bytes=policy.max_program_bytes,
+            max_folded=policy.max_attr_items,
+        )
     except FormatError as e:
         raise ValidationFailed([Diagnostic(code=Code[e.code], message=e.message)]) from None
     found = [_pir_diagnostic(e, origin) for e, origin in pir.problems]
     try:
-        validated = _validate(pir.program, params_bytes, policy, registry)
+        validated = _validate(pir.program, params_bytes, policy, registry, dims)
     except ValidationFailed as failed:
         raise ValidationFailed(
             found + [_at_pir_op(d, pir.origins) for d in failed.diagnostics]
@@ -116,6 +125,7 @@ def _validate(
     params_bytes: bytes | None,
     policy: Policy,
     registry: Registry,
+    dims: Mapping[str, int] | None = None,
 ) -> ValidatedProgram:
     out: list[Diagnostic] = []
     if params_bytes is not None and len(params_bytes) > policy.max_params_bytes:
@@ -138,7 +148,10 @@ def _validate(
     if not _errors(out):
         feeds = {name: s.declared[name] for _, name in sorted(s.feeds.items())}
         fetches = [name for _, name in sorted(s.fetches.items())]
-        cost = measure(run.ops, feeds, param_types, fetches, policy, out)
+        try:
+            cost = measure(run.ops, feeds, param_types, fetches, policy, out, dims)
+        except DimDeclarationError as e:
+            out.append(Diagnostic(code=Code.DIM_DECLARATION, message=str(e)))
     if _errors(out) or cost is None:
         raise ValidationFailed(_errors(out) or out)
     _strip_bookkeeping(program)
@@ -220,14 +233,19 @@ def _report(
         t = types[name]
         return TensorSpec(name, t.dtype, t.shape)
 
-    proof = prove_batchable(ops, {n: s.declared[n] for n in s.feeds.values()})
+    # NOTE: a feed's declared type: a while may rewrite the var, and `types` keeps the last.
+    # Dims the program fixes (a state input's [-1, ...] that a split into 3 makes [3, ...])
+    # are shown, checked and batched as the fixed dims they are.
+    feeds = {n: s.declared[n] for _, n in sorted(s.feeds.items())}
+    binding = cost.dims
+    fixed = _with_fixed_dims(feeds, binding)
+    proof = prove_batchable(ops, fixed)
+    symbolic = binding.signature(feeds) if binding else _plain_signature(feeds)
 
     return Report(
-        # NOTE: a feed's declared type: a while may rewrite the var, and `types` keeps the last.
-        inputs=tuple(
-            TensorSpec(n, s.declared[n].dtype, s.declared[n].shape)
-            for _, n in sorted(s.feeds.items())
-        ),
+        inputs=tuple(TensorSpec(n, t.dtype, t.shape) for n, t in fixed.items()),
+        symbolic_inputs=tuple(symbolic.items()),
+        dim_constraints=_in_feed_order(binding.constraints, feeds) if binding else (),
         outputs=tuple(spec(n) for _, n in sorted(s.fetches.items())),
         op_histogram=dict(Counter(op.op_type for op in ops).most_common()),
         op_count=len(ops),
@@ -242,3 +260,29 @@ def _report(
         batch_coupling=proof.coupling,
         warnings=tuple(d for d in out if d.severity == Severity.WARNING),
     )
+
+
+def _with_fixed_dims(
+    feeds: Mapping[str, TensorType], binding: Binding | None
+) -> dict[str, TensorType]:
+    if binding is None:
+        return dict(feeds)
+    return {
+        name: TensorType(
+            t.dtype,
+            tuple(binding.fixed.get(Place(name, axis), d) for axis, d in enumerate(t.shape)),
+        )
+        for name, t in feeds.items()
+    }
+
+
+def _plain_signature(feeds: Mapping[str, TensorType]) -> dict[str, tuple[int | str, ...]]:
+    """The symbols of a program whose dims needed no solving: B, D1, D2, ... (dims.py)."""
+    return initial_binding(feeds, Policy()).signature(feeds)
+
+
+def _in_feed_order(
+    constraints: Sequence[DimConstraint], feeds: Mapping[str, TensorType]
+) -> tuple[DimConstraint, ...]:
+    order = {name: i for i, name in enumerate(feeds)}
+    return tuple(sorted(constraints, key=lambda c: (order[c.feed], c.axis)))

@@ -216,6 +216,43 @@ def test_unbounded_candidates_are_refused() -> None:
     assert [d.code for d in info.value.diagnostics] == [Code.LOWERING_UNSUPPORTED]
 
 
+@pytest.mark.parametrize("boxes", [5, 12])
+def test_nms_top_k_bounds_the_candidates_of_an_unknown_box_count(boxes: int) -> None:
+    """A detector exported with a dynamic image size: M is unknown, nms_top_k bounds the
+    candidates per class (and keep_top_k the rows), as in PP-YOLOE+ (nms_top_k 1000 over
+    [-1, -1, 4] boxes). Runs with fewer and with more boxes than nms_top_k match Paddle."""
+
+    def build() -> tuple[list[Any], list[Any]]:
+        bboxes = paddle.static.data("bboxes", [-1, -1, 4], "float32")
+        scores = paddle.static.data("scores", [-1, 3, -1], "float32")
+        return [bboxes, scores], _nms(
+            bboxes, scores, score_threshold=0.1, nms_top_k=8, keep_top_k=6, nms_threshold=0.5
+        )
+
+    saved = build_and_save(build)
+    out_type = validate(saved.program, saved.params).types[saved.fetches[0]]
+    assert out_type.shape == (-1, 6)
+    out, _, counts = assert_parity(saved, _nms_feeds(2, 3, boxes, seed=boxes)).values()
+    assert out.shape[0] == counts.sum() > 0
+
+
+def test_nms_top_k_1000_of_an_unknown_box_count_validates() -> None:
+    """The corpus detector's attributes (80 classes, nms_top_k 1000, keep_top_k 300)."""
+
+    def build() -> tuple[list[Any], list[Any]]:
+        bboxes = paddle.static.data("bboxes", [-1, -1, 4], "float32")
+        scores = paddle.static.data("scores", [-1, 80, -1], "float32")
+        return [bboxes, scores], _nms(
+            bboxes, scores, score_threshold=0.01, nms_top_k=1000, keep_top_k=300,
+            nms_threshold=0.7,
+        )  # fmt: skip
+
+    saved = build_and_save(build)
+    validated = validate(saved.program, saved.params)
+    out_bound = reinfer(validated, {"bboxes": (2, 3000, 4), "scores": (2, 80, 3000)})
+    assert out_bound[saved.fetches[0]].bound == (600, 6)  # 2 images x keep_top_k
+
+
 def test_budgets_count_the_bound_not_the_dynamic_dim() -> None:
     """Out's rows are bounded by batch x keep_top_k, so no per-request size check is needed
     and no data-dependent warning is given; a run past the bound would be refused."""

@@ -229,3 +229,59 @@ def test_pad_of_every_dim_as_pir(value: float) -> None:
     (padded,) = assert_pir_parity(saved, {"x": x}).values()
     assert padded.shape == (2, 6, 5)
     assert (padded[:, 0, :] == value).all() and (padded[:, :, 4] == value).all()
+
+
+# Ops the PIR table gained so that every declared op has a PIR name (test_pir_ops_table.py).
+
+
+def _unary_math(name: str) -> Build:
+    def build() -> tuple[Sequence[Any], Sequence[Any]]:
+        x = paddle.static.data("x", [-1, 5], "float32")
+        if name == "softplus":
+            return [x], [paddle.nn.functional.softplus(x, beta=2.0, threshold=3.0)]
+        return [x], [getattr(paddle, name)(x)]
+
+    return build
+
+
+@pytest.mark.parametrize("name", ["ceil", "floor", "log", "rsqrt", "sin", "cos", "softplus"])
+def test_unary_math_as_pir(name: str) -> None:
+    saved = save_pir(_unary_math(name))
+    x = np.random.default_rng(3).uniform(0.1, 4.0, (2, 5)).astype(np.float32)
+    if name not in ("log", "rsqrt"):
+        x -= 2.0  # negatives too, where the op is defined for them
+    assert_pir_parity(saved, {"x": x})
+
+
+def _yolo_box_and_nms() -> tuple[Sequence[Any], Sequence[Any]]:
+    """YOLOv3's post-processing as Paddle 3 traces it: pd_op.yolo_box on a head of dynamic
+    size, its scores transposed to [N, C, M], pd_op.multiclass_nms3 bounded by nms_top_k."""
+    x = paddle.static.data("x", [-1, 27, -1, -1], "float32")
+    size = paddle.static.data("size", [-1, 2], "int32")
+    boxes, scores = paddle.vision.ops.yolo_box(
+        x,
+        size,
+        anchors=[10, 13, 16, 30, 33, 23],
+        class_num=4,
+        conf_thresh=0.05,
+        downsample_ratio=8,
+        scale_x_y=1.2,
+    )
+    out, index, counts = paddle._C_ops.multiclass_nms3(
+        boxes, paddle.transpose(scores, [0, 2, 1]), None, 0.05, 20, 10, 0.45, False, 1.0, -1
+    )
+    return [x, size], [boxes, scores, out, index, counts]
+
+
+@pytest.mark.parametrize(("batch", "side"), [(1, 4), (2, 5)])
+def test_yolo_box_and_multiclass_nms3_as_pir(batch: int, side: int) -> None:
+    saved = save_pir(_yolo_box_and_nms)
+    assert b'"1.yolo_box"' in saved.program and b'"1.multiclass_nms3"' in saved.program
+    rng = np.random.default_rng(batch)
+    feeds = {
+        "x": (rng.standard_normal((batch, 27, side, side)) * 2).astype(np.float32),
+        "size": rng.integers(20, 300, (batch, 2)).astype(np.int32),
+    }
+    ours = assert_pir_parity(saved, feeds, atol=1e-3)
+    counts = list(ours.values())[4]
+    assert counts.sum() > 0

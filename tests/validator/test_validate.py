@@ -56,6 +56,7 @@ def test_report_of_a_small_program() -> None:
         largest_tensor_bytes=32 * 4 * 4,
         batchable=True,
         warnings=(),
+        symbolic_inputs=(("x", ("B", 4)),),
     )
     assert result.inputs == result.report.inputs and result.outputs == result.report.outputs
 
@@ -77,6 +78,8 @@ def test_report_json() -> None:
         "batchable": True,
         "batch_coupling": None,
         "warnings": [],
+        "symbolic_inputs": {"x": ["B", 4]},
+        "dim_constraints": [],
     }
 
 

@@ -266,9 +266,13 @@ class MulticlassNmsAttrs:
 
 
 def candidates_per_class(boxes: int, a: MulticlassNmsAttrs) -> int:
-    """How many boxes of one class NMS looks at: the top nms_top_k of the M boxes."""
-    if a.nms_top_k < 0 or boxes < 0:
+    """How many boxes of one class NMS looks at, at most: the top nms_top_k of the M boxes;
+    nms_top_k alone where M is only known at run time (a detector with a dynamic image size),
+    M alone where nms_top_k is negative (all), -1 where neither bounds it."""
+    if a.nms_top_k < 0:
         return boxes
+    if boxes < 0:
+        return a.nms_top_k
     return min(boxes, a.nms_top_k)
 
 
