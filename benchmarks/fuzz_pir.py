@@ -34,7 +34,7 @@ from typing import Any
 
 from executor.session import prepare
 from validator import ValidationFailed, validate
-from validator.ops._def import GraphError
+from validator.ops import GraphError
 
 ROOT = Path(__file__).resolve().parents[1]
 DATA = ROOT / "tests" / "graph_proto" / "data"

@@ -30,7 +30,7 @@ from typing import Any, Final
 
 from validator.bind import BoundOp
 from validator.infer import infer_op
-from validator.ops._def import GraphError, TensorType
+from validator.ops import GraphError, TensorType
 from validator.policy import Policy
 
 BATCH: Final = "B"

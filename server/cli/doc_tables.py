@@ -139,7 +139,10 @@ def _error_classes() -> Iterator[type[Exception]]:
 
 
 def _subclasses(kind: type[E]) -> list[type[E]]:
-    return [kind, *(sub for direct in kind.__subclasses__() for sub in _subclasses(direct))]
+    # By module and name, not __subclasses__()'s order: that is import order, which differs
+    # between `--write` and a test run, and the tables must not.
+    direct = sorted(kind.__subclasses__(), key=lambda sub: (sub.__module__, sub.__qualname__))
+    return [kind, *(sub for child in direct for sub in _subclasses(child))]
 
 
 def _meaning_of_code(code: str) -> str:

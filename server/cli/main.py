@@ -57,11 +57,20 @@ def check(
     max_batch: Annotated[
         int | None, typer.Option(help="Batch size the budgets are evaluated at.", min=1)
     ] = None,
+    dim: Annotated[
+        list[str] | None,
+        typer.Option(
+            "--dim",
+            help="NAME=SIZE: the most an unknown input dim takes (D1, ... as the report names "
+            "them, or INPUT.AXIS); its budgets' bound, checked on every request.",
+        ),
+    ] = None,
 ) -> None:
     """Check a program is servable (validated, lowered, gated, a session built: what upload
     does): diagnostics like a compiler, or the report. Exit 0 valid, 1 rejected."""
     params = params if params is not None else _params_beside(program)
-    report = _servable(program, params, as_json, max_batch).program.report
+    dims = dict(map(_dim_declaration, dim or []))
+    report = _servable(program, params, as_json, max_batch, dims).program.report
     if as_json:
         typer.echo(json.dumps({"valid": True, "report": report.to_json()}, indent=2))
     else:
@@ -142,12 +151,30 @@ def _validated(program: Path, params: Path | None, as_json: bool, max_batch: int
     return _checked(validate, program, params, as_json, max_batch)
 
 
-def _servable(program: Path, params: Path | None, as_json: bool, max_batch: int | None) -> Any:
+def _servable(
+    program: Path,
+    params: Path | None,
+    as_json: bool,
+    max_batch: int | None,
+    dims: dict[str, int] | None = None,
+) -> Any:
     """check_servable() on the files, as upload runs it; a rejection is printed, exit 1."""
     from executor import SessionOptions, check_servable, say_device_once
 
     say_device_once(SessionOptions().use_cuda)  # the session is built as upload builds it
-    return _checked(check_servable, program, params, as_json, max_batch)
+
+    def servable(program_bytes: bytes, params_bytes: bytes | None, policy: Any) -> Any:
+        return check_servable(program_bytes, params_bytes, policy, dims=dims)
+
+    return _checked(servable, program, params, as_json, max_batch)
+
+
+def _dim_declaration(spec: str) -> tuple[str, int]:
+    name, sep, size = spec.partition("=")
+    if not sep or not name or not size.strip().isdigit():
+        typer.echo(f"graphgate: --dim: expected NAME=SIZE, got {spec!r}", err=True)
+        raise typer.Exit(EXIT_USAGE)
+    return name, int(size)
 
 
 def _checked(

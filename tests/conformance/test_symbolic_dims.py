@@ -133,7 +133,7 @@ def test_graphgate_check_takes_dim_declarations(legacy: Any, tmp_path: Any) -> N
 
     from typer.testing import CliRunner
 
-    from server.cli import app
+    from server.cli.main import app
 
     program = tmp_path / "asr.pdmodel"
     program.write_bytes(legacy.program)

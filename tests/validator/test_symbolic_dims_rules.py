@@ -16,8 +16,7 @@ from executor.lower import BOUNDARY_OPS
 from tests.ops.cases import decoded_attrs, input_values, tensor_type
 from validator.dims import Classified, candidate_sizes, classify
 from validator.infer import infer_values
-from validator.ops import REGISTRY
-from validator.ops._def import Case, GraphError, OpDef, TensorType
+from validator.ops import REGISTRY, Case, GraphError, OpDef, TensorType
 
 LIMIT = 4096
 SAMPLES = 16
