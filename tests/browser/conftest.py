@@ -12,11 +12,15 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from playwright.sync_api import Browser, Playwright, sync_playwright
+from playwright.sync_api import Browser, Playwright, expect, sync_playwright
 
 from tests.server.test_serve_process import Server
 
 CHROMIUM = os.environ.get("GRAPHGATE_CHROMIUM", "/usr/bin/chromium")
+# How long `expect` waits for a page to show what it should: a wait, not a measure. Playwright's
+# default, 5 s, is a bound chromium on a loaded 2-CPU machine can come near; 30 s, its default
+# for actions and navigations, is far over what a page takes.
+expect.set_options(timeout=30_000)
 
 
 @pytest.fixture(scope="module")

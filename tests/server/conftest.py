@@ -51,7 +51,7 @@ SINGLE_BACKEND = {
     # long load runs whose subject is scheduling, not storage: a second backend would double
     # minutes of CI for no storage coverage (the uploads they make are covered elsewhere)
     "test_soak": "a load/memory soak; its uploads are covered by every other module",
-    "test_fairness": "a p99 fairness flood; its uploads are covered by every other module",
+    "test_fairness": "a fairness flood; its uploads are covered by every other module",
     "test_disconnect": "seconds-long matmuls cancelled on disconnect: workers, not storage",
 }
 

@@ -305,7 +305,7 @@ def test_concurrency_slots_are_one_budget_across_limiters(redis_server: realserv
     assert b.in_flight(tenant) == 2
 
 
-def test_revocation_and_delete_reach_the_other_replica_at_once(
+def test_revocation_and_delete_reach_the_other_replica_before_its_caches_expire(
     replicas: Replicas,
 ) -> None:
     # Long TTLs: only the published invalidation can make the other replica see the writes.
@@ -327,7 +327,7 @@ def test_revocation_and_delete_reach_the_other_replica_at_once(
     assert _eventually(lambda: _status(two, key) == 401)
 
 
-def test_policy_quota_and_suspension_reach_the_other_replica_at_once(
+def test_policy_quota_and_suspension_reach_the_other_replica_before_its_caches_expire(
     replicas: Replicas,
 ) -> None:
     one, two = replicas(2, auth_cache_ttl_s=300.0, model_lookup_ttl_s=300.0)
@@ -384,7 +384,10 @@ def _status(client: TestClient, key: str) -> int:
     return client.post("/v2/models/m/infer", json=body, headers=auth(key)).status_code
 
 
-def _eventually(check: Callable[[], bool], within_s: float = 1.0) -> bool:
+# A published invalidation arrives in well under a millisecond, and one check (an inference, or
+# an upload that compiles) well under a second: 10 s is over ten times that, and far short of the
+# 300 s TTLs that would otherwise make the replica see the change.
+def _eventually(check: Callable[[], bool], within_s: float = 10.0) -> bool:
     deadline = time.monotonic() + within_s
     while True:
         if check():

@@ -1,18 +1,22 @@
 """Fairness against a real `graphgate serve`: tenant A floods the server with checks of a large
-program and with inference clients; tenant B's latency stays within a documented bound of its
-idle latency.
+program and with inference clients; tenant B goes on being served, and its inferences never wait
+their turn behind A's checks.
 
 The load runs in a process of its own (its client threads would otherwise share the measuring
 client's interpreter lock). The default run is a bounded version (`SMALL`); the issue's full
-size (40 checks and 64 inference clients) is behind the `soak` marker, and
-benchmarks/bench_fairness.py writes its figures to benchmarks/results/fairness.md.
+size (40 checks and 64 inference clients) is behind the `soak` marker.
 
-The bound: B's p99 under load at most `RATIO_BOUND` times its idle p99 plus a slack. The slack
-covers what no queue in the server can remove on a 2-CPU machine: B's request shares the CPUs
-with the load generator (on the same machine in CI) and with the server's event loop, which
-answers every one of A's requests, refusals included (breakdown in
-benchmarks/results/fairness.md); an idle p99 of a few milliseconds is too small a unit to scale
-on its own.
+The tests check progress and order, not time: every one of B's requests is answered 200 while
+A's flood runs (A's inferences and checks are answered too), and A's checks answered in the
+whole flood are far fewer than B's inferences answered in part of it. A queue in front of B (compiles
+holding every worker: B's p99 was 6 s) makes each of B's requests wait for one of A's compiles
+at least; with the workers shared fairly, B's inference takes milliseconds and a compile of A's
+large program a few hundred, so few of A's checks finish for B's many requests (8-10 against
+150 in four runs on a 2-CPU machine at load averages of 4 to 11; load slows both). B's latency
+itself, its p99 under A's flood against its idle p99 in the same run (the goal: `RATIO_BOUND`
+times plus `SLACK_MS`), is measured by benchmarks/bench_fairness.py and written to
+benchmarks/results/fairness.md: a loaded machine moves it 2-5x from run to run, which no test
+bound can tell from the server's own cost.
 """
 
 from __future__ import annotations
@@ -35,19 +39,20 @@ from tests.builders import FP32, Built, GraphBuilder, V, affine
 from tests.server.conftest import ADMIN_TOKEN, auth
 from tests.server.test_serve_process import Server, post_model, post_tenant
 
+# The goal benchmarks/bench_fairness.py checks B's loaded p99 against (these constants and
+# `Figures` are the benchmark's, kept with the load it shares with these tests).
 RATIO_BOUND: Final = 3.0
-# The full size (`-m soak`, run on a quiet machine) on 2 CPUs (benchmarks/results/fairness.md):
-# B's loaded p99 108 ms against an idle p99 of 2.9 ms on a quiet machine (0.2-1.4 s while other
-# work loaded it to 10-20); the CPUs' share alone (2 spinning processes, no requests) took B's
-# p99 from 3.8 ms to 12.3 ms. The bound is the issue's 3x plus what the shared event loop and
-# CPUs cost at that size, with about 3x room over the quiet figure: it catches starvation (a
-# queue in front of B: B's p99 was 6 s when compiles held every worker, 777 ms before refused
-# checks stopped parsing their bodies), not the goal's 3x, which needs the load generator off
-# the server's CPUs.
+# The full size on 2 CPUs (benchmarks/results/fairness.md): B's loaded p99 108 ms against an
+# idle p99 of 2.9 ms on a quiet machine (0.2-1.4 s while other work loaded it to 10-20); the
+# CPUs' share alone (2 spinning processes, no requests) took B's p99 from 3.8 ms to 12.3 ms. The
+# bound is the issue's 3x plus what the shared event loop and CPUs cost at that size, with about
+# 3x room over the quiet figure.
 SLACK_MS: Final = 300.0
-# The default run's bounded version shares the 2 CPUs with the other xdist worker's tests too
-# (measured there: B's p99 170 ms against an idle 8.8 ms): its bound catches starvation as well.
-SHARED_CI_SLACK_MS: Final = 500.0
+# The order the tests check: at most this many of A's checks answered per B inference: ten times
+# the 0.05-0.07 measured (module docstring). B starved waits for a compile per request at least:
+# with compiles let onto every worker (server/services/limits.py `compile_threads`), 163 of A's
+# checks were answered for B's 150 inferences.
+CHECKS_PER_B_INFERENCE: Final = 0.65
 LATENCY_METRIC: Final = "graphgate_inference_latency_seconds"
 INFER: Final = {
     "inputs": [{"name": "x", "datatype": "FP32", "shape": [1, 4], "data": [1.0, 2.0, 3.0, 4.0]}]
@@ -237,23 +242,28 @@ def server(tmp_path: Path) -> Iterator[Server]:
     s.stop()
 
 
-def _assert_fair(figures: Figures, slack_ms: float = SLACK_MS) -> None:
-    assert set(figures.b_statuses) == {200}, figures.b_statuses
+def _assert_fair(figures: Figures, load: Load) -> None:
+    """Progress and order (module docstring); the latency figures are the benchmark's."""
+    answered = load.samples + len(range(0, load.samples, 10))  # and a model list every tenth
+    assert figures.b_statuses == {200: answered}, figures.b_statuses
     # A's flood did run: its inferences answered and its checks compiled
     assert figures.a_statuses.get("infer 200", 0) > 0, figures.a_statuses
     assert figures.a_statuses.get("check 200", 0) > 0, figures.a_statuses
     assert not [s for s in figures.a_statuses if not s.endswith((" 200", " 429", " 503"))], (
         figures.a_statuses
     )
-    # NOTE: the model-list latency is reported (bench), not bounded: one sample in ten is too
-    # few for a stable idle p99.
-    assert figures.loaded_ms["p99"] <= figures.bound_ms(slack_ms), figures.summary()
+    # B never waited its turn behind A's compiles (CHECKS_PER_B_INFERENCE)
+    assert figures.a_statuses["check 200"] < CHECKS_PER_B_INFERENCE * load.samples, (
+        figures.summary()
+    )
 
 
-def test_a_tenants_flood_keeps_another_tenants_p99_within_the_bound(server: Server) -> None:
-    _assert_fair(measure_fairness(server, SMALL), SHARED_CI_SLACK_MS)
+def test_another_tenant_is_served_through_a_flood_ahead_of_its_checks(server: Server) -> None:
+    _assert_fair(measure_fairness(server, SMALL), SMALL)
 
 
 @pytest.mark.soak
-def test_full_size_flood_keeps_another_tenants_p99_within_the_bound(server: Server) -> None:
-    _assert_fair(measure_fairness(server, FULL))
+def test_another_tenant_is_served_through_a_full_size_flood_ahead_of_its_checks(
+    server: Server,
+) -> None:
+    _assert_fair(measure_fairness(server, FULL), FULL)
