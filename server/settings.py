@@ -336,8 +336,17 @@ class Settings(BaseSettings):
     console_login_attempts: int = Field(
         default=10,
         ge=0,
-        description="failed console logins a minute from one client address before "
-        "`LOGIN_RATE_LIMITED`; `0`: off",
+        description="failed console logins a minute from one client address, and against "
+        "one key id, before `LOGIN_RATE_LIMITED`; `0`: off",
+    )
+    trusted_proxies: str = Field(
+        default="",
+        max_length=2000,
+        pattern=r"^[0-9A-Fa-f:.,/ ]*$",
+        description="addresses or networks (comma separated, e.g. `172.30.0.10` or "
+        "`10.0.0.0/8`) of the reverse proxies whose `X-Forwarded-For` and `X-Forwarded-Proto` "
+        "are believed (the client address of the audit log and the login limit); empty: none, "
+        "every peer is the client",
     )
 
     # -- dynamic batching and the CUDA provider (README "Batching", "GPU") ------------------
