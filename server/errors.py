@@ -15,6 +15,7 @@ QUOTED_CHARS: Final = 200  # of a name or any quoted text a diagnostic repeats
 MESSAGE_CHARS: Final = 2048  # of one diagnostic's message, and of an error's
 DIAGNOSTICS_BYTES: Final = 60_000  # of a rejection's diagnostics as JSON (its body < 64 KiB)
 _QUOTED: Final = re.compile(r"""(['"])([^'"]{%d})[^'"]+\1""" % QUOTED_CHARS)
+_LONG_WORD: Final = re.compile(r"(\S{%d})\S+" % QUOTED_CHARS)  # a name quoted without quotes
 
 
 class ServiceError(Exception):
@@ -187,6 +188,7 @@ def bounded_diagnostics(diagnostics: Sequence[Diagnostic]) -> tuple[list[Diagnos
 
 def _bounded(diagnostic: Diagnostic) -> Diagnostic:
     message = _QUOTED.sub(lambda m: f"{m[1]}{m[2]}…{m[1]}", diagnostic.message)
+    message = _LONG_WORD.sub(lambda m: f"{m[1]}…", message)
     if len(message) > MESSAGE_CHARS:
         message = message[: MESSAGE_CHARS - 1] + "…"
     return dataclasses.replace(
