@@ -14,8 +14,8 @@ from validator import Diagnostic
 QUOTED_CHARS: Final = 200  # of a name or any quoted text a diagnostic repeats
 MESSAGE_CHARS: Final = 2048  # of one diagnostic's message, and of an error's
 DIAGNOSTICS_BYTES: Final = 60_000  # of a rejection's diagnostics as JSON (its body < 64 KiB)
-_QUOTED: Final = re.compile(r"""(['"])([^'"]{%d})[^'"]+\1""" % QUOTED_CHARS)
-_LONG_WORD: Final = re.compile(r"(\S{%d})\S+" % QUOTED_CHARS)  # a name quoted without quotes
+_QUOTED: Final = re.compile(r"""(['"])([^'"]{""" + str(QUOTED_CHARS) + r"""})[^'"]+\1""")
+_LONG_WORD: Final = re.compile(r"(\S{" + str(QUOTED_CHARS) + r"})\S+")  # a name not quoted
 
 
 class ServiceError(Exception):

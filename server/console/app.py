@@ -112,6 +112,7 @@ def build(main: State) -> FastAPI:
     templates.env.globals["prefix"] = PREFIX
     templates.env.filters["size"] = _size
     templates.env.filters["when"] = _when
+    templates.env.filters["readable"] = _readable
     app.mount("/static", StaticFiles(directory=HERE / "static"), name="static")
     app.add_middleware(SecurityHeaders)
     _routes(app, templates)
@@ -552,6 +553,28 @@ def _size(value: int) -> str:
             return f"{value:.0f} {unit}" if unit == "B" else f"{value:.1f} {unit}"
         value /= 1024  # type: ignore[assignment]
     return str(value)
+
+
+def _readable(value: Any, name: str = "") -> str:
+    """An audit detail's value for people: hashes shortened, lists and changes as text, byte
+    and time fields with their units, nothing as Python's repr."""
+    if value is None:
+        return "none"
+    if isinstance(value, str) and name.endswith("sha256"):
+        return value[:12] + "…"
+    if isinstance(value, bool):
+        return "yes" if value else "no"
+    if isinstance(value, int) and name.endswith("_bytes"):
+        return _size(value)
+    if isinstance(value, int | float) and name.endswith("_us"):
+        return f"{value} µs"
+    if isinstance(value, int | float) and name.endswith("_s"):
+        return f"{value} s"
+    if isinstance(value, list):
+        return ", ".join(_readable(v, name) for v in value) or "none"
+    if isinstance(value, dict):
+        return "; ".join(f"{k.replace('_', ' ')}: {_readable(v, k)}" for k, v in value.items())
+    return str(value)[:200]
 
 
 def _when(value: datetime | None) -> str:
