@@ -42,7 +42,6 @@ from server.services.operators import Operator, OperatorService
 from server.services.policies import POLICY_FIELDS, QUOTA_FIELDS
 from server.services.types import Principal, check_name
 from server.settings import POLICY_FIELDS as SERVER_POLICY_FIELDS
-from server.settings import label_of
 from validator.ops import REGISTRY
 
 HERE: Final = Path(__file__).resolve().parent
@@ -57,9 +56,11 @@ SECURITY_HEADERS: Final = (
     (b"cache-control", b"no-store"),
 )
 AUDIT_PAGE: Final = 50
-# The policy form's numeric fields, from the one field list, labelled by their settings.
+# The policy form's numeric fields, from the one field list: "Max batch" (the setting's
+# description as its hint).
 POLICY_LABELS: Final = tuple(
-    (name, label_of(name)[:1].upper() + label_of(name)[1:]) for name in SERVER_POLICY_FIELDS
+    (name, name.replace("_", " ").capitalize().replace("Max ops", "Max op count"))
+    for name in SERVER_POLICY_FIELDS
 )
 
 
