@@ -3,9 +3,19 @@ HTTP status. The bottom of server/: every layer raises these and none of them im
 
 from __future__ import annotations
 
+import dataclasses
+import json
+import re
 from collections.abc import Sequence
+from typing import Final
 
 from validator import Diagnostic
+
+QUOTED_CHARS: Final = 200  # of a name or any quoted text a diagnostic repeats
+MESSAGE_CHARS: Final = 2048  # of one diagnostic's message, and of an error's
+DIAGNOSTICS_BYTES: Final = 60_000  # of a rejection's diagnostics as JSON (its body < 64 KiB)
+_QUOTED: Final = re.compile(r"""(['"])([^'"]{""" + str(QUOTED_CHARS) + r"""})[^'"]+\1""")
+_LONG_WORD: Final = re.compile(r"(\S{" + str(QUOTED_CHARS) + r"})\S+")  # a name not quoted
 
 
 class ServiceError(Exception):
@@ -64,8 +74,14 @@ class ModelRejected(ServiceError):
     code = "VALIDATION_FAILED"
 
     def __init__(self, message: str, diagnostics: Sequence[Diagnostic]) -> None:
-        super().__init__(message)
-        self.diagnostics = list(diagnostics)
+        # A program names its ops and variables itself: what a diagnostic quotes of it is cut
+        # (QUOTED_CHARS), a message to MESSAGE_CHARS, the list to DIAGNOSTICS_BYTES, so an
+        # answer, a kept rejection and the console's page of it stay small.
+        kept, omitted = bounded_diagnostics(diagnostics)
+        if omitted:
+            message = f"{message} ({len(kept)} shown, {omitted} more not shown)"
+        super().__init__(message[:MESSAGE_CHARS])
+        self.diagnostics = kept
 
 
 class InvalidName(BadRequest):
@@ -154,3 +170,36 @@ class CompileTimeout(ServiceError):
     """Validating and compiling the upload took longer than `GRAPHGATE_COMPILE_TIMEOUT_S`."""
 
     code = "COMPILE_TIMEOUT"
+
+
+def bounded_diagnostics(diagnostics: Sequence[Diagnostic]) -> tuple[list[Diagnostic], int]:
+    """Each diagnostic with its quoted text cut; as many as fit DIAGNOSTICS_BYTES, and how
+    many more there were."""
+    kept: list[Diagnostic] = []
+    size = 0
+    for diagnostic in diagnostics:
+        cut = _bounded(diagnostic)
+        size += len(json.dumps(cut.to_json())) + 2
+        if size > DIAGNOSTICS_BYTES and kept:
+            return kept, len(diagnostics) - len(kept)
+        kept.append(cut)
+    return kept, 0
+
+
+def _bounded(diagnostic: Diagnostic) -> Diagnostic:
+    message = _QUOTED.sub(lambda m: f"{m[1]}{m[2]}…{m[1]}", diagnostic.message)
+    message = _LONG_WORD.sub(lambda m: f"{m[1]}…", message)
+    if len(message) > MESSAGE_CHARS:
+        message = message[: MESSAGE_CHARS - 1] + "…"
+    return dataclasses.replace(
+        diagnostic,
+        message=message,
+        op_type=_cut(diagnostic.op_type),
+        var=_cut(diagnostic.var),
+    )
+
+
+def _cut(text: str | None) -> str | None:
+    if text is None or len(text) <= QUOTED_CHARS:
+        return text
+    return text[:QUOTED_CHARS] + "…"

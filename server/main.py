@@ -39,7 +39,9 @@ from server.services.invalidation import Bus, Event, LocalBus
 from server.services.limits import CompileQueue, Limits, compile_threads
 from server.services.metrics import Metrics, TenantNames
 from server.services.models import ModelService
+from server.services.operators import OperatorService, forget_series
 from server.services.policies import PolicyService, Quota
+from server.services.quarantine import DbQuarantine
 from server.services.tenants import TenantService, announce_admin_token
 from server.services.uploads import UploadService
 from server.settings import Settings
@@ -85,11 +87,12 @@ def start_services(app: FastAPI, settings: Settings) -> None:
         ),
         publish=bus.publish,
         policy_for=lambda tenant_id: app.state.policies.policy_of(tenant_id),
+        rules_for_update=lambda s, tenant_id: app.state.policies.rules_for_update(s, tenant_id),
     )
     if orphans := app.state.models.sweep_artifacts(settings.artifact_gc_grace_s):
         log.warning("removed %d artifacts no model version names (a killed upload's)", orphans)
     start_operator_services(app, settings, sessions, artifacts)
-    bus.subscribe(_invalidator(tenants, app.state.models, app.state.policies))
+    bus.subscribe(_invalidator(tenants, app.state.models, app.state.policies, app.state.quarantine))
 
 
 def start_operator_services(
@@ -108,12 +111,34 @@ def start_operator_services(
         default_quota=Quota.from_settings(settings),
         publish=app.state.bus.publish,
     )
+    metrics: Metrics = app.state.metrics
+    metrics.on_forget(lambda *label: app.state.batchers.sizes.forget(*label))
+    models: ModelService = app.state.models
     app.state.uploads = UploadService(
         sessions,
-        app.state.models,
+        models,
         app.state.policies,
         app.state.audit,
         keep=settings.rejections_kept,
+        on_delete=lambda *label: forget_series(metrics, models, *label),
+    )
+    # The pool's crash count and quarantine, in the database (every replica, every restart).
+    app.state.quarantine = DbQuarantine(
+        sessions,
+        settings.quarantine_crashes,
+        settings.quarantine_window_s,
+        on_quarantine=models.after_admin_write,
+    )
+    app.state.workers.quarantine = app.state.quarantine
+    app.state.operators = OperatorService(
+        sessions,
+        tenants=app.state.tenants,
+        admins=app.state.admins,
+        policies=app.state.policies,
+        models=models,
+        audit=app.state.audit,
+        quarantine=app.state.quarantine,
+        metrics=metrics,
     )
     console.start(app.state, sessions)
 
@@ -132,7 +157,7 @@ def pool_settings(settings: Settings) -> DbPoolSettings:
 
 
 def _invalidator(
-    tenants: TenantService, models: ModelService, policies: PolicyService
+    tenants: TenantService, models: ModelService, policies: PolicyService, quarantine: DbQuarantine
 ) -> Callable[[Event], None]:
     """What another replica's write (a bus message) drops from this process's caches."""
 
@@ -142,6 +167,7 @@ def _invalidator(
             tenants.drop_cached()
         if kind == "model":
             models.drop_lookups(event.get("tenant", ""), event.get("name", ""))
+            quarantine.reload()  # another replica may have quarantined or released it
         if kind == "policy":
             policies.reload(event.get("tenant", ""))
         if kind == "all":

@@ -24,7 +24,9 @@ S3_URL: Final = re.compile(
     r"^s3://(?P<bucket>[a-z0-9][a-z0-9.-]{1,61}[a-z0-9])(?:/(?P<prefix>.*))?$"
 )
 _SESSION: Final = SessionOptions()
-# The Policy fields settable here, each under its own name (GRAPHGATE_MAX_BATCH, ...).
+# The Policy fields: the one list. Each is a setting here under its own name
+# (GRAPHGATE_MAX_BATCH, ...), its bounds declared on it (`bounds_of`), and each may be set per
+# tenant by an operator (server/services/policies.py, the console's policy form).
 POLICY_FIELDS: Final = (
     "max_program_bytes",
     "max_params_bytes",
@@ -335,8 +337,17 @@ class Settings(BaseSettings):
     console_login_attempts: int = Field(
         default=10,
         ge=0,
-        description="failed console logins a minute from one client address before "
-        "`LOGIN_RATE_LIMITED`; `0`: off",
+        description="failed console logins a minute from one client address, and against "
+        "one key id, before `LOGIN_RATE_LIMITED`; `0`: off",
+    )
+    trusted_proxies: str = Field(
+        default="",
+        max_length=2000,
+        pattern=r"^[0-9A-Fa-f:.,/ ]*$",
+        description="addresses or networks (comma separated, e.g. `172.30.0.10` or "
+        "`10.0.0.0/8`) of the reverse proxies whose `X-Forwarded-For` and `X-Forwarded-Proto` "
+        "are believed (the client address of the audit log and the login limit); empty: none, "
+        "every peer is the client",
     )
 
     # -- dynamic batching and the CUDA provider (README "Batching", "GPU") ------------------
@@ -452,3 +463,22 @@ class Settings(BaseSettings):
             cuda_arena_extend_strategy=self.cuda_arena_extend_strategy,
             cuda_graphs=self.cuda_graphs,
         )
+
+
+# The largest value of a policy setting with no upper bound of its own (a BIGINT still holds it).
+UNBOUNDED: Final = 2**62
+
+
+def bounds_of(name: str) -> tuple[int, int]:
+    """The (lowest, highest) value the setting `name` takes, from its declaration."""
+    low, high = 0, UNBOUNDED
+    for rule in Settings.model_fields[name].metadata:
+        low = getattr(rule, "ge", low)
+        high = getattr(rule, "le", high)
+    return int(low), int(high)
+
+
+def label_of(name: str) -> str:
+    """A policy setting's description without its "policy: " prefix (the console's label)."""
+    description = Settings.model_fields[name].description or name
+    return description.removeprefix("policy: ")

@@ -327,6 +327,10 @@ def uvicorn_options(settings: Any) -> dict[str, Any]:
         "http": protocol_class(limits),
         "timeout_keep_alive": settings.keep_alive_timeout_s,
         "timeout_graceful_shutdown": settings.shutdown_grace_s,
+        # Forwarded headers only from the configured proxies: uvicorn's default believes them
+        # from loopback, which let any local caller forge its address.
+        "proxy_headers": bool(settings.trusted_proxies.strip()),
+        "forwarded_allow_ips": settings.trusted_proxies.replace(" ", "") or None,
     }
 
 

@@ -12,6 +12,7 @@ from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
 from typing import Annotated, Any, Final
+from urllib.parse import quote
 
 from fastapi import FastAPI, Form, Query, Request
 from fastapi.exceptions import RequestValidationError
@@ -29,16 +30,18 @@ from server.errors import (
     BadRequest,
     InvalidRules,
     NotFound,
-    ReadOnlyOperator,
     ServiceError,
     TooManyRequests,
     Unauthorized,
 )
 from server.http.admin_deps import request_id
 from server.http.errors import status_of
-from server.services.audit import Actor, AuditQuery
+from server.http.params import KeyId, ModelName, TenantName, Version
+from server.services.audit import MAX_ID, AuditQuery, utc_moment
+from server.services.operators import Operator, OperatorService
 from server.services.policies import POLICY_FIELDS, QUOTA_FIELDS
-from server.services.types import Principal
+from server.services.types import Principal, check_name
+from server.settings import POLICY_FIELDS as SERVER_POLICY_FIELDS
 from validator.ops import REGISTRY
 
 HERE: Final = Path(__file__).resolve().parent
@@ -53,6 +56,12 @@ SECURITY_HEADERS: Final = (
     (b"cache-control", b"no-store"),
 )
 AUDIT_PAGE: Final = 50
+# The policy form's numeric fields, from the one field list: "Max batch" (the setting's
+# description as its hint).
+POLICY_LABELS: Final = tuple(
+    (name, name.replace("_", " ").capitalize().replace("Max ops", "Max op count"))
+    for name in SERVER_POLICY_FIELDS
+)
 
 
 class LoginNeeded(Exception):
@@ -104,6 +113,7 @@ def build(main: State) -> FastAPI:
     templates.env.globals["prefix"] = PREFIX
     templates.env.filters["size"] = _size
     templates.env.filters["when"] = _when
+    templates.env.filters["readable"] = _readable
     app.mount("/static", StaticFiles(directory=HERE / "static"), name="static")
     app.add_middleware(SecurityHeaders)
     _routes(app, templates)
@@ -135,21 +145,22 @@ def _reader(request: Request) -> Page:
 
 
 def _writer(request: Request, csrf: str) -> Page:
-    """The operator behind a state-changing form: its CSRF token first, then its role."""
+    """The operator behind a state-changing form, once its CSRF token is checked (its role is
+    the operator service's to check, as for the REST routes)."""
     info = _session(request)
     if not csrf_ok(request.cookies.get(SESSION_COOKIE, ""), csrf):
         raise CsrfFailed("expected the form's CSRF token, got none or a wrong one")
-    if info.principal.read_only:
-        raise ReadOnlyOperator(
-            f"expected an operator of role admin to change this, got viewer "
-            f"{info.principal.operator!r}"
-        )
     return Page(info.principal, info.csrf, request.url.path)
 
 
-def _actor(request: Request, page: Page) -> Actor:
+def _operator(request: Request, page: Page) -> Operator:
     client = request.client.host if request.client else None
-    return Actor(page.operator.key_id, page.operator.operator, "", request_id(request), client)
+    return Operator(page.operator, request_id(request), client)
+
+
+def _operators(request: Request) -> OperatorService:
+    operators: OperatorService = _main(request).operators
+    return operators
 
 
 def _as_tenant(tenant_id: str, page: Page) -> Principal:
@@ -219,73 +230,60 @@ def _routes(app: FastAPI, templates: Jinja2Templates) -> None:
         request: Request, name: Annotated[str, Form()] = "", csrf: CsrfField = ""
     ) -> HTMLResponse:
         page = _writer(request, csrf)
-        main = _main(request)
         try:
-            issued = main.tenants.create_tenant(name.strip())
+            issued = _operators(request).create_tenant(_operator(request, page), name.strip())
         except BadRequest as error:
-            rows = main.console_queries.tenants()
+            rows = _main(request).console_queries.tenants()
             return render(request, "tenants.html", page, 400, tenants=rows, error=error, name=name)
-        actor = _actor(request, page)
-        main.audit.record(actor, "tenant.create", issued.tenant, tenant=issued.tenant)
-        main.audit.record(actor, "key.create", issued.key_id, tenant=issued.tenant)
         return render(request, "key_issued.html", page, 201, issued=issued, new_tenant=True)
 
     @app.get("/tenants/{name}")
-    def tenant_page(request: Request, name: str) -> HTMLResponse:
+    def tenant_page(request: Request, name: TenantName) -> HTMLResponse:
         return _tenant_page(request, render, _reader(request), name)
 
     @app.post("/tenants/{name}/keys")
-    def create_key(request: Request, name: str, csrf: CsrfField = "") -> HTMLResponse:
+    def create_key(request: Request, name: TenantName, csrf: CsrfField = "") -> HTMLResponse:
         page = _writer(request, csrf)
-        main = _main(request)
-        issued = main.tenants.create_key(name)
-        main.audit.record(_actor(request, page), "key.create", issued.key_id, tenant=name)
+        issued = _operators(request).create_key(_operator(request, page), name)
         return render(request, "key_issued.html", page, 201, issued=issued, new_tenant=False)
 
     @app.post("/tenants/{name}/keys/{key_id}/revoke")
-    def revoke_key(request: Request, name: str, key_id: str, csrf: CsrfField = "") -> Response:
+    def revoke_key(
+        request: Request, name: TenantName, key_id: KeyId, csrf: CsrfField = ""
+    ) -> Response:
         page = _writer(request, csrf)
-        main = _main(request)
-        if key_id not in {k.key_id for k in _tenant_info(main, name).keys}:
-            raise NotFound(f"no key {key_id!r} of tenant {name!r}")
-        main.tenants.revoke_key(key_id)
-        main.audit.record(_actor(request, page), "key.revoke", key_id, tenant=name)
+        _operators(request).revoke_key(_operator(request, page), key_id, name)
         return RedirectResponse(f"{PREFIX}/tenants/{name}", status_code=303)
 
     @app.post("/tenants/{name}/suspend")
-    def suspend(request: Request, name: str, csrf: CsrfField = "") -> Response:
+    def suspend(request: Request, name: TenantName, csrf: CsrfField = "") -> Response:
         return _suspend(request, name, csrf, True)
 
     @app.post("/tenants/{name}/resume")
-    def resume(request: Request, name: str, csrf: CsrfField = "") -> Response:
+    def resume(request: Request, name: TenantName, csrf: CsrfField = "") -> Response:
         return _suspend(request, name, csrf, False)
 
     @app.post("/tenants/{name}/policy")
-    async def set_policy(request: Request, name: str) -> HTMLResponse:
+    async def set_policy(request: Request, name: TenantName) -> HTMLResponse:
         form = await request.form()
         page = _writer(request, str(form.get("csrf", "")))
         main = _main(request)
         current = await run_in_threadpool(main.policies.show, name)
         changes = _policy_changes(form, current.policy_json(), dict(current.policy_overrides))
+        who = _operator(request, page)
         try:
-            change = await run_in_threadpool(main.policies.set_policy, name, changes)
+            change = await run_in_threadpool(_operators(request).set_policy, who, name, changes)
         except InvalidRules as error:
             return await run_in_threadpool(
                 _tenant_page, request, render, page, name, error, "policy", dict(form)
             )
-        actor = _actor(request, page)
-        main.audit.record(actor, "policy.set", name, tenant=name, detail={"changes": changes})
-        for label in change.blocked:
-            main.audit.record(actor, "model.block", label, tenant=name)
-        for label in change.unblocked:
-            main.audit.record(actor, "model.unblock", label, tenant=name)
         notice = _policy_notice(change.blocked, change.unblocked)
         return await run_in_threadpool(
             _tenant_page, request, render, page, name, None, "", None, notice
         )
 
     @app.post("/tenants/{name}/quota")
-    async def set_quota(request: Request, name: str) -> HTMLResponse:
+    async def set_quota(request: Request, name: TenantName) -> HTMLResponse:
         form = await request.form()
         page = _writer(request, str(form.get("csrf", "")))
         main = _main(request)
@@ -293,15 +291,13 @@ def _routes(app: FastAPI, templates: Jinja2Templates) -> None:
         changes = _field_changes(
             form, QUOTA_FIELDS, _quota_values(current.quota), dict(current.quota_overrides)
         )
+        who = _operator(request, page)
         try:
-            await run_in_threadpool(main.policies.set_quota, name, changes)
+            await run_in_threadpool(_operators(request).set_quota, who, name, changes)
         except InvalidRules as error:
             return await run_in_threadpool(
                 _tenant_page, request, render, page, name, error, "quota", dict(form)
             )
-        main.audit.record(
-            _actor(request, page), "quota.set", name, tenant=name, detail={"changes": changes}
-        )
         return await run_in_threadpool(
             _tenant_page, request, render, page, name, None, "", None, "Quota saved."
         )
@@ -321,7 +317,9 @@ def _routes(app: FastAPI, templates: Jinja2Templates) -> None:
         )
 
     @app.get("/models/{tenant}/{name}/{version}")
-    def version_page(request: Request, tenant: str, name: str, version: int) -> HTMLResponse:
+    def version_page(
+        request: Request, tenant: TenantName, name: ModelName, version: Version
+    ) -> HTMLResponse:
         page = _reader(request)
         detail = _main(request).console_queries.version(tenant, name, version)
         if detail is None:
@@ -329,25 +327,29 @@ def _routes(app: FastAPI, templates: Jinja2Templates) -> None:
         return render(request, "version.html", page, v=detail)
 
     @app.get("/models/{tenant}/{name}/{version}/onnx")
-    def download_onnx(request: Request, tenant: str, name: str, version: int) -> Response:
+    def download_onnx(
+        request: Request, tenant: TenantName, name: ModelName, version: Version
+    ) -> Response:
         page = _reader(request)
         main = _main(request)
+        check_name("model", name)
         onnx = main.models.onnx(_as_tenant(_tenant_id(main, tenant), page), name, version)
-        filename = f"{tenant}-{name}-v{version}.onnx"
         return Response(
             onnx,
             media_type="application/octet-stream",
-            headers={"content-disposition": f'attachment; filename="{filename}"'},
+            headers={"content-disposition": attachment(f"{tenant}-{name}-v{version}.onnx")},
         )
 
     @app.post("/models/{tenant}/{name}/{version}/delete")
     def delete_version(
-        request: Request, tenant: str, name: str, version: int, csrf: CsrfField = ""
+        request: Request,
+        tenant: TenantName,
+        name: ModelName,
+        version: Version,
+        csrf: CsrfField = "",
     ) -> Response:
         page = _writer(request, csrf)
-        main = _main(request)
-        main.models.delete(_as_tenant(_tenant_id(main, tenant), page), name, version)
-        main.audit.record(_actor(request, page), "model.delete", f"{name}/{version}", tenant=tenant)
+        _operators(request).delete_model(_operator(request, page), tenant, name, version)
         return RedirectResponse(f"{PREFIX}/models?tenant={tenant}", status_code=303)
 
     @app.get("/audit")
@@ -358,7 +360,7 @@ def _routes(app: FastAPI, templates: Jinja2Templates) -> None:
         tenant: Annotated[str, Query(max_length=64)] = "",
         since: Annotated[str, Query(max_length=32)] = "",
         until: Annotated[str, Query(max_length=32)] = "",
-        cursor: Annotated[int | None, Query(ge=1)] = None,
+        cursor: Annotated[int | None, Query(ge=1, le=MAX_ID)] = None,
     ) -> HTMLResponse:
         page = _reader(request)
         filters = {"actor": actor, "action": action, "tenant": tenant}
@@ -377,10 +379,7 @@ def _routes(app: FastAPI, templates: Jinja2Templates) -> None:
 
     def _suspend(request: Request, name: str, csrf: str, suspended: bool) -> Response:
         page = _writer(request, csrf)
-        main = _main(request)
-        main.policies.suspend(name, suspended)
-        action = "tenant.suspend" if suspended else "tenant.resume"
-        main.audit.record(_actor(request, page), action, name, tenant=name)
+        _operators(request).suspend(_operator(request, page), name, suspended)
         return RedirectResponse(f"{PREFIX}/tenants/{name}", status_code=303)
 
 
@@ -432,6 +431,7 @@ def _tenant_page(
         policy=policy,
         denied=denied,
         quota=_quota_values(rules.quota),
+        policy_fields=POLICY_LABELS,
         models=main.console_queries.models(name, 1),
         rejections=main.uploads.rejections(name)[:5],
         error=error,
@@ -538,9 +538,14 @@ def _moment(what: str, raw: str) -> datetime | None:
         raise BadRequest(
             f"{what}: expected a time like 2026-01-31T12:00, got {raw!r:.40}"
         ) from None
-    if moment.tzinfo is not None:
-        moment = (moment - moment.utcoffset()).replace(tzinfo=None)  # type: ignore[operator]
-    return moment
+    return utc_moment(what, moment)
+
+
+def attachment(filename: str) -> str:
+    """A Content-Disposition that names a download: the name as a quoted ASCII token (any
+    other character replaced) and as RFC 5987 UTF-8, so no name can break the header."""
+    plain = "".join(c if c.isascii() and (c.isalnum() or c in "._-") else "_" for c in filename)
+    return f"attachment; filename=\"{plain}\"; filename*=UTF-8''{quote(filename, safe='')}"
 
 
 def _size(value: int) -> str:
@@ -549,6 +554,28 @@ def _size(value: int) -> str:
             return f"{value:.0f} {unit}" if unit == "B" else f"{value:.1f} {unit}"
         value /= 1024  # type: ignore[assignment]
     return str(value)
+
+
+def _readable(value: Any, name: str = "") -> str:
+    """An audit detail's value for people: hashes shortened, lists and changes as text, byte
+    and time fields with their units, nothing as Python's repr."""
+    if value is None:
+        return "none"
+    if isinstance(value, str) and name.endswith("sha256"):
+        return value[:12] + "…"
+    if isinstance(value, bool):
+        return "yes" if value else "no"
+    if isinstance(value, int) and name.endswith("_bytes"):
+        return _size(value)
+    if isinstance(value, int | float) and name.endswith("_us"):
+        return f"{value} µs"
+    if isinstance(value, int | float) and name.endswith("_s"):
+        return f"{value} s"
+    if isinstance(value, list):
+        return ", ".join(_readable(v, name) for v in value) or "none"
+    if isinstance(value, dict):
+        return "; ".join(f"{k.replace('_', ' ')}: {_readable(v, k)}" for k, v in value.items())
+    return str(value)[:200]
 
 
 def _when(value: datetime | None) -> str:

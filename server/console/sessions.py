@@ -3,8 +3,9 @@
 Framework-free. Only the sha256 of a session id is stored, so the table leaks nothing usable;
 a session ends at logout, after `idle_s` without a request, `max_s` after login, or as soon as
 the operator's key is revoked. The CSRF token of a session is derived from its id (an HMAC),
-so it needs no storage and cannot be computed without the cookie. Failed logins are counted
-per client address in memory and refused past `attempts_per_minute`.
+so it needs no storage and cannot be computed without the cookie. Login attempts are counted
+per client address and per key id in memory (each replica its own), before the key is
+checked, and refused past `attempts_per_minute` failures; a success is not counted.
 """
 
 from __future__ import annotations
@@ -73,13 +74,15 @@ class ConsoleSessions:
     ) -> tuple[str, SessionInfo]:
         """A new session for an operator's key: (the cookie value, shown once, and its info).
         Unauthorized for any other key (tenant keys included); audited either way."""
-        where = client or "unknown"
-        self._failures.check(where)
-        try:
-            principal = self._admins.login(key.strip(), request_id, client)
-        except Exception:
-            self._failures.add(where)
-            raise
+        # Counted before the key is checked, per client address and per key id: concurrent
+        # attempts each take a slot first, so no burst gets past the limit; a success gives
+        # its slots back.
+        counted = [f"client:{client or 'unknown'}"]
+        if key_id := _key_id(key):  # a known key's id: guessing its secret from many clients
+            counted.append(f"key:{key_id}")
+        slots = self._failures.take(tuple(counted))
+        principal = self._admins.login(key.strip(), request_id, client)
+        self._failures.give_back(slots)
         session_id = secrets.token_urlsafe(32)
         with self._sessions.begin() as s:
             row = ConsoleSession(
@@ -134,7 +137,8 @@ class ConsoleSessions:
 
 
 class FailedLogins:
-    """Failed logins per client address in the last minute (a sliding window in memory)."""
+    """Login attempts per counted name (a client address, a key id) in the last minute, a
+    sliding window in memory; a successful login gives its attempts back."""
 
     def __init__(self, per_minute: int, clock: Callable[[], float]) -> None:
         self._per_minute = per_minute
@@ -142,28 +146,49 @@ class FailedLogins:
         self._seen: dict[str, deque[float]] = {}
         self._lock = threading.Lock()
 
-    def check(self, client: str) -> None:
+    def take(self, names: tuple[str, ...]) -> list[tuple[str, float]]:
+        """Counts one attempt against each name, atomically: LoginThrottled (nothing counted)
+        when any of them is at the limit already. Returns what `give_back` undoes."""
+        if not self._per_minute:
+            return []
         with self._lock:
-            recent = self._recent(client)
-            if self._per_minute and len(recent) >= self._per_minute:
-                wait = max(1, int(60 - (self._clock() - recent[0])) + 1)
-                raise LoginThrottled(
-                    f"expected at most {self._per_minute} failed logins a minute from "
-                    f"{client}, got {len(recent) + 1}",
-                    wait,
-                )
-
-    def add(self, client: str) -> None:
-        with self._lock:
-            if len(self._seen) > 10_000:  # many addresses: start over rather than grow
+            now = self._clock()
+            for name in names:
+                recent = self._recent(name, now)
+                if len(recent) >= self._per_minute:
+                    wait = max(1, int(60 - (now - recent[0])) + 1)
+                    raise LoginThrottled(
+                        f"expected at most {self._per_minute} failed logins a minute from one "
+                        f"client or against one key, got {len(recent) + 1} ({name[:40]})",
+                        wait,
+                    )
+            if len(self._seen) > 10_000:  # many names: start over rather than grow
                 self._seen.clear()
-            self._recent(client).append(self._clock())
+            for name in names:
+                self._recent(name, now).append(now)
+            return [(name, now) for name in names]
 
-    def _recent(self, client: str) -> deque[float]:
-        recent = self._seen.setdefault(client, deque())
-        while recent and self._clock() - recent[0] > 60:
+    def give_back(self, taken: list[tuple[str, float]]) -> None:
+        with self._lock:
+            for name, at in taken:
+                recent = self._seen.get(name)
+                if recent is not None and at in recent:
+                    recent.remove(at)
+
+    def _recent(self, name: str, now: float) -> deque[float]:
+        recent = self._seen.setdefault(name, deque())
+        while recent and now - recent[0] > 60:
             recent.popleft()
         return recent
+
+
+def _key_id(presented: str) -> str:
+    """The id part of a `gg_<id>_<secret>` key (never the secret); "" for any other token
+    (a shared bucket for those would let anyone lock the env admin token out)."""
+    parts = presented.strip().split("_", 2)
+    if len(parts) == 3 and parts[0] == "gg" and len(parts[1]) == 16 and parts[1].isalnum():
+        return parts[1]
+    return ""
 
 
 def csrf_token(session_id: str) -> str:

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from datetime import UTC, datetime
 
-from sqlalchemy import BigInteger, Boolean, ForeignKey, String, Text, UniqueConstraint
+from sqlalchemy import BigInteger, Boolean, ForeignKey, Index, String, Text, UniqueConstraint
 from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column, relationship
 
 
@@ -66,7 +66,7 @@ class ModelVersion(Base):
     id: Mapped[int] = mapped_column(primary_key=True, autoincrement=True)
     model_id: Mapped[str] = mapped_column(ForeignKey("models.id", ondelete="CASCADE"))
     version: Mapped[int]
-    status: Mapped[str] = mapped_column(String(16))  # "ready"
+    status: Mapped[str] = mapped_column(String(16))  # "ready", "blocked" or "quarantined"
     program_sha256: Mapped[str] = mapped_column(String(64))
     params_sha256: Mapped[str | None] = mapped_column(String(64))
     onnx_sha256: Mapped[str] = mapped_column(String(64))
@@ -146,6 +146,20 @@ class Rejection(Base):
     program_sha256: Mapped[str] = mapped_column(String(64))
     params_sha256: Mapped[str | None] = mapped_column(String(64))
     diagnostics: Mapped[str] = mapped_column(Text)  # JSON list of Diagnostic.to_json()
+
+
+class ModelCrash(Base):
+    """One worker crash charged to a model version (migration 0006): counted across replicas
+    within the quarantine window; the version's status turns "quarantined" past the count."""
+
+    __tablename__ = "model_crashes"
+    __table_args__ = (Index("ix_model_crashes_version", "tenant_id", "model", "version"),)
+
+    id: Mapped[int] = mapped_column(primary_key=True, autoincrement=True)
+    tenant_id: Mapped[str] = mapped_column(ForeignKey("tenants.id", ondelete="CASCADE"))
+    model: Mapped[str] = mapped_column(String(64))
+    version: Mapped[int]
+    at: Mapped[datetime] = mapped_column(default=utcnow)
 
 
 class ConsoleSession(Base):

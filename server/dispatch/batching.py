@@ -440,6 +440,14 @@ class BatchSizes:
             counts[slot] += 1
             self._sums[label] = self._sums.get(label, 0) + rows
 
+    def forget(self, tenant_id: str, name: str, version: int | None = None) -> None:
+        """Drops the series of a deleted version (`version` None: of every version of `name`)."""
+        with self._lock:
+            for label in [k for k in self._counts if k[:2] == (tenant_id, name)]:
+                if version is None or label[2] == version:
+                    del self._counts[label]
+                    self._sums.pop(label, None)
+
     def snapshot(self) -> dict[ModelLabel, tuple[list[int], int]]:
         """ModelLabel -> (count per bucket, not cumulative; the +Inf one last), sum of rows."""
         with self._lock:

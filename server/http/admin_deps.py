@@ -1,5 +1,5 @@
 """FastAPI dependencies of the operator's side: the operator services, the acting caller for
-the audit log, and the write check (a viewer reads every admin route, changes nothing)."""
+the audit log, and the acting operator (whose role the operator service checks per change)."""
 
 from __future__ import annotations
 
@@ -8,13 +8,12 @@ from typing import Annotated
 
 from fastapi import Depends, Request
 
-from server.errors import ReadOnlyOperator
-from server.http.deps import PrincipalDep, require_admin
+from server.http.deps import AdminDep, PrincipalDep
 from server.services.admins import AdminService
 from server.services.audit import Actor, AuditService
 from server.services.metrics import TenantNames
+from server.services.operators import Operator, OperatorService
 from server.services.policies import PolicyService
-from server.services.types import Principal
 from server.services.uploads import UploadService
 
 REQUEST_ID_HEADER = "x-request-id"
@@ -67,12 +66,17 @@ async def get_actor(request: Request, principal: PrincipalDep) -> Actor:
 ActorDep = Annotated[Actor, Depends(get_actor)]
 
 
-async def require_writer(principal: Annotated[Principal, Depends(require_admin)]) -> Principal:
-    if principal.read_only:
-        raise ReadOnlyOperator(
-            f"expected an operator of role admin to change this, got viewer {principal.operator!r}"
-        )
-    return principal
+async def get_operator(request: Request, principal: AdminDep) -> Operator:
+    """The operator acting (an admin or viewer key; a tenant key is 403 before this), for the
+    operator service, which checks the role of each change itself."""
+    client = request.client.host if request.client else None
+    return Operator(principal, request_id(request), client)
 
 
-WriterDep = Annotated[Principal, Depends(require_writer)]
+async def get_operators(request: Request) -> OperatorService:
+    operators: OperatorService = request.app.state.operators
+    return operators
+
+
+OperatorDep = Annotated[Operator, Depends(get_operator)]
+OperatorsDep = Annotated[OperatorService, Depends(get_operators)]

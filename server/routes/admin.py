@@ -1,4 +1,5 @@
-"""Admin REST under /v1/admin: tenants and their keys (admin keys only)."""
+"""Admin REST under /v1/admin: tenants and their keys, quarantine (operator keys only; every
+change goes through the operator service, which checks the role and audits it)."""
 
 from __future__ import annotations
 
@@ -6,10 +7,11 @@ from dataclasses import asdict
 from typing import Any
 
 from fastapi import APIRouter, Depends, status
-from pydantic import BaseModel, Field
+from pydantic import BaseModel, ConfigDict, Field
 
-from server.http.admin_deps import ActorDep, AuditDep, WriterDep
-from server.http.deps import ModelsDep, TenantsDep, require_admin
+from server.http.admin_deps import OperatorDep, OperatorsDep
+from server.http.deps import TenantsDep, require_admin
+from server.http.params import KeyId, ModelName, TenantName, Version
 from server.routes.json import iso
 from server.routes.schemas import ERRORS
 from server.services.types import KeyInfo, TenantInfo
@@ -20,17 +22,14 @@ router = APIRouter(
 
 
 class NewTenant(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
     name: str = Field(max_length=64)
 
 
 @router.post("/tenants", status_code=status.HTTP_201_CREATED)
-def create_tenant(
-    body: NewTenant, tenants: TenantsDep, _: WriterDep, audit: AuditDep, actor: ActorDep
-) -> dict[str, Any]:
-    issued = tenants.create_tenant(body.name)
-    audit.record(actor, "tenant.create", issued.tenant, tenant=issued.tenant)
-    audit.record(actor, "key.create", issued.key_id, tenant=issued.tenant)
-    return asdict(issued)
+def create_tenant(body: NewTenant, operators: OperatorsDep, who: OperatorDep) -> dict[str, Any]:
+    return asdict(operators.create_tenant(who, body.name))
 
 
 @router.get("/tenants")
@@ -39,36 +38,25 @@ def list_tenants(tenants: TenantsDep) -> dict[str, Any]:
 
 
 @router.post("/tenants/{name}/keys", status_code=status.HTTP_201_CREATED)
-def create_key(
-    name: str, tenants: TenantsDep, _: WriterDep, audit: AuditDep, actor: ActorDep
-) -> dict[str, Any]:
-    issued = tenants.create_key(name)
-    audit.record(actor, "key.create", issued.key_id, tenant=issued.tenant)
-    return asdict(issued)
+def create_key(name: TenantName, operators: OperatorsDep, who: OperatorDep) -> dict[str, Any]:
+    return asdict(operators.create_key(who, name))
 
 
 @router.delete("/keys/{key_id}")
-def revoke_key(
-    key_id: str, tenants: TenantsDep, _: WriterDep, audit: AuditDep, actor: ActorDep
-) -> dict[str, Any]:
-    revoked = tenants.revoke_key(key_id)
-    audit.record(actor, "key.revoke", key_id)
-    return _key_json(revoked)
+def revoke_key(key_id: KeyId, operators: OperatorsDep, who: OperatorDep) -> dict[str, Any]:
+    return _key_json(operators.revoke_key(who, key_id))
 
 
 @router.post("/quarantine/{tenant}/{name}/{version}/release")
 def release_quarantine(
-    tenant: str,
-    name: str,
-    version: int,
-    models: ModelsDep,
-    _: WriterDep,
-    audit: AuditDep,
-    actor: ActorDep,
+    tenant: TenantName,
+    name: ModelName,
+    version: Version,
+    operators: OperatorsDep,
+    who: OperatorDep,
 ) -> dict[str, Any]:
-    """Lets a model version that crashed its workers run again."""
-    models.release(tenant, name, version)
-    audit.record(actor, "model.release", f"{name}/{version}", tenant=tenant)
+    """Lets a model version that crashed its workers run again, in every replica."""
+    operators.release(who, tenant, name, version)
     return {"tenant": tenant, "name": name, "version": version, "status": "ready"}
 
 

@@ -4,19 +4,29 @@ suspension, the audit log and kept rejections. Viewers read; only admins change.
 from __future__ import annotations
 
 from datetime import datetime
-from typing import Annotated, Any
+from typing import TYPE_CHECKING, Annotated, Any, Final, TypeAlias
 
 from fastapi import APIRouter, Depends, Query, status
 from fastapi.responses import StreamingResponse
-from pydantic import BaseModel, Field
+from pydantic import BaseModel, ConfigDict, Field, create_model
 
-from server.http.admin_deps import ActorDep, AdminsDep, AuditDep, PoliciesDep, UploadsDep, WriterDep
+from server.http.admin_deps import (
+    AdminsDep,
+    AuditDep,
+    OperatorDep,
+    OperatorsDep,
+    PoliciesDep,
+    UploadsDep,
+)
 from server.http.deps import require_admin
+from server.http.params import OperatorName, TenantName
 from server.routes.json import iso
 from server.routes.schemas import ERRORS
 from server.services.admins import AdminInfo
-from server.services.audit import AuditQuery
-from server.services.policies import TenantRulesView, quota_json
+from server.services.audit import MAX_ID, MAX_PAGE, AuditQuery, utc_moment
+from server.services.policies import QUOTA_FIELDS, TenantRulesView, quota_json
+from server.settings import POLICY_FIELDS as SERVER_POLICY_FIELDS
+from server.settings import label_of
 
 router = APIRouter(
     prefix="/v1/admin", tags=["admin"], dependencies=[Depends(require_admin)], responses=ERRORS
@@ -27,6 +37,8 @@ router = APIRouter(
 
 
 class NewAdmin(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
     name: str = Field(max_length=64)
     role: str = Field(default="viewer", description="admin or viewer")
 
@@ -50,29 +62,33 @@ class AdminsOut(BaseModel):
     admins: list[AdminOut]
 
 
-class PolicyIn(BaseModel):
-    """Fields to set; a field set to null goes back to the server's default."""
-
-    allowed_ops: list[str] | None = None
-    max_batch: int | None = None
-    max_params_bytes: int | None = None
-    max_flops_per_sample: int | None = None
-    max_activation_bytes_per_sample: int | None = None
-    max_tensor_bytes: int | None = None
-    max_loop_trips: int | None = None
-    max_ops: int | None = None
-
-
-class QuotaIn(BaseModel):
-    """Fields to set; a field set to null goes back to the server's default; 0 turns one off."""
-
-    rate_per_s: float | None = None
-    burst: int | None = None
-    max_concurrent: int | None = None
-    max_concurrent_uploads: int | None = None
-    max_storage_bytes: int | None = None
-    max_models: int | None = None
-    max_versions: int | None = None
+# Policy and quota bodies, made from the one field lists (server/settings.py POLICY_FIELDS,
+# the Quota's fields): each field optional, strictly typed; null sends a field back to the
+# server's default; an unknown field is a 400 naming it. Bounds are the policy service's.
+_STRICT: Final = ConfigDict(extra="forbid", strict=True)
+if TYPE_CHECKING:  # models made at run time: to mypy, a model
+    PolicyIn: TypeAlias = BaseModel
+    QuotaIn: TypeAlias = BaseModel
+else:
+    PolicyIn = create_model(
+        "PolicyIn",
+        __config__=_STRICT,
+        __doc__="Fields to set; a field set to null goes back to the server's default.",
+        allowed_ops=(list[str] | None, Field(default=None, description="op types allowed")),
+        **{
+            name: (int | None, Field(default=None, description=label_of(name)))
+            for name in SERVER_POLICY_FIELDS
+        },
+    )
+    QuotaIn = create_model(
+        "QuotaIn",
+        __config__=_STRICT,
+        __doc__="Fields to set; null: back to the server's default; 0 turns one off.",
+        **{
+            name: (float | None if name == "rate_per_s" else int | None, None)
+            for name in QUOTA_FIELDS
+        },
+    )
 
 
 class RulesOut(BaseModel):
@@ -127,11 +143,8 @@ class RejectionsOut(BaseModel):
 
 
 @router.post("/admins", status_code=status.HTTP_201_CREATED)
-def create_admin(
-    body: NewAdmin, _: WriterDep, admins: AdminsDep, audit: AuditDep, actor: ActorDep
-) -> IssuedAdminOut:
-    issued = admins.create(body.name, body.role)
-    audit.record(actor, "admin.create", issued.name, detail={"role": issued.role})
+def create_admin(body: NewAdmin, operators: OperatorsDep, who: OperatorDep) -> IssuedAdminOut:
+    issued = operators.create_admin(who, body.name, body.role)
     return IssuedAdminOut(name=issued.name, role=issued.role, key_id=issued.key_id, key=issued.key)
 
 
@@ -141,77 +154,51 @@ def list_admins(admins: AdminsDep) -> AdminsOut:
 
 
 @router.delete("/admins/{name}")
-def revoke_admin(
-    name: str, _: WriterDep, admins: AdminsDep, audit: AuditDep, actor: ActorDep
-) -> AdminOut:
-    revoked = admins.revoke(name)
-    audit.record(actor, "admin.revoke", name)
-    return _admin_out(revoked)
+def revoke_admin(name: OperatorName, operators: OperatorsDep, who: OperatorDep) -> AdminOut:
+    return _admin_out(operators.revoke_admin(who, name))
 
 
 # -- tenant policy, quota, suspension ----------------------------------------------------------
 
 
 @router.get("/tenants/{name}/policy")
-def show_policy(name: str, policies: PoliciesDep) -> RulesOut:
+def show_policy(name: TenantName, policies: PoliciesDep) -> RulesOut:
     return _rules_out(policies.show(name))
 
 
 @router.put("/tenants/{name}/policy")
 def set_policy(
-    name: str,
-    body: PolicyIn,
-    _: WriterDep,
-    policies: PoliciesDep,
-    audit: AuditDep,
-    actor: ActorDep,
+    name: TenantName, body: PolicyIn, operators: OperatorsDep, who: OperatorDep
 ) -> PolicyChangeOut:
-    changes = body.model_dump(exclude_unset=True)
-    change = policies.set_policy(name, changes)
-    audit.record(actor, "policy.set", name, tenant=name, detail={"changes": changes})
-    for label in change.blocked:
-        audit.record(actor, "model.block", label, tenant=name)
-    for label in change.unblocked:
-        audit.record(actor, "model.unblock", label, tenant=name)
+    change = operators.set_policy(who, name, body.model_dump(exclude_unset=True))
     rules = _rules_out(change.rules).model_dump()
     return PolicyChangeOut(**rules, blocked=list(change.blocked), unblocked=list(change.unblocked))
 
 
 @router.get("/tenants/{name}/quota")
-def show_quota(name: str, policies: PoliciesDep) -> RulesOut:
+def show_quota(name: TenantName, policies: PoliciesDep) -> RulesOut:
     return _rules_out(policies.show(name))
 
 
 @router.put("/tenants/{name}/quota")
 def set_quota(
-    name: str, body: QuotaIn, _: WriterDep, policies: PoliciesDep, audit: AuditDep, actor: ActorDep
+    name: TenantName, body: QuotaIn, operators: OperatorsDep, who: OperatorDep
 ) -> RulesOut:
-    changes = body.model_dump(exclude_unset=True)
-    rules = policies.set_quota(name, changes)
-    audit.record(actor, "quota.set", name, tenant=name, detail={"changes": changes})
-    return _rules_out(rules)
+    return _rules_out(operators.set_quota(who, name, body.model_dump(exclude_unset=True)))
 
 
 @router.post("/tenants/{name}/suspend")
-def suspend(
-    name: str, _: WriterDep, policies: PoliciesDep, audit: AuditDep, actor: ActorDep
-) -> RulesOut:
-    rules = policies.suspend(name, True)
-    audit.record(actor, "tenant.suspend", name, tenant=name)
-    return _rules_out(rules)
+def suspend(name: TenantName, operators: OperatorsDep, who: OperatorDep) -> RulesOut:
+    return _rules_out(operators.suspend(who, name, True))
 
 
 @router.post("/tenants/{name}/resume")
-def resume(
-    name: str, _: WriterDep, policies: PoliciesDep, audit: AuditDep, actor: ActorDep
-) -> RulesOut:
-    rules = policies.suspend(name, False)
-    audit.record(actor, "tenant.resume", name, tenant=name)
-    return _rules_out(rules)
+def resume(name: TenantName, operators: OperatorsDep, who: OperatorDep) -> RulesOut:
+    return _rules_out(operators.suspend(who, name, False))
 
 
 @router.get("/tenants/{name}/rejections")
-def list_rejections(name: str, uploads: UploadsDep) -> RejectionsOut:
+def list_rejections(name: TenantName, uploads: UploadsDep) -> RejectionsOut:
     kept = uploads.rejections(name)
     return RejectionsOut(
         tenant=name,
@@ -234,15 +221,27 @@ def list_rejections(name: str, uploads: UploadsDep) -> RejectionsOut:
 
 
 def audit_query(
-    actor: Annotated[str | None, Query(description="'admin:<name>' or 'tenant:<name>'")] = None,
-    action: Annotated[str | None, Query(description="e.g. model.upload, policy.set")] = None,
-    tenant: str | None = None,
+    actor: Annotated[
+        str | None, Query(max_length=80, description="'admin:<name>' or 'tenant:<name>'")
+    ] = None,
+    action: Annotated[
+        str | None, Query(max_length=32, description="e.g. model.upload, policy.set")
+    ] = None,
+    tenant: Annotated[str | None, Query(max_length=64)] = None,
     since: Annotated[datetime | None, Query(description="ISO time, UTC, inclusive")] = None,
     until: Annotated[datetime | None, Query(description="ISO time, UTC, exclusive")] = None,
-    cursor: Annotated[int | None, Query(ge=1)] = None,
-    limit: Annotated[int, Query(ge=1, le=500)] = 100,
+    cursor: Annotated[int | None, Query(ge=1, le=MAX_ID)] = None,
+    limit: Annotated[int, Query(ge=1, le=MAX_PAGE)] = 100,
 ) -> AuditQuery:
-    return AuditQuery(actor, action, tenant, _naive(since), _naive(until), cursor, limit)
+    return AuditQuery(
+        actor,
+        action,
+        tenant,
+        utc_moment("since", since),
+        utc_moment("until", until),
+        cursor,
+        limit,
+    )
 
 
 AuditQueryDep = Annotated[AuditQuery, Depends(audit_query)]
@@ -259,13 +258,6 @@ def list_audit(query: AuditQueryDep, audit: AuditDep) -> AuditPageOut:
 def export_audit(query: AuditQueryDep, audit: AuditDep) -> StreamingResponse:
     """Every matching entry, newest first, one JSON document a line."""
     return StreamingResponse(audit.export_jsonl(query), media_type="application/x-ndjson")
-
-
-def _naive(moment: datetime | None) -> datetime | None:
-    """The database holds naive UTC: an aware time is converted, a naive one taken as UTC."""
-    if moment is None or moment.tzinfo is None:
-        return moment
-    return (moment - moment.utcoffset()).replace(tzinfo=None)  # type: ignore[operator]
 
 
 def _admin_out(admin: AdminInfo) -> AdminOut:

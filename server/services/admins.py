@@ -66,15 +66,20 @@ class AdminService:
                 key.admin = ROOT
 
     def create(self, name: str, role: str) -> IssuedAdminKey:
+        with self._sessions.begin() as s:
+            issued = self.add(s, name, role)
+        self._tenants.forget_cached_keys()
+        return issued
+
+    def add(self, s: Session, name: str, role: str) -> IssuedAdminKey:
+        """`create` in the caller's transaction (call `forget_cached_keys` after it)."""
         check_name("admin", name)
         if role not in OPERATOR_ROLES:
-            raise InvalidName(f"role: expected one of {', '.join(ROLES)}, got {role!r}")
-        with self._sessions.begin() as s:
-            if s.get(Admin, name) is not None:
-                raise Conflict(f"admin {name!r} already exists")
-            s.add(Admin(name=name, role=role))
-            key = self._tenants.issue_operator_key(s, name, role)
-        self._tenants.forget_cached_keys()
+            raise InvalidName(f"role: expected one of {', '.join(ROLES)}, got {role[:40]!r}")
+        if s.get(Admin, name) is not None:
+            raise Conflict(f"admin {name!r} already exists")
+        s.add(Admin(name=name, role=role))
+        key = self._tenants.issue_operator_key(s, name, role)
         return IssuedAdminKey(name, role, key.split("_")[1], key)
 
     def list_admins(self) -> list[AdminInfo]:
@@ -94,17 +99,21 @@ class AdminService:
     def revoke(self, name: str) -> AdminInfo:
         """Revokes the operator and every key of it, from the next request on."""
         with self._sessions.begin() as s:
-            admin = s.get(Admin, name)
-            if admin is None:
-                raise NotFound(f"no admin {name!r}")
-            now = utcnow()
-            admin.revoked = admin.revoked or now
-            keys = s.scalars(select(ApiKey).where(ApiKey.admin == name)).all()
-            for key in keys:
-                key.revoked = key.revoked or now
-            answer = AdminInfo(name, admin.role, admin.created, admin.revoked, ())
+            answer = self.revoke_in(s, name)
         self._tenants.forget_cached_keys()
         return answer
+
+    def revoke_in(self, s: Session, name: str) -> AdminInfo:
+        """`revoke` in the caller's transaction (call `forget_cached_keys` after it)."""
+        check_name("admin", name)
+        admin = s.get(Admin, name)
+        if admin is None:
+            raise NotFound(f"no admin {name!r}")
+        now = utcnow()
+        admin.revoked = admin.revoked or now
+        for key in s.scalars(select(ApiKey).where(ApiKey.admin == name)).all():
+            key.revoked = key.revoked or now
+        return AdminInfo(name, admin.role, admin.created, admin.revoked, ())
 
     def login(self, key: str, request_id: str | None, client: str | None) -> Principal:
         """An operator's key checked for the console's login, audited either way; tenant keys

@@ -43,11 +43,14 @@ class ArtifactRefs:
 
     # -- upload ----------------------------------------------------------------------------
 
-    def retain(self, s: Session, tenant: str, sizes: Mapping[str, int]) -> None:
+    def retain(
+        self, s: Session, tenant: str, sizes: Mapping[str, int], quota: int | None = None
+    ) -> None:
         """In the transaction that adds a version naming `sizes`' artifacts (sha -> bytes):
         raises StorageQuotaExceeded past the tenant's quota (artifacts it stores already count
-        once), else counts one more reference to each."""
-        if quota := self._quota_of(tenant):
+        once), else counts one more reference to each. `quota`: the tenant's, as the caller
+        read it in this transaction (default: `quota_of`'s)."""
+        if quota := self._quota_of(tenant) if quota is None else quota:
             self._check_quota(s, tenant, sizes, quota)
         for sha, size in sorted(sizes.items()):  # locked in sha order, like `release`
             row = s.get(ArtifactRef, sha, with_for_update=True)  # another replica's count

@@ -9,8 +9,8 @@ from __future__ import annotations
 
 import json
 from collections.abc import Iterator, Mapping
-from dataclasses import dataclass, field
-from datetime import datetime
+from dataclasses import dataclass, field, replace
+from datetime import UTC, datetime
 from typing import Any, Final
 
 from sqlalchemy import select
@@ -23,6 +23,12 @@ MAX_PAGE: Final = 500
 OK: Final = "ok"
 REJECTED: Final = "rejected"
 DENIED: Final = "denied"
+# What one row may quote of a caller's text: the audit log is read by people and kept for ever.
+QUOTED_CHARS: Final = 200
+MAX_ITEMS: Final = 50
+TARGET_CHARS: Final = 200  # the column's width
+MAX_ID: Final = 2**63 - 1  # the largest id a BIGINT (and SQLite's INTEGER) holds
+FILTER_CHARS: Final = 80  # the widest filtered column (actor)
 
 
 @dataclass(frozen=True, slots=True)
@@ -109,25 +115,13 @@ class AuditService:
         tenant: str | None = None,
         detail: Mapping[str, Any] | None = None,
     ) -> None:
-        """Appends one row; `tenant` is the tenant acted on (default: the acting tenant)."""
+        """Appends one row in a transaction of its own; `tenant` is the tenant acted on
+        (default: the acting tenant)."""
         with self._sessions.begin() as s:
-            s.add(
-                AuditEntry(
-                    actor=actor.label,
-                    key_id=actor.key_id,
-                    tenant=tenant or actor.tenant or None,
-                    action=action,
-                    target=target,
-                    outcome=outcome,
-                    detail=json.dumps(dict(detail or {}), sort_keys=True),
-                    request_id=actor.request_id,
-                    client=actor.client,
-                )
-            )
+            add(s, actor, action, target, outcome, tenant=tenant, detail=detail)
 
     def page(self, query: AuditQuery) -> AuditPage:
-        if not 1 <= query.limit <= MAX_PAGE:
-            raise BadRequest(f"limit: expected 1 to {MAX_PAGE}, got {query.limit}")
+        check_query(query)
         with self._sessions() as s:
             rows = list(s.scalars(_select(query).limit(query.limit + 1)))
         more = len(rows) > query.limit
@@ -135,19 +129,87 @@ class AuditService:
         return AuditPage(entries, entries[-1].id if more else None, query)
 
     def export_jsonl(self, query: AuditQuery) -> Iterator[str]:
-        """Every matching row as JSON lines, newest first, page by page."""
+        """Every matching row as JSON lines, newest first, page by page. The query is checked
+        here, before the first line: a bad one is a 400, not a stream cut short."""
+        check_query(replace(query, limit=MAX_PAGE))
+        return self._lines(query)
+
+    def _lines(self, query: AuditQuery) -> Iterator[str]:
         cursor = query.cursor
         while True:
-            page = self.page(
-                AuditQuery(
-                    query.actor, query.action, query.tenant, query.since, query.until, cursor
-                )
-            )
+            page = self.page(replace(query, cursor=cursor, limit=MAX_PAGE))
             for entry in page.entries:
                 yield json.dumps(entry.to_json(), sort_keys=True) + "\n"
             if page.next_cursor is None:
                 return
             cursor = page.next_cursor
+
+
+def check_query(query: AuditQuery) -> None:
+    """Every filter within what the database can compare: "expected X, got Y" otherwise."""
+    if not 1 <= query.limit <= MAX_PAGE:
+        raise BadRequest(f"limit: expected 1 to {MAX_PAGE}, got {query.limit}")
+    if query.cursor is not None and not 1 <= query.cursor <= MAX_ID:
+        raise BadRequest(f"cursor: expected an entry id from 1 to {MAX_ID}, got {query.cursor}")
+    for name in ("actor", "action", "tenant"):
+        value = getattr(query, name)
+        if value is not None and len(value) > FILTER_CHARS:
+            raise BadRequest(
+                f"{name}: expected at most {FILTER_CHARS} characters, got {len(value)}"
+            )
+
+
+def utc_moment(what: str, moment: datetime | None) -> datetime | None:
+    """A filter time as the database holds it (naive UTC): an aware time converted, a naive
+    one taken as UTC; one whose UTC falls outside years 1-9999 is a 400 naming it."""
+    if moment is None or moment.tzinfo is None:
+        return moment
+    try:
+        return moment.astimezone(UTC).replace(tzinfo=None)
+    except OverflowError:
+        raise BadRequest(
+            f"{what}: expected a time within years 1 to 9999 in UTC, got {moment.isoformat()}"
+        ) from None
+
+
+def add(
+    s: Session,
+    actor: Actor,
+    action: str,
+    target: str | None,
+    outcome: str = OK,
+    *,
+    tenant: str | None = None,
+    detail: Mapping[str, Any] | None = None,
+) -> None:
+    """Appends one row in the caller's transaction: the row commits with the change it
+    records, or neither does."""
+    s.add(
+        AuditEntry(
+            actor=actor.label,
+            key_id=actor.key_id,
+            tenant=tenant or actor.tenant or None,
+            action=action,
+            target=None if target is None else target[:TARGET_CHARS],
+            outcome=outcome,
+            detail=json.dumps(bounded(dict(detail or {})), sort_keys=True),
+            request_id=actor.request_id,
+            client=None if actor.client is None else actor.client[:64],
+        )
+    )
+
+
+def bounded(value: Any, chars: int = QUOTED_CHARS) -> Any:
+    """`value` with every string in it cut to `chars` characters (lists to MAX_ITEMS items):
+    audit details may quote what a caller sent."""
+    if isinstance(value, str):
+        return value if len(value) <= chars else value[:chars] + "…"
+    if isinstance(value, Mapping):
+        return {bounded(str(k), chars): bounded(v, chars) for k, v in value.items()}
+    if isinstance(value, list | tuple):
+        items = [bounded(v, chars) for v in value[:MAX_ITEMS]]
+        return items + ([f"… {len(value) - MAX_ITEMS} more"] if len(value) > MAX_ITEMS else [])
+    return value
 
 
 def _select(query: AuditQuery) -> Any:

@@ -10,6 +10,7 @@ caller sends ever becomes a label value.
 from __future__ import annotations
 
 import bisect
+import contextlib
 import threading
 import time
 from collections.abc import Callable, Iterable, Iterator
@@ -26,6 +27,10 @@ from server.errors import ModelRejected
 from validator import Diagnostic, Severity
 
 NO_LABEL: Final = ""
+# Distinct model labels per tenant in the inference series; past it a tenant's further models
+# are counted under OTHER_MODELS, so a tenant cannot grow /metrics without bound.
+MAX_MODELS_PER_TENANT: Final = 50
+OTHER_MODELS: Final = "_other"
 # Seconds; finer than prometheus_client's default at the low end, where small models answer.
 LATENCY_BUCKETS: Final = (
     0.0005,
@@ -158,6 +163,12 @@ class Metrics:
         self.registry = CollectorRegistry()
         self.minutes = MinuteRing()  # the console's last hour
         self._tenant_names: TenantNames | None = None
+        # (tenant label, model label) -> the label values of each series it has, per metric:
+        # what `forget_model` removes (prometheus_client removes series by full label values).
+        self._series: dict[tuple[str, str], set[tuple[str, ...]]] = {}
+        self._models_of: dict[str, set[str]] = {}  # tenant label -> its model labels
+        self._series_lock = threading.Lock()
+        self._forget_hooks: list[Callable[[str, str, int | None], None]] = []
         r = self.registry
         self.requests = Counter(
             "graphgate_inference_requests",
@@ -230,12 +241,58 @@ class Metrics:
     ) -> None:
         """One finished V2 inference request; `code` is the error code when it failed."""
         tenant = self.tenant_label(tenant_id)
+        model = self._model_label(tenant, model)
         protocol = "binary" if binary else "json"
-        self.requests.labels(tenant, model, protocol, str(status)).inc()
+        status_label = str(status)
+        self.requests.labels(tenant, model, protocol, status_label).inc()
+        failed = code or f"HTTP_{status}"
         if status >= 400:
-            self.failures.labels(tenant, model, code or f"HTTP_{status}").inc()
+            self.failures.labels(tenant, model, failed).inc()
         self.latency.labels(tenant, model).observe(seconds)
         self.minutes.record(seconds, status >= 400)
+        if status >= 400 or (protocol, status_label) not in self._seen(tenant, model):
+            with self._series_lock:
+                seen = self._series.setdefault((tenant, model), set())
+                seen.add((protocol, status_label))
+                if status >= 400:
+                    seen.add(("failure", failed))
+
+    def _seen(self, tenant: str, model: str) -> set[tuple[str, ...]]:
+        return self._series.get((tenant, model), set())
+
+    def _model_label(self, tenant: str, model: str) -> str:
+        """`model`, or OTHER_MODELS past the tenant's MAX_MODELS_PER_TENANT labels."""
+        models = self._models_of.get(tenant)
+        if models is not None and model in models:
+            return model
+        with self._series_lock:
+            models = self._models_of.setdefault(tenant, set())
+            if model in models or len(models) < MAX_MODELS_PER_TENANT:
+                models.add(model)
+                return model
+        return OTHER_MODELS
+
+    def on_forget(self, hook: Callable[[str, str, int | None], None]) -> None:
+        """Also called by `forget_model` (the batch-size series, kept by the batchers)."""
+        self._forget_hooks.append(hook)
+
+    def forget_model(self, tenant_id: str, name: str, version: int | None) -> None:
+        """A model (`version` None) or one version of it was deleted: its series go (the
+        inference series are per model, so they go with the model's last version)."""
+        for hook in self._forget_hooks:
+            hook(tenant_id, name, version)
+        if version is not None:
+            return
+        tenant = self.tenant_label(tenant_id)
+        with self._series_lock:
+            seen = self._series.pop((tenant, name), set())
+            self._models_of.get(tenant, set()).discard(name)
+        for kind, value in seen:
+            if kind == "failure":
+                _remove(self.failures, tenant, name, value)
+            else:
+                _remove(self.requests, tenant, name, kind, value)
+        _remove(self.latency, tenant, name)
 
     def throttle(self, tenant_id: str, reason: str) -> None:
         self.throttled.labels(self.tenant_label(tenant_id), reason).inc()
@@ -259,6 +316,11 @@ class Metrics:
     def exposition(self) -> tuple[bytes, str]:
         """The Prometheus text format of every metric, and its Content-Type."""
         return generate_latest(self.registry), CONTENT_TYPE_LATEST
+
+
+def _remove(metric: Counter | Histogram, *labels: str) -> None:
+    with contextlib.suppress(KeyError):  # never recorded (or removed already)
+        metric.remove(*labels)
 
 
 def _distinct_codes(diagnostics: Iterable[Diagnostic]) -> list[str]:

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import dataclasses
 import json
 import threading
 import time
@@ -11,21 +10,29 @@ from collections import OrderedDict
 from collections.abc import Callable, Mapping
 from typing import Any, Final
 
-from sqlalchemy import select
+from sqlalchemy import delete, func, select
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import Session, sessionmaker
 
 from executor import SessionOptions
-from server.db.models import Model, ModelVersion, Tenant
+from server.db.models import Model, ModelCrash, ModelVersion, Tenant
 
 # NOTE: compiled in a worker process (server/dispatch): the server holds its signature only.
 from server.dispatch import Digests, PoolSettings, RemoteModel, WorkerPool, WorkerStats
-from server.errors import Forbidden, ModelBlocked, ModelRejected, NotFound
+from server.errors import (
+    Forbidden,
+    ModelBlocked,
+    ModelQuarantined,
+    ModelRejected,
+    NotFound,
+    QuotaExceeded,
+)
 from server.services.artifact_refs import ArtifactRefs
 from server.services.limits import StorageQuotaExceeded
 from server.services.types import (
     LoadedModel,
     Principal,
+    RegistrationRules,
     StoredModel,
     StoredVersion,
     UploadedModel,
@@ -76,6 +83,7 @@ class ModelService:
         clock: Callable[[], float] = time.monotonic,
         publish: Callable[[dict[str, str]], None] | None = None,
         policy_for: Callable[[str], Policy] | None = None,
+        rules_for_update: Callable[[Session, str], RegistrationRules] | None = None,
     ) -> None:
         self._sessions = sessions
         self._artifacts = artifacts
@@ -85,6 +93,11 @@ class ModelService:
         self._policy = policy
         # The tenant's own policy (server/services/policies.py); `policy` for every tenant without.
         self._policy_for = policy_for or (lambda _tenant: policy)
+        # The tenant's committed policy and quotas, its row locked in the caller's transaction
+        # (server/services/policies.py): what a version registers against.
+        self._rules_for_update = rules_for_update or (
+            lambda _s, tenant: RegistrationRules(self._policy_for(tenant))
+        )
         self._options = options or SessionOptions()
         self._pool = pool or WorkerPool(PoolSettings(workers=1))
         self._cache_size = cache_size
@@ -134,8 +147,10 @@ class ModelService:
         )
         sizes = _sizes(shas, (program, params, onnx))
         try:
-            version = self._register(tenant, name, shas, json.dumps(report.to_json()), sizes)
-        except StorageQuotaExceeded:
+            version, status = self._register(
+                tenant, name, shas, json.dumps(report.to_json()), sizes, policy
+            )
+        except (StorageQuotaExceeded, QuotaExceeded):
             self._refs.collect(list(sizes))  # what this upload stored and nothing else names
             raise
         self._refs.keep_stored(
@@ -144,8 +159,41 @@ class ModelService:
             if sha is not None and blob is not None
         )
         self._remember((shas[0], shas[1], policy), compiled)
+        if status == BLOCKED:
+            status = self._revalidate(tenant, name, version, program, params, digests)
         self._invalidate(tenant, name)  # "latest" is the new version from now on
-        return UploadedModel(name, version, READY, report)
+        return UploadedModel(name, version, status, report)
+
+    def _revalidate(
+        self,
+        tenant: str,
+        name: str,
+        version: int,
+        program: bytes,
+        params: bytes | None,
+        digests: Digests,
+    ) -> str:
+        """A version registered blocked (its tenant's policy changed while it compiled) is
+        validated again, in a worker, under the policy now in force; it is unblocked only if
+        it passes and that policy is still the tenant's when the status is written."""
+        policy = self._policy_for(tenant)
+        try:
+            compiled = self._compile(program, params, policy, digests)
+        except ModelRejected:
+            return BLOCKED
+        with self._register_lock, self._sessions.begin() as s:
+            rules = self._rules_for_update(s, tenant)
+            row = s.scalars(
+                select(ModelVersion)
+                .join(Model)
+                .where(Model.tenant_id == tenant, Model.name == name)
+                .where(ModelVersion.version == version)
+            ).first()
+            if row is None or row.status != BLOCKED or rules.policy != policy:
+                return BLOCKED if row is None else row.status
+            row.status = READY
+        self._remember((digests.program, digests.params, policy), compiled)
+        return READY
 
     def list_models(self, principal: Principal) -> list[StoredModel]:
         tenant = _tenant_of(principal)
@@ -155,40 +203,69 @@ class ModelService:
 
     def get_model(self, principal: Principal, name: str) -> StoredModel:
         with self._sessions() as s:
-            stored = _stored(self._model(s, principal, name))
-        return self._with_quarantine(principal.tenant_id, stored)
+            return _stored(self._model(s, principal, name))
 
-    def release(self, tenant_name: str, name: str, version: int) -> None:
-        """Admin: lets a quarantined version run again; NotFound when it is not quarantined."""
-        with self._sessions() as s:
-            tenant = s.scalars(select(Tenant).where(Tenant.name == tenant_name)).first()
-        if tenant is None or not self._pool.quarantine.release((tenant.id, name, version)):
+    def release_in(self, s: Session, tenant_name: str, name: str, version: int) -> str:
+        """Admin, in the caller's transaction: lets a quarantined version run again (its crash
+        count starts over); NotFound when it is not quarantined. Returns the tenant's id (call
+        `after_admin_write` once committed)."""
+        row = self._admin_version(s, tenant_name, name, version)
+        if row.status != QUARANTINED:
             raise NotFound(f"no quarantined version {version} of {tenant_name}/{name}")
+        row.status = READY
+        tenant_id = row.model.tenant_id
+        s.execute(
+            delete(ModelCrash).where(
+                ModelCrash.tenant_id == tenant_id,
+                ModelCrash.model == name,
+                ModelCrash.version == version,
+            )
+        )
+        return tenant_id
 
-    def set_batching(
-        self, tenant_name: str, name: str, version: int, batching: Mapping[str, Any] | None
-    ) -> None:
-        """Admin: stores a version's dynamic batching override (None: the server's defaults);
-        every replica's lookups of the model are dropped, so the next request batches so."""
-        with self._sessions.begin() as s:
-            tenant = s.scalars(select(Tenant).where(Tenant.name == tenant_name)).first()
-            if tenant is None:
-                raise NotFound(f"no tenant {tenant_name!r}")
-            owner = Principal(tenant_id=tenant.id, key_id="", is_admin=False)
-            row = self._version(self._model(s, owner, name), version)
-            row.batching = None if batching is None else json.dumps(dict(batching))
-            tenant_id = tenant.id
+    def set_batching_in(
+        self,
+        s: Session,
+        tenant_name: str,
+        name: str,
+        version: int,
+        batching: Mapping[str, Any] | None,
+    ) -> str:
+        """Admin, in the caller's transaction: stores a version's dynamic batching override
+        (None: the server's defaults). Returns the tenant's id: once committed,
+        `after_admin_write` drops every replica's lookups of the model, so the next request
+        batches so."""
+        row = self._admin_version(s, tenant_name, name, version)
+        row.batching = None if batching is None else json.dumps(dict(batching))
+        return row.model.tenant_id
+
+    def delete_in(
+        self, s: Session, tenant_name: str, name: str, version: int | None
+    ) -> tuple[str, list[str]]:
+        """Admin, in the caller's transaction: `delete` of a tenant's model. Returns the
+        tenant's id and the artifacts no row names now (for `after_admin_delete`)."""
+        check_name("model", name)
+        owner = Principal(tenant_id=_tenant_row(s, tenant_name).id, key_id="", is_admin=False)
+        return owner.tenant_id, self._delete_rows_in(s, owner, name, version)
+
+    def has_versions(self, tenant_id: str, name: str) -> bool:
+        """Whether the tenant's model `name` still has a stored version."""
+        with self._sessions() as s:
+            query = select(ModelVersion.id).join(Model)
+            query = query.where(Model.tenant_id == tenant_id, Model.name == name)
+            return s.scalars(query.limit(1)).first() is not None
+
+    def after_admin_write(self, tenant_id: str, name: str) -> None:
         self._invalidate(tenant_id, name)
 
-    def _with_quarantine(self, tenant: str, stored: StoredModel) -> StoredModel:
-        held = self._pool.quarantine.holds
-        versions = tuple(
-            dataclasses.replace(v, status=QUARANTINED)
-            if held((tenant, stored.name, v.version))
-            else v
-            for v in stored.versions
-        )
-        return dataclasses.replace(stored, versions=versions)
+    def after_admin_delete(self, tenant_id: str, name: str, freed: list[str]) -> None:
+        self._refs.collect(freed)
+        self._invalidate(tenant_id, name)
+
+    def _admin_version(self, s: Session, tenant_name: str, name: str, version: int) -> ModelVersion:
+        check_name("model", name)
+        owner = Principal(tenant_id=_tenant_row(s, tenant_name).id, key_id="", is_admin=False)
+        return self._version(self._model(s, owner, name), version)
 
     def delete(self, principal: Principal, name: str, version: int | None = None) -> None:
         """Deletes one version, or the whole model; the artifacts stay (content-addressed)."""
@@ -228,6 +305,11 @@ class ModelService:
             if row.status == BLOCKED:
                 raise ModelBlocked(
                     f"model {name!r} version {row.version} is blocked by its tenant's policy"
+                )
+            if row.status == QUARANTINED:
+                raise ModelQuarantined(
+                    f"model {name!r} version {row.version} crashed its workers repeatedly and "
+                    "is quarantined until an admin releases it"
                 )
             found = (model.tenant_id, model.name, row.version)
             batching = _batching(row)
@@ -298,17 +380,20 @@ class ModelService:
         shas: tuple[str, str | None, str],
         report: str,
         sizes: dict[str, int],
-    ) -> int:
-        """Adds the version row and its artifact references in one transaction.
+        policy: Policy,
+    ) -> tuple[int, str]:
+        """Adds the version row and its artifact references in one transaction; returns its
+        number and status.
 
-        Replicas sharing PostgreSQL race here: the model row and the reference rows are read
-        FOR UPDATE, so each upload of a name gets its own version; two first uploads of a name
-        (or of the same bytes) both inserting a row collide on its unique key, and the loser
-        runs again, finding the winner's row. (SQLite serializes writers by itself.)
+        Replicas sharing PostgreSQL race here: the tenant row, then the reference rows and the
+        model row are read FOR UPDATE, so each upload of a name gets its own version and the
+        tenant's quotas are counted by one upload at a time; two first uploads of a name (or
+        of the same bytes) both inserting a row collide on its unique key, and the loser runs
+        again, finding the winner's row. (SQLite serializes writers by itself.)
         """
         for attempt in range(_REGISTER_TRIES):
             try:
-                return self._register_once(tenant, name, shas, report, sizes)
+                return self._register_once(tenant, name, shas, report, sizes, policy)
             except IntegrityError:
                 if attempt == _REGISTER_TRIES - 1:
                     raise
@@ -321,11 +406,16 @@ class ModelService:
         shas: tuple[str, str | None, str],
         report: str,
         sizes: dict[str, int],
-    ) -> int:
+        policy: Policy,
+    ) -> tuple[int, str]:
         with self._register_lock, self._sessions.begin() as s:
-            # Locks in one order everywhere (references by sha, then the model): no deadlock.
-            self._refs.retain(s, tenant, sizes)
+            # Locks in one order everywhere (the tenant, references by sha, then the model): no
+            # deadlock. The tenant's lock is the one a policy or quota write takes too.
+            rules = self._rules_for_update(s, tenant)
             query = select(Model).where(Model.tenant_id == tenant, Model.name == name)
+            exists = s.scalars(query).first() is not None
+            _check_counts(s, tenant, rules, new_model=not exists)
+            self._refs.retain(s, tenant, sizes, rules.max_storage_bytes)
             model = s.scalars(query.with_for_update()).first()
             if model is None:
                 model = Model(id=uuid.uuid4().hex, tenant_id=tenant, name=name, next_version=1)
@@ -333,27 +423,36 @@ class ModelService:
             version = model.next_version
             model.next_version = version + 1
             program, params, onnx = shas
+            # Validated under another policy than the tenant's now (an operator changed it
+            # during the compile): kept blocked until validated again (`_revalidate`).
+            status = READY if rules.policy == policy else BLOCKED
             s.add(
                 ModelVersion(
                     model=model,
                     version=version,
-                    status=READY,
+                    status=status,
                     program_sha256=program,
                     params_sha256=params,
                     onnx_sha256=onnx,
                     report=report,
                 )
             )
-        return version
+        return version, status
 
     def _delete_rows(self, principal: Principal, name: str, version: int | None) -> list[str]:
-        """Deletes the version rows (all of the model's when `version` is None) and their
-        artifact references in one transaction; returns the artifacts no row names now."""
         with self._sessions.begin() as s:
-            model = self._model(s, principal, name)
-            doomed = list(model.versions) if version is None else [self._version(model, version)]
-            freed = self._refs.release(s, doomed)
-            s.delete(model if version is None else doomed[0])
+            return self._delete_rows_in(s, principal, name, version)
+
+    def _delete_rows_in(
+        self, s: Session, principal: Principal, name: str, version: int | None
+    ) -> list[str]:
+        """Deletes the version rows (all of the model's when `version` is None) and their
+        artifact references in the caller's transaction; returns the artifacts no row names
+        now (to collect once committed)."""
+        model = self._model(s, principal, name)
+        doomed = list(model.versions) if version is None else [self._version(model, version)]
+        freed = self._refs.release(s, doomed)
+        s.delete(model if version is None else doomed[0])
         return freed
 
     def sweep_artifacts(self, grace_s: float) -> int:
@@ -438,6 +537,42 @@ class ModelService:
                 del self._lookups[key]
 
 
+def _check_counts(s: Session, tenant: str, rules: RegistrationRules, *, new_model: bool) -> None:
+    """QuotaExceeded when one more version (of a new model, with `new_model`) is over the
+    tenant's quota of models or of stored versions, counted in the registering transaction."""
+    if rules.max_models and new_model:
+        models = (
+            s.scalar(select(func.count()).select_from(Model).where(Model.tenant_id == tenant)) or 0
+        )
+        if models >= rules.max_models:
+            raise QuotaExceeded(
+                f"quota max_models: expected at most {rules.max_models} models, got {models + 1}"
+            )
+    if rules.max_versions:
+        versions = (
+            s.scalar(
+                select(func.count())
+                .select_from(ModelVersion)
+                .join(Model)
+                .where(Model.tenant_id == tenant)
+            )
+            or 0
+        )
+        if versions >= rules.max_versions:
+            raise QuotaExceeded(
+                f"quota max_versions: expected at most {rules.max_versions} stored versions, "
+                f"got {versions + 1}"
+            )
+
+
+def _tenant_row(s: Session, name: str) -> Tenant:
+    check_name("tenant", name)
+    tenant = s.scalars(select(Tenant).where(Tenant.name == name)).first()
+    if tenant is None:
+        raise NotFound(f"no tenant {name!r}")
+    return tenant
+
+
 def _sizes(
     shas: tuple[str, str | None, str], blobs: tuple[bytes, bytes | None, bytes]
 ) -> dict[str, int]:
@@ -460,8 +595,9 @@ def _rejected(count: int) -> str:
 
 
 def _newest(model: Model) -> ModelVersion:
-    # A blocked newest version is answered as blocked (409), not skipped for an older one.
-    servable = [v for v in model.versions if v.status in (READY, BLOCKED)]
+    # A blocked or quarantined newest version is answered so (409, 503), not skipped for an
+    # older one.
+    servable = [v for v in model.versions if v.status in (READY, BLOCKED, QUARANTINED)]
     if not servable:
         raise NotFound(f"model {model.name!r} has no ready version")
     return servable[-1]

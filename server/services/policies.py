@@ -25,23 +25,23 @@ from server.db.models import ArtifactRef, Model, ModelVersion, Tenant, TenantRul
 from server.errors import InvalidRules, NotFound
 from server.services.limits import Limits
 from server.services.models import BLOCKED, READY, ModelService
-from server.settings import Settings
+from server.services.types import RegistrationRules, check_name
+from server.settings import POLICY_FIELDS as SERVER_POLICY_FIELDS
+from server.settings import Settings, bounds_of
 from server.storage import ArtifactStore
 from validator import Policy, ValidationFailed, validate
 from validator.ops import REGISTRY
-from validator.policy import LOOP_TRIPS_CEILING
 
-# The Policy fields an operator sets per tenant (each a validator.Policy field).
-POLICY_FIELDS: Final = (
-    "allowed_ops",
-    "max_batch",
-    "max_params_bytes",
-    "max_flops_per_sample",
-    "max_activation_bytes_per_sample",
-    "max_tensor_bytes",
-    "max_loop_trips",
-    "max_ops",
-)
+# The Policy fields an operator sets per tenant: the ops it may use, and every field the server
+# sets (settings.POLICY_FIELDS, the one list; each field's bounds are its setting's).
+POLICY_FIELDS: Final = ("allowed_ops", *SERVER_POLICY_FIELDS)
+# Called in the transaction of each change with (session, action, target, detail): the
+# operator service writes the change's audit row there (server/services/operators.py).
+Recorder = Callable[[Session, str, str, Mapping[str, Any]], None]
+
+
+def _unrecorded(_s: Session, _action: str, _target: str, _detail: Mapping[str, Any]) -> None:
+    return None
 
 
 @dataclass(frozen=True, slots=True)
@@ -154,43 +154,68 @@ class PolicyService:
         with self._sessions() as s:
             return self._view(s, _tenant(s, tenant))
 
-    def set_policy(self, tenant: str, changes: Mapping[str, Any]) -> PolicyChange:
+    def set_policy(
+        self, tenant: str, changes: Mapping[str, Any], record: Recorder = _unrecorded
+    ) -> PolicyChange:
         """Sets (a value) or resets (None) policy fields, then re-checks the tenant's stored
-        versions: those the new policy refuses are blocked, those it passes unblocked."""
+        versions: those the new policy refuses are blocked, those it passes unblocked.
+        `record` is called in the transaction of each change (the write, each block/unblock)."""
         with self._write_lock:
             with self._sessions.begin() as s:
-                row = _rules_row(s, _tenant(s, tenant))
-                overrides = {**json.loads(row.policy), **_policy_changes(changes)}
+                row = _rules_row(s, _tenant(s, tenant, lock=True))
+                checked = _policy_changes(changes)
+                overrides = {**json.loads(row.policy), **checked}
                 overrides = {k: v for k, v in overrides.items() if v is not None}
                 policy = self._policy_from(overrides)
                 row.policy = json.dumps(overrides, sort_keys=True)
                 tenant_id = row.tenant_id
+                record(s, "policy.set", tenant, {"changes": checked})
             self._load()
-            blocked, unblocked = self._recheck(tenant_id, policy)
+            blocked, unblocked = self._recheck(tenant_id, policy, record)
         self._announce(tenant_id)  # after the re-check: the statuses are committed
         return PolicyChange(self.show(tenant), blocked, unblocked)
 
-    def set_quota(self, tenant: str, changes: Mapping[str, Any]) -> TenantRulesView:
+    def set_quota(
+        self, tenant: str, changes: Mapping[str, Any], record: Recorder = _unrecorded
+    ) -> TenantRulesView:
         with self._write_lock:
             with self._sessions.begin() as s:
-                row = _rules_row(s, _tenant(s, tenant))
-                overrides = {**json.loads(row.quota), **_quota_changes(changes)}
+                row = _rules_row(s, _tenant(s, tenant, lock=True))
+                checked = _quota_changes(changes)
+                overrides = {**json.loads(row.quota), **checked}
                 overrides = {k: v for k, v in overrides.items() if v is not None}
                 row.quota = json.dumps(overrides, sort_keys=True)
                 tenant_id = row.tenant_id
+                record(s, "quota.set", tenant, {"changes": checked})
             self._load()
         self._announce(tenant_id)
         return self.show(tenant)
 
-    def suspend(self, tenant: str, suspended: bool) -> TenantRulesView:
+    def suspend(
+        self, tenant: str, suspended: bool, record: Recorder = _unrecorded
+    ) -> TenantRulesView:
         with self._write_lock:
             with self._sessions.begin() as s:
-                row = _rules_row(s, _tenant(s, tenant))
+                row = _rules_row(s, _tenant(s, tenant, lock=True))
                 row.suspended = (row.suspended or utcnow()) if suspended else None
                 tenant_id = row.tenant_id
+                record(s, "tenant.suspend" if suspended else "tenant.resume", tenant, {})
             self._load()
         self._announce(tenant_id)
         return self.show(tenant)
+
+    def rules_for_update(self, s: Session, tenant_id: str) -> RegistrationRules:
+        """The tenant's policy and quotas as committed, read in the caller's transaction with
+        the tenant's row locked (FOR UPDATE; SQLite serializes writers anyway), the lock every
+        policy or quota write takes too: an upload registers its version against these, and
+        neither slips between the other's check and commit."""
+        s.scalars(select(Tenant.id).where(Tenant.id == tenant_id).with_for_update()).first()
+        row = s.get(TenantRules, tenant_id)
+        policy = self._policy_from(json.loads(row.policy)) if row else self._default_policy
+        quota = self._quota_from(json.loads(row.quota)) if row else self._default_quota
+        return RegistrationRules(
+            policy, quota.max_models, quota.max_versions, quota.max_storage_bytes
+        )
 
     def reload(self, tenant_id: str | None = None) -> None:
         """Another replica changed a tenant's rules (`tenant_id`; None: maybe any): reads every
@@ -262,7 +287,9 @@ class PolicyService:
             # Uploads and checks: the compile queue's per-tenant cap (429 TOO_MANY_COMPILES).
             self._limits.compiles.slots.override(tenant_id, own.get("max_concurrent_uploads"))
 
-    def _recheck(self, tenant_id: str, policy: Policy) -> tuple[tuple[str, ...], tuple[str, ...]]:
+    def _recheck(
+        self, tenant_id: str, policy: Policy, record: Recorder = _unrecorded
+    ) -> tuple[tuple[str, ...], tuple[str, ...]]:
         blocked: list[str] = []
         unblocked: list[str] = []
         with self._sessions.begin() as s:
@@ -274,11 +301,21 @@ class PolicyService:
                 if row.status == READY and not passes:
                     row.status = BLOCKED
                     blocked.append(label)
+                    record(s, "model.block", label, {})
                 elif row.status == BLOCKED and passes:
                     row.status = READY
                     unblocked.append(label)
+                    record(s, "model.unblock", label, {})
         self._models.forget_tenant(tenant_id)
         return tuple(blocked), tuple(unblocked)
+
+    def passes(self, tenant_id: str, program: bytes, params: bytes | None) -> bool:
+        """Whether a program passes the tenant's current policy (validation only, no compile)."""
+        try:
+            validate(program, params, self.policy_of(tenant_id))
+        except ValidationFailed:
+            return False
+        return True
 
     def _passes(self, row: ModelVersion, policy: Policy) -> bool:
         program = self._artifacts.get(row.program_sha256)
@@ -307,8 +344,12 @@ def quota_json(quota: Quota) -> dict[str, Any]:
     return asdict(quota)
 
 
-def _tenant(s: Session, name: str) -> Tenant:
-    tenant = s.scalars(select(Tenant).where(Tenant.name == name)).first()
+def _tenant(s: Session, name: str, *, lock: bool = False) -> Tenant:
+    """The tenant named `name`; with `lock`, its row locked for the rest of the transaction
+    (the lock an upload's registration takes: `rules_for_update`)."""
+    check_name("tenant", name)
+    query = select(Tenant).where(Tenant.name == name)
+    tenant = s.scalars(query.with_for_update() if lock else query).first()
     if tenant is None:
         raise NotFound(f"no tenant {name!r}")
     return tenant
@@ -332,7 +373,9 @@ def _policy_changes(changes: Mapping[str, Any]) -> dict[str, Any]:
     checked: dict[str, Any] = {}
     for name, value in changes.items():
         if name not in POLICY_FIELDS:
-            raise InvalidRules(f"policy: expected one of {', '.join(POLICY_FIELDS)}, got {name!r}")
+            raise InvalidRules(
+                f"policy: expected one of {', '.join(POLICY_FIELDS)}, got {name!r:.80}"
+            )
         checked[name] = value if value is None else _policy_value(name, value)
     return checked
 
@@ -343,10 +386,11 @@ def _policy_value(name: str, value: Any) -> Any:
             raise InvalidRules(f"allowed_ops: expected a list of op types, got {value!r:.80}")
         unknown = sorted(set(value) - set(REGISTRY.names()))
         if unknown:
-            raise InvalidRules(f"allowed_ops: expected registered op types, got {unknown[:5]}")
+            raise InvalidRules(
+                f"allowed_ops: expected registered op types, got {unknown[:5]!r:.200}"
+            )
         return sorted(set(value))
-    low = 0 if name in ("max_params_bytes", "max_loop_trips") else 1
-    high = LOOP_TRIPS_CEILING if name == "max_loop_trips" else 2**62
+    low, high = bounds_of(name)
     return _integer(f"policy {name}", value, low, high)
 
 
@@ -354,7 +398,9 @@ def _quota_changes(changes: Mapping[str, Any]) -> dict[str, Any]:
     checked: dict[str, Any] = {}
     for name, value in changes.items():
         if name not in QUOTA_FIELDS:
-            raise InvalidRules(f"quota: expected one of {', '.join(QUOTA_FIELDS)}, got {name!r}")
+            raise InvalidRules(
+                f"quota: expected one of {', '.join(QUOTA_FIELDS)}, got {name!r:.80}"
+            )
         if value is None:
             checked[name] = None
         elif name == "rate_per_s":

@@ -83,26 +83,34 @@ class TenantService:
 
     def create_tenant(self, name: str) -> IssuedKey:
         """A tenant and its first key; the key is in the answer and never again."""
-        check_name("tenant", name)
         with self._sessions.begin() as s:
-            if s.scalars(select(Tenant).where(Tenant.name == name)).first() is not None:
-                raise Conflict(f"tenant {name!r} already exists")
-            tenant = Tenant(id=uuid.uuid4().hex, name=name)
-            s.add(tenant)
-            s.flush()
-            key = self._new_key(s, tenant.id, "tenant")
+            issued = self.add_tenant(s, name)
         self._invalidate()
-        return _issued(name, key)
+        return issued
+
+    def add_tenant(self, s: Session, name: str) -> IssuedKey:
+        """`create_tenant` in the caller's transaction (call `forget_cached_keys` after it)."""
+        check_name("tenant", name)
+        if s.scalars(select(Tenant).where(Tenant.name == name)).first() is not None:
+            raise Conflict(f"tenant {name!r} already exists")
+        tenant = Tenant(id=uuid.uuid4().hex, name=name)
+        s.add(tenant)
+        s.flush()
+        return _issued(name, self._new_key(s, tenant.id, "tenant"))
 
     def create_key(self, name: str) -> IssuedKey:
         """An additional key for a tenant (rotation: both work until one is revoked)."""
         with self._sessions.begin() as s:
-            tenant = s.scalars(select(Tenant).where(Tenant.name == name)).first()
-            if tenant is None:
-                raise NotFound(f"no tenant {name!r}")
-            key = self._new_key(s, tenant.id, "tenant")
+            issued = self.add_key(s, name)
         self._invalidate()
-        return _issued(name, key)
+        return issued
+
+    def add_key(self, s: Session, name: str) -> IssuedKey:
+        """`create_key` in the caller's transaction (call `forget_cached_keys` after it)."""
+        tenant = s.scalars(select(Tenant).where(Tenant.name == name)).first()
+        if tenant is None:
+            raise NotFound(f"no tenant {name!r}")
+        return _issued(name, self._new_key(s, tenant.id, "tenant"))
 
     def issue_operator_key(self, s: Session, operator: str, role: str) -> str:
         """A key for a named operator (server/services/admins.py), in that caller's transaction."""
@@ -129,14 +137,26 @@ class TenantService:
         """Revokes a key; it is refused from the next request on (the cache is emptied after
         the commit, before this returns)."""
         with self._sessions.begin() as s:
-            key = s.get(ApiKey, key_id)
-            if key is None:
-                raise NotFound(f"no key {key_id!r}")
-            if key.revoked is None:
-                key.revoked = utcnow()
-            answer = _key_info(key)
+            answer = self.revoke_key_in(s, key_id)
         self._invalidate()
         return answer
+
+    def revoke_key_in(self, s: Session, key_id: str, tenant: str | None = None) -> KeyInfo:
+        """`revoke_key` in the caller's transaction; with `tenant`, only a key of that tenant
+        (another's is NotFound, like a missing one)."""
+        key = (
+            s.get(ApiKey, key_id)
+            if _KEY_ID.fullmatch(key_id) or key_id == ENV_ADMIN_KEY_ID
+            else None
+        )
+        if key is not None and tenant is not None:
+            owner = s.scalars(select(Tenant).where(Tenant.name == tenant)).first()
+            key = key if owner is not None and key.tenant_id == owner.id else None
+        if key is None:
+            raise NotFound(f"no key {key_id[:40]!r}" + (f" of tenant {tenant!r}" if tenant else ""))
+        if key.revoked is None:
+            key.revoked = utcnow()
+        return _key_info(key)
 
     def cached_principal(self, presented: str) -> Principal | None:
         """The caller behind a key from the cache alone (no database, no blocking); None when

@@ -10,7 +10,7 @@ from typing import Any, Final
 
 from server.dispatch import RemoteModel
 from server.errors import InvalidName
-from validator import Report, TensorSpec
+from validator import Policy, Report, TensorSpec
 
 # Tenant, model and operator names: matched whole (re.fullmatch), so "abc\n" is not "abc".
 NAME: Final = re.compile(r"[a-z0-9][a-z0-9_.-]{0,63}")
@@ -48,6 +48,17 @@ class LoadedModel:
     def label(self) -> tuple[str, str, int]:
         """What a worker crash is charged to (server/dispatch: quarantine)."""
         return (self.tenant_id, self.name, self.version)
+
+
+@dataclass(frozen=True, slots=True)
+class RegistrationRules:
+    """What a new version is registered against, read in the registering transaction: the
+    tenant's policy (a version validated under another is blocked) and its quotas (0: none)."""
+
+    policy: Policy
+    max_models: int = 0
+    max_versions: int = 0
+    max_storage_bytes: int = 0
 
 
 # -- what the use cases return (routes turn them into JSON) ----------------------------------

@@ -10,7 +10,7 @@ kept with their full diagnostics so an operator can answer "why was my model ref
 from __future__ import annotations
 
 import json
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any, Final
@@ -68,12 +68,14 @@ class UploadService:
         audit: AuditService,
         *,
         keep: int,
+        on_delete: Callable[[str, str, int | None], None] = lambda _t, _n, _v: None,
     ) -> None:
         self._sessions = sessions
         self._models = models
         self._policies = policies
         self._audit = audit
         self._keep = keep
+        self._on_delete = on_delete  # (tenant id, name, version): its metric series go
 
     def upload(
         self, principal: Principal, actor: Actor, name: str, program: bytes, params: bytes | None
@@ -115,6 +117,7 @@ class UploadService:
         target = name if version is None else f"{name}/{version}"
         self._models.delete(principal, name, version)
         self._audit.record(actor, "model.delete", target)
+        self._on_delete(principal.tenant_id, name, version)
 
     def rejections(self, tenant: str) -> list[KeptRejection]:
         """The tenant's kept rejections, newest first."""

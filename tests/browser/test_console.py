@@ -63,9 +63,22 @@ def _shoot(page: Page, out: Path, name: str) -> None:
     for width in WIDTHS:
         page.set_viewport_size({"width": width, "height": 900})
         page.screenshot(path=str(out / f"{name}-{width}.png"), full_page=True)
+        # Usable at a phone's width: nothing on the page scrolls it sideways.
+        wide = page.evaluate("document.documentElement.scrollWidth")
+        assert wide <= width, f"{name} at {width} px: expected no sideways scroll, got {wide} px"
         if width == 1280 and os.environ.get("GRAPHGATE_CONSOLE_SHOTS") == "docs":
             page.screenshot(path=str(ROOT / "docs" / "console" / f"{name}.png"), full_page=True)
     page.set_viewport_size({"width": 1280, "height": 900})
+
+
+def test_every_page_has_a_favicon(browser: Browser, server: Server) -> None:
+    page = browser.new_page()
+    page.goto(f"{server.url}/admin/login")
+    icon = page.locator('link[rel="icon"]').get_attribute("href")
+    assert icon is not None
+    answer = httpx2.get(f"{server.url}{icon}")
+    assert answer.status_code == 200 and answer.headers["content-type"].startswith("image/svg")
+    page.close()
 
 
 def test_operator_story(browser: Browser, server: Server, tmp_path: Path) -> None:

@@ -12,7 +12,8 @@ from prometheus_client.parser import text_string_to_metric_families
 from graph_proto.types import DType
 from server.main import create_app
 from server.services.limits import Limits
-from tests.builders import GraphBuilder, V
+from server.services.metrics import MAX_MODELS_PER_TENANT, OTHER_MODELS, Metrics
+from tests.builders import GraphBuilder, V, affine
 from tests.server.conftest import ADMIN_TOKEN, SettingsFactory, auth, new_tenant
 from tests.server.test_models_api import assert_error, upload
 
@@ -216,3 +217,22 @@ def test_each_app_has_its_own_registry(
             == 1
         )
     assert scrape(client)[requests("tenant-a", "m", "json", 200)] == 1
+
+
+def test_deleted_models_leave_metrics_and_a_tenant_s_model_series_are_bounded(
+    client: TestClient, key_a: str
+) -> None:
+    """Series of a deleted model go with it; past MAX_MODELS_PER_TENANT model labels a
+    tenant's further models count under one OTHER_MODELS label."""
+    metrics: Metrics = client.app.state.metrics  # type: ignore[attr-defined]
+    tenant_id = client.app.state.tenants.authenticate(key_a).tenant_id  # type: ignore[attr-defined]
+    for i in range(MAX_MODELS_PER_TENANT + 5):
+        metrics.inference(tenant_id, f"m{i}", binary=False, status=200, code=None, seconds=0.001)
+        metrics.inference(tenant_id, f"m{i}", binary=True, status=422, code="X", seconds=0.001)
+    page = client.get("/metrics", headers=auth(ADMIN_TOKEN)).text
+    assert f'model="m{MAX_MODELS_PER_TENANT - 1}"' in page
+    assert f'model="m{MAX_MODELS_PER_TENANT}"' not in page
+    assert f'model="{OTHER_MODELS}"' in page
+    upload(client, key_a, "m0", affine().built())
+    assert client.delete("/v1/models/m0", headers=auth(key_a)).status_code == 204
+    assert 'model="m0"' not in client.get("/metrics", headers=auth(ADMIN_TOKEN)).text

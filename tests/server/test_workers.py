@@ -421,3 +421,37 @@ def test_a_request_that_gives_up_leaves_the_line() -> None:
         handoff.get(cancelled)
     handoff.put(WORKERS[0])  # nobody waits: it is idle
     assert handoff.take_idle() == [WORKERS[0]]
+
+
+def test_a_quarantine_is_kept_in_the_database_across_a_restart_until_released(
+    make_settings: SettingsFactory,
+) -> None:
+    """Crashes are counted in the database: a restarted server (or any replica on the same
+    database) still refuses the version until an operator releases it."""
+    settings = make_settings(workers=2, quarantine_crashes=2)
+    x4 = np.eye(4, dtype=np.float32)
+    with TestClient(create_app(settings)) as first:
+        key = new_tenant(first, "tenant-a")
+        upload(first, key, "slow", SLOW)
+        for sig in (signal.SIGKILL, signal.SIGKILL):
+            assert _crash_one(first, key, sig).json()["code"] == "WORKER_CRASHED"
+        assert _infer(first, key, "slow", x4).json()["code"] == "MODEL_QUARANTINED"
+    with TestClient(create_app(settings)) as second:
+        held = _infer(second, key, "slow", x4)
+        assert held.status_code == 503 and held.json()["code"] == "MODEL_QUARANTINED"
+        got = second.get("/v1/models/slow", headers=auth(key)).json()
+        assert got["versions"][0]["status"] == "quarantined"
+        viewer = second.post(
+            "/v1/admin/admins", json={"name": "vera", "role": "viewer"}, headers=auth(ADMIN_TOKEN)
+        ).json()["key"]
+        path = "/v1/admin/quarantine/tenant-a/slow/1/release"
+        assert second.post(path, headers=auth(viewer)).status_code == 403
+        assert second.post(path, headers=auth(ADMIN_TOKEN)).status_code == 200
+        assert _infer(second, key, "slow", x4).status_code == 200
+        rows = second.get(
+            "/v1/admin/audit", params={"action": "model.release"}, headers=auth(ADMIN_TOKEN)
+        ).json()["entries"]
+        assert [(r["actor"], r["outcome"]) for r in rows] == [
+            ("admin:root", "ok"),
+            ("admin:vera", "denied"),
+        ]
