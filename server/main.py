@@ -90,6 +90,7 @@ def start_services(app: FastAPI, settings: Settings) -> None:
         ),
         publish=bus.publish,
         policy_for=lambda tenant_id: app.state.policies.policy_of(tenant_id),
+        compile_queue=app.state.limits.compiles.run_blocking,
     )
     if orphans := app.state.models.sweep_artifacts(settings.artifact_gc_grace_s):
         log.warning("removed %d artifacts no model version names (a killed upload's)", orphans)
