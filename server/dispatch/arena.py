@@ -18,6 +18,7 @@ from typing import Final
 import numpy as np
 
 _ALIGN: Final = 64
+_KEEP_MAPPED: Final = 4 * 1024 * 1024  # see Arena.forget
 
 # (name, dtype str, shape, offset); offset -1: `inline` holds the array (object dtypes only).
 Layout = tuple[tuple[str, str, tuple[int, ...], int], ...]
@@ -78,6 +79,15 @@ class Arena:
             layout.append((name, array.dtype.str, tuple(array.shape), offset))
             offset = end
         return tuple(layout), inline, offset
+
+    def forget(self, keep: int = _KEEP_MAPPED) -> None:
+        """Drops this process's pages of the arena past its first `keep` bytes (the file keeps
+        its bytes): a big request's tensors, written here, would otherwise stay in this
+        process's resident memory after it is answered. The first bytes stay mapped: small
+        requests reuse them without page faults."""
+        start = -(-keep // mmap.PAGESIZE) * mmap.PAGESIZE
+        if self.size > start and hasattr(mmap, "MADV_DONTNEED"):
+            self._map.madvise(mmap.MADV_DONTNEED, start, self.size - start)
 
     def put(self, offset: int, data: bytes | memoryview) -> int:
         """Writes `data` at `offset` (growing the arena as `write` does); the end offset."""

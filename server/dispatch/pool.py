@@ -465,6 +465,7 @@ class WorkerPool:
         _, _, (out_layout, out_inline), arena_size, retire = reply
         worker.arena.ensure(arena_size)
         outputs = worker.arena.read(out_layout, out_inline, copy=True)
+        worker.arena.forget()
         self._give_back(worker, retire)
         return outputs
 
@@ -559,6 +560,7 @@ class WorkerPool:
         finally:
             if cancelled is not None:
                 cancelled.on_cancel(None)
+            arena.forget()  # the feeds written here: not kept in the server's memory
         return self._check(reply)
 
     @staticmethod

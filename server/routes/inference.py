@@ -114,7 +114,7 @@ class AnswerResponse(Response):
                 await send({"type": "http.response.body", "body": piece, "more_body": True})
             await send({"type": "http.response.body", "body": b"", "more_body": False})
         finally:
-            answer.close()
+            self.reply.close()
             self.done()
 
 

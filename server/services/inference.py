@@ -18,6 +18,7 @@ The path of one request (`answer`), one owner per step:
 from __future__ import annotations
 
 import asyncio
+import ctypes
 import time
 from collections.abc import Callable, Mapping
 from concurrent.futures import Executor
@@ -43,6 +44,8 @@ DEFAULT_MAX_BODY_BYTES: Final = 64 * 1024 * 1024  # Triton's --http-max-input-si
 # inflate up to the body cap) are decoded off the event loop.
 INLINE_MAX_BODY_BYTES: Final = 16 * 1024
 TIMEOUT_HEADER: Final = "graphgate-timeout-ms"
+# Requests at least this big give their memory back to the system once over (`_memory_back`).
+BIG_BODY_BYTES: Final = 16 * 1024 * 1024
 NO_BUDGET: Final = Budget()  # no limit
 
 
@@ -59,12 +62,18 @@ class Dispatch:
 
 @dataclass(frozen=True, slots=True)
 class Reply:
-    """An inference's answer (close it once sent), its headers, and its deadline (which the
-    sending must also keep)."""
+    """An inference's answer, its headers, and its deadline (which the sending must also
+    keep); `close()` once it is sent or dropped."""
 
     answer: Answer
     headers: dict[str, str]
     deadline: float
+    after: Callable[[], None] | None = None  # see `_memory_back`
+
+    def close(self) -> None:
+        self.answer.close()
+        if self.after is not None:
+            self.after()
 
 
 def metadata(model: LoadedModel) -> ModelMetadata:
@@ -86,6 +95,25 @@ async def answer(
     module's docstring says the steps. `headers` are the request's (lower-case names);
     `source` is whose queue it waits in when batched (fairness: the caller's key)."""
     loop = asyncio.get_running_loop()
+    after = _memory_back(dispatch.threads) if len(body) >= BIG_BODY_BYTES else None
+    try:
+        return await _answer(model, body, headers, dispatch, cancel, source, loop, after)
+    except BaseException:
+        if after is not None:
+            after()
+        raise
+
+
+async def _answer(
+    model: LoadedModel,
+    body: bytes,
+    headers: Mapping[str, str],
+    dispatch: Dispatch,
+    cancel: Cancel,
+    source: str,
+    loop: asyncio.AbstractEventLoop,
+    after: Callable[[], None] | None,
+) -> Reply:
     if decodes_cheaply(body, headers):
         decoded = decode(model, body, headers, max_body_bytes=dispatch.max_body_bytes)
     else:
@@ -106,14 +134,14 @@ async def answer(
         )
     else:
         waiter = _in_thread(
-            loop, dispatch.threads, lambda: _run_alone(model, decoded, spec, due, cancel)
+            loop, dispatch.threads, lambda: _run_alone(model, decoded, spec, due, cancel), after
         )
     try:
         encoded = await batching.wait_async(waiter, due)
     except DeadlineExceeded:
         cancel.set()  # the run, its encoding or its place in the batch queue stops now
         raise
-    return Reply(encoded, response_headers(encoded), due)
+    return Reply(encoded, response_headers(encoded), due, after)
 
 
 def infer(
@@ -221,24 +249,28 @@ def _rows(request: InferRequest) -> int:
 
 
 def _in_thread(
-    loop: asyncio.AbstractEventLoop, threads: Executor, work: Callable[[], T]
+    loop: asyncio.AbstractEventLoop,
+    threads: Executor,
+    work: Callable[[], T],
+    late: Callable[[], None] | None = None,
 ) -> asyncio.Future[T]:
     """`work()` in the app's inference threads, its outcome handed to the loop in one
     call_soon_threadsafe; an Answer that comes back after its waiter gave up (the deadline)
-    is closed there.
+    is closed there, and `late` called (the request is over only then).
 
     NOTE: not Starlette's `run_in_threadpool`: anyio's hand-off costs the event loop ~50-90 us
     of CPU a call here, an executor's ~15 us (benchmarks/results/serving.md); and not
     `run_in_executor`, whose future cannot be failed at the deadline while its thread runs on."""
     waiter: asyncio.Future[T] = loop.create_future()
+    held = [work]  # dropped once run: what it holds (the feeds) is freed with it
 
     def run() -> None:
         try:
-            outcome: tuple[bool, object] = (True, work())
+            outcome: tuple[bool, object] = (True, held.pop()())
         except BaseException as error:  # handed to the waiter, raised there
             outcome = (False, error)
         try:
-            loop.call_soon_threadsafe(_settle, waiter, *outcome)
+            loop.call_soon_threadsafe(_settle, waiter, *outcome, late)
         except RuntimeError:  # the loop closed: nobody waits any more
             _drop(outcome[1])
 
@@ -246,9 +278,13 @@ def _in_thread(
     return waiter
 
 
-def _settle(waiter: asyncio.Future[T], ok: bool, value: object) -> None:
+def _settle(
+    waiter: asyncio.Future[T], ok: bool, value: object, late: Callable[[], None] | None
+) -> None:
     if waiter.done():
         _drop(value)
+        if late is not None:
+            late()
     elif ok:
         waiter.set_result(value)  # type: ignore[arg-type]
     else:
@@ -259,6 +295,33 @@ def _settle(waiter: asyncio.Future[T], ok: bool, value: object) -> None:
 def _drop(value: object) -> None:
     if isinstance(value, Answer):
         value.close()
+
+
+def _memory_back(threads: Executor) -> Callable[[], None]:
+    """What gives a big request's memory back to the system once it is over: its body came
+    in thousands of pieces, and the C allocator keeps the pages they were freed from (RSS
+    grew by twice a 62 MB body and stayed). malloc_trim returns them; in a thread, ~ms."""
+
+    def later() -> None:
+        threads.submit(_trim)
+
+    return later
+
+
+def _trim() -> None:
+    if _LIBC is not None:
+        _LIBC.malloc_trim(0)
+
+
+def _libc() -> ctypes.CDLL | None:
+    try:
+        libc = ctypes.CDLL("libc.so.6")
+    except OSError:  # not glibc: nothing to trim this way
+        return None
+    return libc if hasattr(libc, "malloc_trim") else None
+
+
+_LIBC: Final = _libc()
 
 
 def decodes_cheaply(body: bytes, headers: Mapping[str, str]) -> bool:
