@@ -138,9 +138,14 @@ async def _answer(
         )
     try:
         encoded = await batching.wait_async(waiter, due)
-    except DeadlineExceeded:
-        cancel.set()  # the run, its encoding or its place in the batch queue stops now
-        raise
+    except BaseException as error:
+        if isinstance(error, DeadlineExceeded):
+            cancel.set()  # the run, its encoding or its place in the batch queue stops now
+        # NOTE: the waiter holds this error, and the error its traceback's frames (the body,
+        # the feeds), and those frames the waiter: a cycle only the garbage collector frees,
+        # whenever it runs (a 62 MB request left 130 MB behind, request after request).
+        del waiter
+        raise error.with_traceback(None) from None
     return Reply(encoded, response_headers(encoded), due, after)
 
 
