@@ -143,9 +143,9 @@ def main() -> None:
             cyclers = [f"m{i}" for i in range(6)]
             for index, name in enumerate(cyclers):
                 g = GraphBuilder()
-                x = g.feed("x", DType.FP32, [-1, 8])
+                feed = g.feed("x", DType.FP32, [-1, 8])
                 attrs = {"scale": float(index + 2), "bias": 0.0, "bias_after_scale": True}
-                g.node("scale", {"X": [x]}, {"Out": [V("y", [-1, 8])]}, attrs)
+                g.node("scale", {"X": [feed]}, {"Out": [V("y", [-1, 8])]}, attrs)
                 g.fetch("y")
                 upload(server, hostile, name, g.built())
             other = Other(server, key)
