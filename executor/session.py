@@ -137,10 +137,13 @@ class CompiledModel:
         *,
         deadline: float | None = None,
         cancel: RunCancel | None = None,
+        before_run: Callable[[Mapping[str, tuple[int, ...]]], None] | None = None,
     ) -> dict[str, np.ndarray]:
         """Checks the feeds and the request's cost, runs, checks the fetches; returns them by
         Paddle var name. `deadline` (time.monotonic()) and `cancel` stop onnxruntime mid-run
-        (DeadlineExceeded, RunCancelled)."""
+        (DeadlineExceeded, RunCancelled). `before_run` is given the fetches' re-inferred shapes
+        (-1: a dim the data decides) once the request's own checks pass, before anything runs:
+        the caller's budgets of what it will do with them (the server's answer budget)."""
         check_dim_constraints(self.program.report.dim_constraints, feeds)
         scope = Scope(self.program.inputs, self.max_request_bytes)
         checked = scope.feed_all(feeds)
@@ -149,6 +152,8 @@ class CompiledModel:
         expected = self._expected_types(fed_shapes, sizes)
         checks = self.checks
         checks.before_run(checked, fed_shapes)
+        if before_run is not None:
+            before_run({spec.name: expected[spec.name].shape for spec in self.program.outputs})
         stop = _Stop(deadline, cancel)
         try:
             with stop.watched():

@@ -112,6 +112,14 @@ class QuotaExceeded(Forbidden):
     code = "QUOTA_EXCEEDED"
 
 
+class ResponseOverBudget(PayloadTooLarge):
+    """An answer over the tenant's answer budget (`max_response_bytes`, or the tighter
+    `max_json_response_bytes` for JSON outputs): refused before the run from the output shapes,
+    or as the outputs sized by data are encoded; binary outputs or fewer rows fit more."""
+
+    code = "RESPONSE_OVER_BUDGET"
+
+
 class ModelBlocked(Conflict):
     """The version no longer passes its tenant's policy (it was tightened): kept, not served."""
 

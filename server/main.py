@@ -35,6 +35,7 @@ from server.routes import (
 )
 from server.services.admins import AdminService
 from server.services.audit import AuditService
+from server.services.inference import Dispatch, budget_of
 from server.services.invalidation import Bus, Event, LocalBus
 from server.services.limits import CompileQueue, Limits, compile_threads
 from server.services.metrics import Metrics, TenantNames
@@ -52,7 +53,7 @@ Lifespan = Callable[[FastAPI], AbstractAsyncContextManager[None]]
 # A limit check on the hot path waits at most this long for Redis, then falls back to the
 # process's own limiter (server/services/limits_redis.py).
 REDIS_TIMEOUT_S: Final = 0.5
-# Threads that decode big V2 bodies and wait for unbatched worker runs (server/routes/
+# Threads that decode big V2 bodies and wait for unbatched worker runs (server/services/
 # inference.py): as many as anyio's default thread limiter, which they used before.
 INFER_THREADS: Final = 40
 
@@ -88,6 +89,7 @@ def start_services(app: FastAPI, settings: Settings) -> None:
         publish=bus.publish,
         policy_for=lambda tenant_id: app.state.policies.policy_of(tenant_id),
         rules_for_update=lambda s, tenant_id: app.state.policies.rules_for_update(s, tenant_id),
+        compile_queue=app.state.limits.compiles.run_blocking,
     )
     if orphans := app.state.models.sweep_artifacts(settings.artifact_gc_grace_s):
         log.warning("removed %d artifacts no model version names (a killed upload's)", orphans)
@@ -204,6 +206,13 @@ def with_workers(lifespan: Lifespan, settings: Settings) -> Lifespan:
         # Batching happens before dispatch: at most one batch in flight per worker.
         app.state.batchers = Batchers(BatchPolicy.from_settings(settings), slots=settings.workers)
         app.state.infer_threads = ThreadPoolExecutor(INFER_THREADS, thread_name_prefix="infer")
+        app.state.dispatch = Dispatch(
+            app.state.infer_threads,
+            lambda: app.state.batchers,
+            max_body_bytes=settings.max_infer_bytes,
+            timeout_s=settings.infer_timeout_s,
+            budget_of=lambda tenant_id: budget_of(app.state.policies.quota_of(tenant_id)),
+        )
         try:
             async with lifespan(app):
                 yield
@@ -227,15 +236,17 @@ class GraphgateApp(FastAPI):
         # NOTE: an infer request goes straight to the fast path: FastAPI's own __call__ asks
         # per request whether OpenTelemetry was configured (~5% of the loop's time on a tiny
         # model); the infer path's metrics are Prometheus's (server/http/metrics.py) either way.
+        # Which requests are inferences: the route table's one answer (server/http/paths.py).
         stack = self.middleware_stack
         if (
-            stack is not None
+            isinstance(stack, InferFastPath)
             and scope["type"] == "http"
-            and scope["path"].endswith("/infer")
+            and scope["method"] == "POST"
             and not self.root_path
+            and (params := paths.INFER.match(scope["path"])) is not None
         ):
             scope["app"] = self
-            await stack(scope, receive, send)
+            await stack.infer(scope, receive, send, params)
             return
         await super().__call__(scope, receive, send)
 
@@ -276,8 +287,8 @@ def create_app(settings: Settings) -> FastAPI:
     app.add_middleware(
         BodyLimit,
         caps=(
-            (paths.UPLOAD_PATHS, settings.max_upload_bytes),
-            (paths.V2_INFER_PATHS, settings.max_infer_bytes),
+            (paths.UPLOADS, settings.max_upload_bytes),
+            (paths.INFER, settings.max_infer_bytes),
         ),
     )
     app.add_middleware(InferenceMetrics, metrics=app.state.metrics)

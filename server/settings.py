@@ -108,6 +108,20 @@ class Settings(BaseSettings):
         description="bytes of the decoded feeds of one inference request together "
         "(`INPUT_TOO_LARGE`)",
     )
+    max_response_bytes: int = Field(
+        default=512 * 1024 * 1024,
+        ge=0,
+        description="bytes of one inference's answer (the default of a tenant's quota "
+        "`max_response_bytes`), refused before the run from its output shapes or as it is "
+        "encoded: 413 `RESPONSE_OVER_BUDGET`; `0`: off",
+    )
+    max_json_response_bytes: int = Field(
+        default=64 * 1024 * 1024,
+        ge=0,
+        description="bytes of one inference's answer as JSON text (~4-20 bytes a number; "
+        "binary outputs are not counted; the default of a tenant's quota "
+        "`max_json_response_bytes`): 413 `RESPONSE_OVER_BUDGET`; `0`: off",
+    )
     model_cache_size: int = Field(
         default=64,
         ge=1,

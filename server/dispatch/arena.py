@@ -10,6 +10,7 @@ from __future__ import annotations
 import mmap
 import os
 import tempfile
+import weakref
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Final
@@ -17,6 +18,7 @@ from typing import Final
 import numpy as np
 
 _ALIGN: Final = 64
+_KEEP_MAPPED: Final = 4 * 1024 * 1024  # see Arena.forget
 
 # (name, dtype str, shape, offset); offset -1: `inline` holds the array (object dtypes only).
 Layout = tuple[tuple[str, str, tuple[int, ...], int], ...]
@@ -78,6 +80,29 @@ class Arena:
             offset = end
         return tuple(layout), inline, offset
 
+    def forget(self, keep: int = _KEEP_MAPPED) -> None:
+        """Drops this process's pages of the arena past its first `keep` bytes (the file keeps
+        its bytes): a big request's tensors, written here, would otherwise stay in this
+        process's resident memory after it is answered. The first bytes stay mapped: small
+        requests reuse them without page faults."""
+        start = -(-keep // mmap.PAGESIZE) * mmap.PAGESIZE
+        if self.size > start and hasattr(mmap, "MADV_DONTNEED"):
+            self._map.madvise(mmap.MADV_DONTNEED, start, self.size - start)
+
+    def put(self, offset: int, data: bytes | memoryview) -> int:
+        """Writes `data` at `offset` (growing the arena as `write` does); the end offset."""
+        end = offset + len(data)
+        if end > self.size:
+            self.ensure(max(end, self.size * 2))
+        self._map[offset:end] = data
+        return end
+
+    def pread(self, offset: int, count: int) -> bytes:
+        """`count` bytes from `offset`, read through the file, not the map: the reader's own
+        memory holds only what it asked for (touching the mapped pages would add them all to
+        its resident size, if shared)."""
+        return os.pread(self._fd, count, offset)
+
     def read(
         self, layout: Layout, inline: Mapping[str, np.ndarray], *, copy: bool
     ) -> dict[str, np.ndarray]:
@@ -90,3 +115,47 @@ class Arena:
             view = np.ndarray(shape, np.dtype(dtype), self._map, offset)
             out[name] = view.copy() if copy else view
         return out
+
+
+class Spill:
+    """Bytes copied out of an arena into a file of their own on /dev/shm: the kernel copies
+    (copy_file_range), so no process's heap holds them, and the arena's worker is free at once
+    while they are sent. Unlinked from the start: closing the file frees them."""
+
+    def __init__(self, fd: int) -> None:
+        self._fd = fd
+        self._closer = weakref.finalize(self, os.close, fd)  # a spill never closed: at GC
+
+    @classmethod
+    def copy(cls, arena: Arena, offset: int, count: int) -> Spill:
+        fd, name = tempfile.mkstemp(prefix="graphgate-answer-", dir=_folder())
+        os.unlink(name)
+        spill = cls(fd)
+        try:
+            done = 0
+            while done < count:
+                moved = _copy_range(arena._fd, fd, count - done, offset + done, done)
+                if moved <= 0:
+                    raise OSError(f"expected {count} bytes of the arena, got {done}")
+                done += moved
+        except BaseException:
+            spill.close()
+            raise
+        return spill
+
+    def pread(self, offset: int, count: int) -> bytes:
+        return os.pread(self._fd, count, offset)
+
+    def close(self) -> None:
+        self._closer()
+
+
+def _copy_range(src: int, dst: int, count: int, src_offset: int, dst_offset: int) -> int:
+    """copy_file_range where the system has it, else one bounded read and write."""
+    if hasattr(os, "copy_file_range"):
+        try:
+            return os.copy_file_range(src, dst, count, src_offset, dst_offset)
+        except OSError:
+            pass  # an older kernel or another file system: the plain way
+    data = os.pread(src, min(count, 1024 * 1024), src_offset)
+    return os.pwrite(dst, data, dst_offset)

@@ -11,9 +11,12 @@ batch, run it, answer it, and take the next. A batch closes when it holds `max_b
 (0 by default: a lone request is never held). While every thread is busy, requests
 accumulate, so batches grow with load by themselves, with no timer per request.
 
-Answers: each member's response is encoded on the batch thread; a batch's answers go back to
-the event loop in one `call_soon_threadsafe` (`submit_async`), so the loop wakes once per
-batch, not once per request (the loop is one thread: its time per request caps throughput).
+Answers: each member's response is encoded by the worker that ran the batch (server/dispatch/
+answer.py), within the member's own answer budget; a batch's answers go back to the event loop
+in one `call_soon_threadsafe` (`submit_answer`), so the loop wakes once per batch, not once per
+request (the loop is one thread: its time per request caps throughput). An answer whose
+waiter gave up is closed (its worker's lease given back). A request of 0 rows batches like any
+other (its answer has 0 rows).
 
 Fairness: the queue is one FIFO per *source* (the caller's API key id; a shared model would
 key by tenant), served round-robin: a batch takes the head of each source in turn, so one
@@ -45,6 +48,7 @@ from typing import Final, TypeVar
 import numpy as np
 
 from executor.errors import DeadlineExceeded, RunCancelled
+from server.dispatch.answer import Answer, AnswerSpec
 from server.dispatch.pool import Cancel, ModelLabel, RemoteModel
 from server.errors import ModelQuarantined, WorkerCrashed, WorkerOutOfMemory, WorkerUnavailable
 from server.settings import Settings
@@ -120,6 +124,7 @@ class _Item:
     a request submitted from an event loop, to `waiter` on `loop` (see `_deliver`)."""
 
     __slots__ = (
+        "answer",
         "arrived",
         "cancel",
         "deadline",
@@ -131,6 +136,7 @@ class _Item:
         "rows",
         "source",
         "waiter",
+        "weight",
     )
 
     def __init__(
@@ -141,14 +147,24 @@ class _Item:
         cancel: Cancel | None,
         source: str,
         loop: asyncio.AbstractEventLoop | None,
+        answer: AnswerSpec | None = None,
     ) -> None:
         self.source = source
         self.feeds = feeds
         self.finish = finish
+        self.answer = answer
         self.deadline = deadline
         self.cancel = cancel
         self.rows = int(next(iter(feeds.values())).shape[0])
-        self.key = tuple((n, a.dtype.str, a.shape[1:]) for n, a in sorted(feeds.items()))
+        # What it counts for in the queue: a request of 0 rows still waits for a batch thread
+        # (counted 0, no thread was ever woken for it, and it waited out its deadline).
+        self.weight = max(self.rows, 1)
+        # Requests batch together when their feeds agree past the batch axis and all want
+        # answers encoded by the worker (or all want the outputs themselves).
+        self.key = (
+            answer is None,
+            *((n, a.dtype.str, a.shape[1:]) for n, a in sorted(feeds.items())),
+        )
         self.arrived = time.monotonic()
         self.loop = loop
         self.future: Future[object] | None = None if loop else Future()
@@ -219,19 +235,20 @@ class Batcher:
         assert item.future is not None
         return item.future  # type: ignore[return-value]
 
-    def submit_async(
+    def submit_answer(
         self,
         feeds: Feeds,
-        finish: Callable[[Outputs], T],
+        answer: AnswerSpec,
         *,
         source: str = "",
         deadline: float | None = None,
         cancel: Cancel | None = None,
-    ) -> asyncio.Future[T]:
-        """`submit` from the running event loop: the answers of a batch come back to the loop
-        in ONE call (a wake-up per batch, not per request); await it with `wait_async`."""
-        loop = asyncio.get_running_loop()
-        item = self._queue(_Item(feeds, finish, deadline, cancel, source, loop))
+        loop: asyncio.AbstractEventLoop,
+    ) -> asyncio.Future[Answer]:
+        """Queues one request whose answer its worker encodes (server/dispatch/answer.py),
+        from the event loop `loop`: the answers of a batch come back to the loop in ONE call
+        (a wake-up per batch, not per request); await it with `wait_async`."""
+        item = self._queue(_Item(feeds, _same, deadline, cancel, source, loop, answer))
         assert item.waiter is not None
         return item.waiter  # type: ignore[return-value]
 
@@ -266,7 +283,7 @@ class Batcher:
             if self._closed:
                 raise WorkerUnavailable("the server is shutting down")
             self._queues.setdefault(item.source, deque()).append(item)
-            before, self._rows = self._rows, self._rows + item.rows
+            before, self._rows = self._rows, self._rows + item.weight
             # Wakes a batch thread only when one may act: the queue was empty (an idle thread
             # waits for it) or a filling batch just reached its size. Not on every arrival: a
             # wake-up is a thread switch and a GIL handover, paid on the event loop's core.
@@ -323,13 +340,13 @@ class Batcher:
                     del self._queues[source]
                     continue
                 size = _nbytes(item.feeds)
-                fits = rows + item.rows <= limit and nbytes + size <= self._max_bytes
+                fits = rows + item.weight <= limit and nbytes + size <= self._max_bytes
                 if taken and (item.key != key or not fits):
                     queue.appendleft(item)
                     continue
                 taken.append(item)
-                key, rows, nbytes = item.key, rows + item.rows, nbytes + size
-                self._rows -= item.rows
+                key, rows, nbytes = item.key, rows + item.weight, nbytes + size
+                self._rows -= item.weight
                 self._queues[source] = self._queues.pop(source)  # served: to the back
                 progress = rows < limit
         return taken
@@ -345,11 +362,11 @@ class Batcher:
         while queue:
             item = queue.popleft()
             if item.gone:
-                self._rows -= item.rows
+                self._rows -= item.weight
                 error: Exception = RunCancelled("the client went away while the request was queued")
                 dropped.append((item, False, error))
             elif item.deadline is not None and now >= item.deadline:
-                self._rows -= item.rows
+                self._rows -= item.weight
                 error = DeadlineExceeded("the request waited for a batch past its deadline")
                 dropped.append((item, False, error))
             else:
@@ -362,7 +379,7 @@ class Batcher:
             for queue in self._queues.values():
                 if item in queue:
                     queue.remove(item)
-                    self._rows -= item.rows
+                    self._rows -= item.weight
                     break
             else:
                 return  # running, or done
@@ -378,12 +395,24 @@ class Batcher:
     def _run_alone(self, item: _Item) -> _Outcome:
         self._observe(item.rows)
         try:
-            outputs = self.model.run(
-                item.feeds, deadline=item.deadline, cancelled=item.cancel, label=self.label
-            )
+            if item.answer is not None:
+                [answer] = self.model.answer(
+                    item.feeds,
+                    [item.answer],
+                    [item.rows],
+                    deadline=item.deadline,
+                    cancelled=item.cancel,
+                    label=self.label,
+                )
+            else:
+                outputs = self.model.run(
+                    item.feeds, deadline=item.deadline, cancelled=item.cancel, label=self.label
+                )
         except BaseException as error:
             return item, False, error
         self._count(item.rows)
+        if item.answer is not None:
+            return item, not isinstance(answer, Exception), answer
         return _finish(item, outputs)
 
     def _run_together(self, batch: list[_Item]) -> list[_Outcome]:
@@ -397,6 +426,8 @@ class Batcher:
         deadline = None if None in deadlines else max(d for d in deadlines if d is not None)
         rows = sum(item.rows for item in batch)
         self._observe(rows)
+        if batch[0].answer is not None:
+            return self._answer_together(batch, feeds, deadline, together, rows)
         try:
             outputs = self.model.run(feeds, deadline=deadline, cancelled=together, label=self.label)
             parts = _split(outputs, [item.rows for item in batch])
@@ -408,6 +439,30 @@ class Batcher:
             return [self._run_alone(item) for item in batch]
         self._count(rows)
         return [_finish(item, part) for item, part in zip(batch, parts, strict=True)]
+
+    def _answer_together(
+        self, batch: list[_Item], feeds: Feeds, deadline: float | None, together: Cancel, rows: int
+    ) -> list[_Outcome]:
+        """One run for the batch, each member's answer encoded by the worker."""
+        specs = [item.answer for item in batch if item.answer is not None]
+        try:
+            answers = self.model.answer(
+                feeds,
+                specs,
+                [item.rows for item in batch],
+                deadline=deadline,
+                cancelled=together,
+                label=self.label,
+            )
+        except _SHARED_FAILURES as error:
+            return [(item, False, error) for item in batch]
+        except Exception:  # one member's fault, or a member over a budget: each on its own
+            return [self._run_alone(item) for item in batch]
+        self._count(rows)
+        return [
+            (item, not isinstance(answer, Exception), answer)
+            for item, answer in zip(batch, answers, strict=True)
+        ]
 
     def _observe(self, rows: int) -> None:
         if self._sizes is not None and self.label is not None:
@@ -527,7 +582,7 @@ class Batchers:
 
 
 async def wait_async(waiter: asyncio.Future[T], deadline: float | None) -> T:
-    """Awaits a `submit_async` answer; DeadlineExceeded at `deadline` (the batch may run on).
+    """Awaits a `submit_answer` answer; DeadlineExceeded at `deadline` (the batch may run on).
     A plain timer on the loop, not `asyncio.wait_for` (a task and two futures a request)."""
     timer = None
     if deadline is not None:
@@ -597,15 +652,23 @@ def _deliver(outcomes: list[_Outcome]) -> None:
             by_loop.setdefault(item.loop, []).append(outcome)
             continue
         assert item.future is not None
-        with contextlib.suppress(InvalidStateError):  # its waiter gave up meanwhile
+        try:
             if ok:
                 item.future.set_result(value)
             else:
                 assert isinstance(value, BaseException)
                 item.future.set_exception(value)
+        except InvalidStateError:  # its waiter gave up meanwhile
+            _discard(value)
     for loop, answered in by_loop.items():
         with contextlib.suppress(RuntimeError):  # the loop closed: nobody waits any more
             loop.call_soon_threadsafe(_settle, answered)
+
+
+def _discard(value: object) -> None:
+    """An answer nobody waits for any more: its worker's lease given back."""
+    if isinstance(value, Answer):
+        value.close()
 
 
 def _settle(outcomes: list[_Outcome]) -> None:
@@ -613,6 +676,7 @@ def _settle(outcomes: list[_Outcome]) -> None:
     for item, ok, value in outcomes:
         waiter = item.waiter
         if waiter is None or waiter.done():
+            _discard(value)
             continue
         if ok:
             waiter.set_result(value)

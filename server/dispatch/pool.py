@@ -18,7 +18,7 @@ import multiprocessing
 import threading
 import time
 from collections import deque
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from multiprocessing.connection import Connection
 from multiprocessing.process import BaseProcess
@@ -29,7 +29,8 @@ import numpy as np
 
 from executor import RunCancel, SessionOptions
 from executor.errors import DeadlineExceeded, RunCancelled
-from server.dispatch.arena import Arena
+from server.dispatch.answer import Answer, AnswerSpec, Encoded
+from server.dispatch.arena import Arena, Spill
 from server.dispatch.worker import EXIT_OOM, WorkerConfig, main
 from server.errors import (
     CompileTimeout,
@@ -45,7 +46,12 @@ log = logging.getLogger("graphgate.workers")
 # A run past its deadline is stopped by onnxruntime between nodes; one still busy this long
 # after it is stuck in a single native call, and its worker is killed.
 _HARD_STOP_GRACE_S: Final = 5.0
-_POLL_S: Final = 0.05  # how often a request waiting for a worker looks at its cancel flag
+_POLL_S: Final = 0.05
+# Answers at most this big together are copied out of the arena into memory; bigger ones go to
+# files of their own and are streamed from there (the server never holds a whole large answer).
+COPY_MAX_BYTES: Final = (
+    1024 * 1024
+)  # how often a request waiting for a worker looks at its cancel flag
 
 # (tenant, model name, version): what a quarantine names and batching metrics count
 ModelLabel = tuple[str, str, int]
@@ -129,6 +135,22 @@ class RemoteModel:
         """Runs in a worker; `label` (tenant, name, version) is charged if the worker dies."""
         return self.pool.run(self, feeds, deadline=deadline, cancelled=cancelled, label=label)
 
+    def answer(
+        self,
+        feeds: Mapping[str, np.ndarray],
+        answers: Sequence[AnswerSpec],
+        rows: Sequence[int],
+        *,
+        deadline: float | None = None,
+        cancelled: Cancel | None = None,
+        label: ModelLabel | None = None,
+    ) -> list[Answer | Exception]:
+        """Runs in a worker, which encodes each answer (`rows` per batch member); see
+        `WorkerPool.answer`."""
+        return self.pool.answer(
+            self, feeds, answers, rows, deadline=deadline, cancelled=cancelled, label=label
+        )
+
 
 @dataclass(frozen=True, slots=True)
 class Digests:
@@ -142,6 +164,15 @@ class Digests:
     def of(cls, program: bytes, params: bytes | None) -> Digests:
         params_sha = None if params is None else hashlib.sha256(params).hexdigest()
         return cls(hashlib.sha256(program).hexdigest(), params_sha)
+
+
+def _taken(arena: Arena, encoded: Encoded, small: bool) -> Answer:
+    """An answer out of the worker's arena: into memory when small, else into its own file."""
+    if small:
+        data = arena.pread(encoded.offset, encoded.length)
+        return Answer(encoded.length, encoded.header_length, data=data)
+    spill = Spill.copy(arena, encoded.offset, encoded.length)
+    return Answer(encoded.length, encoded.header_length, read=spill.pread, on_close=spill.close)
 
 
 def content_key(digests: Digests, policy: Policy) -> str:
@@ -427,15 +458,64 @@ class WorkerPool:
         cancelled: Cancel | None = None,
         label: ModelLabel | None = None,
     ) -> dict[str, np.ndarray]:
+        """The outputs of one run, copied out of the worker's arena."""
+        worker = self._worker_for(deadline, cancelled, label)
+        with self._released_on_failure(worker, label):
+            reply = self._run_on(worker, model, feeds, deadline, cancelled, None, ())
+        _, _, (out_layout, out_inline), arena_size, retire = reply
+        worker.arena.ensure(arena_size)
+        outputs = worker.arena.read(out_layout, out_inline, copy=True)
+        worker.arena.forget()
+        self._give_back(worker, retire)
+        return outputs
+
+    def answer(
+        self,
+        model: RemoteModel,
+        feeds: Mapping[str, np.ndarray],
+        answers: Sequence[AnswerSpec],
+        rows: Sequence[int],
+        *,
+        deadline: float | None = None,
+        cancelled: Cancel | None = None,
+        label: ModelLabel | None = None,
+    ) -> list[Answer | Exception]:
+        """One run whose answers the worker encodes (server/dispatch/answer.py), one per batch
+        member (`rows` each): an Answer, or the member's own error (its answer over budget).
+        Answers of at most COPY_MAX_BYTES together are copied into memory; bigger ones into
+        files of their own (arena.Spill), read from there as they are sent. Either way the
+        worker is free once this returns."""
+        worker = self._worker_for(deadline, cancelled, label)
+        with self._released_on_failure(worker, label):
+            reply = self._run_on(worker, model, feeds, deadline, cancelled, tuple(answers), rows)
+            _, _, encoded, arena_size, retire = reply
+            worker.arena.ensure(arena_size)
+            small = sum(e.length for e in encoded if isinstance(e, Encoded)) <= COPY_MAX_BYTES
+            done = [
+                e if isinstance(e, Exception) else _taken(worker.arena, e, small) for e in encoded
+            ]
+        self._give_back(worker, retire)
+        return done
+
+    # -- helpers -----------------------------------------------------------------------------
+
+    def _worker_for(
+        self, deadline: float | None, cancelled: Cancel | None, label: ModelLabel | None
+    ) -> _Worker:
         if label is not None and self.quarantine.holds(label):
             raise ModelQuarantined(
                 f"model {label[1]!r} version {label[2]} crashed its workers "
                 f"{self.settings.quarantine_crashes} times and is quarantined until an admin "
                 "releases it"
             )
-        worker = self._acquire(deadline, cancelled)
+        return self._acquire(deadline, cancelled)
+
+    @contextlib.contextmanager
+    def _released_on_failure(self, worker: _Worker, label: ModelLabel | None) -> Iterator[None]:
+        """A run's failure: a dead worker replaced (its crash charged to `label`), a stuck one
+        replaced, any other error's worker back to the idle ones."""
         try:
-            return self._run_on(worker, model, feeds, deadline, cancelled)
+            yield
         except _Died as died:
             raise self._replace(worker, died, label) from None
         except TimeoutError:  # stuck in one native call past the deadline
@@ -445,7 +525,11 @@ class WorkerPool:
             self._idle.put(worker)
             raise
 
-    # -- helpers -----------------------------------------------------------------------------
+    def _give_back(self, worker: _Worker, retire: bool) -> None:
+        if retire:  # near its memory cap: a fresh worker from the next request on
+            self._replace(worker, _Died(None), None)
+        else:
+            self._idle.put(worker)
 
     def _run_on(
         self,
@@ -454,7 +538,9 @@ class WorkerPool:
         feeds: Mapping[str, np.ndarray],
         deadline: float | None,
         cancelled: Cancel | None,
-    ) -> dict[str, np.ndarray]:
+        answers: tuple[AnswerSpec, ...] | None,
+        rows: Sequence[int],
+    ) -> tuple[Any, ...]:
         arena = worker.arena
         layout, inline, _ = arena.write(feeds)
         timeout = None if deadline is None else deadline - time.monotonic() + _HARD_STOP_GRACE_S
@@ -462,7 +548,9 @@ class WorkerPool:
         if cancelled is not None:
             cancelled.on_cancel(lambda: worker.cancel(seq))
         try:
-            message = ("run", seq, model.key, layout, inline, arena.size, deadline)
+            message = (
+                "run", seq, model.key, layout, inline, arena.size, deadline, answers, tuple(rows)
+            )  # fmt: skip
             reply = worker.call(message, timeout)
             if reply[0] == "missing":
                 program, params = model.source()
@@ -472,14 +560,8 @@ class WorkerPool:
         finally:
             if cancelled is not None:
                 cancelled.on_cancel(None)
-        _, _, out_layout, out_inline, arena_size, retire = self._check(reply)
-        arena.ensure(arena_size)
-        outputs = arena.read(out_layout, out_inline, copy=True)
-        if retire:  # near its memory cap: a fresh worker from the next request on
-            self._replace(worker, _Died(None), None)
-        else:
-            self._idle.put(worker)
-        return outputs
+            arena.forget()  # the feeds written here: not kept in the server's memory
+        return self._check(reply)
 
     @staticmethod
     def _check(reply: tuple[Any, ...]) -> tuple[Any, ...]:

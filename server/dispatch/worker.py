@@ -8,15 +8,18 @@ any model: a run of a model this worker lacks answers "missing", and the pool se
 from __future__ import annotations
 
 import errno
+import itertools
 import math
 import os
 import resource
 import sys
 import threading
+import time
 from collections import OrderedDict
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
+from functools import partial
 from multiprocessing.connection import Connection
 from pathlib import Path
 from typing import Any, Final, NoReturn, TypeVar
@@ -24,8 +27,10 @@ from typing import Any, Final, NoReturn, TypeVar
 import numpy as np
 
 from executor import CompiledModel, RunCancel, SessionOptions, build_servable, prepare_servable
-from executor.errors import OutOfMemory
+from executor.errors import DeadlineExceeded, OutOfMemory, RunCancelled
+from server.dispatch.answer import AnswerSpec, Encoded, check_before_run, encode
 from server.dispatch.arena import Arena, Layout
+from server.errors import ResponseOverBudget
 from validator import Policy
 
 T = TypeVar("T")
@@ -233,7 +238,11 @@ class Worker:
         inline: dict[str, Any],
         arena_bytes: int,
         deadline: float | None,
+        answers: tuple[AnswerSpec, ...] | None = None,
+        rows: tuple[int, ...] = (),
     ) -> tuple[Any, ...]:
+        """Runs a request (or a batch: `rows` per member). With `answers`, each member's answer
+        is encoded here, into the arena after the feeds (answer.py); else the outputs go there."""
         model = self.cache.get(key)
         if model is None:
             return ("missing", seq)
@@ -241,19 +250,82 @@ class Worker:
         feeds = self.arena.read(layout, inline, copy=False)
         measured = self.cache.measures_first_run(key)
         before = rss_bytes() if measured else 0
+        end = max([0, *(o + _nbytes(dtype, shape) for _, dtype, shape, o in layout if o >= 0)])
+        cancel = self.cancels.start(seq)
         try:
-            outputs = model.run(feeds, deadline=deadline, cancel=self.cancels.start(seq))
+            check = None if answers is None else partial(check_before_run, answers, rows)
+            outputs = model.run(feeds, deadline=deadline, cancel=cancel, before_run=check)
+            if measured:
+                self.cache.first_run_grew(key, rss_bytes() - before)
+            if answers is None:
+                result: Any = self.arena.write(outputs, end)[:2]
+            else:
+                result = self._encode(answers, rows, outputs, end, _stop(deadline, cancel))
         finally:
             self.cancels.finish()
-        if measured:
-            self.cache.first_run_grew(key, rss_bytes() - before)
-        end = max([0, *(o + _nbytes(dtype, shape) for _, dtype, shape, o in layout if o >= 0)])
-        out_layout, out_inline, _ = self.arena.write(outputs, end)
         cap = self.config.memory_cap_bytes
         # Near its cap: replaced after this. The peak (a cheap getrusage) bounds the current
         # size; /proc is read only once the peak has come near.
         retire = bool(cap) and _peak_rss_bytes() > cap * 0.9 and rss_bytes() > cap * 0.9
-        return ("ok", seq, out_layout, out_inline, self.arena.size, retire)
+        return ("ok", seq, result, self.arena.size, retire)
+
+    def _encode(
+        self,
+        answers: tuple[AnswerSpec, ...],
+        rows: tuple[int, ...],
+        outputs: dict[str, np.ndarray],
+        start: int,
+        stop: Callable[[], None],
+    ) -> tuple[Encoded | Exception, ...]:
+        """Each member's answer, one after the other in the arena from `start`; a member over
+        its budget gets its error, the others their answers."""
+        parts = [outputs] if len(answers) == 1 else _split_rows(outputs, rows)
+        sink = _ArenaSink(self.arena, start)
+        done: list[Encoded | Exception] = []
+        for spec, values in zip(answers, parts, strict=True):
+            offset = sink.end = -(-sink.end // 64) * 64
+            try:
+                length, header = encode(spec, values, sink, stop)
+            except ResponseOverBudget as over:
+                done.append(over)
+                continue
+            done.append(Encoded(offset, length, header))
+        return tuple(done)
+
+
+class _ArenaSink:
+    """Appends to the arena from `end` (answer.encode's sink)."""
+
+    def __init__(self, arena: Arena, start: int) -> None:
+        self.arena = arena
+        self.end = start
+
+    def write(self, data: bytes | memoryview) -> None:
+        self.end = self.arena.put(self.end, data)
+
+
+def _stop(deadline: float | None, cancel: RunCancel) -> Callable[[], None]:
+    """What encoding calls between pieces: the run's deadline and its cancel go on counting."""
+
+    def check() -> None:
+        if cancel.is_set():
+            raise RunCancelled("the client went away while its answer was encoded")
+        if deadline is not None and time.monotonic() >= deadline:
+            raise DeadlineExceeded("the request ran past its deadline while its answer was encoded")
+
+    return check
+
+
+def _split_rows(
+    outputs: dict[str, np.ndarray], rows: tuple[int, ...]
+) -> list[dict[str, np.ndarray]]:
+    """Each batch member's rows of every output (batch-major: the validator's batching proof)."""
+    total = sum(rows)
+    if any(v.ndim == 0 or v.shape[0] != total for v in outputs.values()):
+        raise ValueError(f"expected batch-major outputs of {total} rows to split")
+    cuts = list(itertools.accumulate(rows))[:-1]
+    per_output = {name: np.split(value, cuts) for name, value in outputs.items()}
+    return [{name: parts[i] for name, parts in per_output.items()} for i in range(len(rows))]
 
 
 def _this_thread_cpus() -> set[int] | None:

@@ -15,7 +15,7 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 from server.errors import PayloadTooLarge
 from server.http import request_state
 from server.http.errors import error_response, status_of
-from server.http.paths import Paths
+from server.http.paths import RouteTable
 
 
 class BodyTooLarge(Exception):
@@ -23,16 +23,16 @@ class BodyTooLarge(Exception):
 
 
 class BodyLimit:
-    """Caps the bodies of requests to each group of route templates at its byte count.
+    """Caps the bodies of requests to each route table (server/http/paths.py) at its byte count.
 
     Content-Length above the cap is refused before reading; the bytes are counted as well,
     since Content-Length can lie or be absent (chunked). Once crossed, whatever the app
     would answer is replaced by the 413.
     """
 
-    def __init__(self, app: ASGIApp, caps: Iterable[tuple[Iterable[str], int]]) -> None:
+    def __init__(self, app: ASGIApp, caps: Iterable[tuple[RouteTable, int]]) -> None:
         self.app = app
-        self.caps = tuple((Paths(templates), max_bytes) for templates, max_bytes in caps)
+        self.caps = tuple(caps)
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         cap = self._cap(scope) if scope["type"] == "http" else None

@@ -7,8 +7,7 @@ a cache miss (key check and model lookup from the database, a compile) go to the
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
-from contextlib import asynccontextmanager
+from collections.abc import Callable
 from typing import Annotated
 
 from fastapi import Depends, Request
@@ -110,23 +109,31 @@ async def get_loaded_model(
 LoadedModelDep = Annotated[LoadedModel, Depends(get_loaded_model)]
 
 
-@asynccontextmanager
-async def inference_slot(request: Request, principal: Principal) -> AsyncIterator[None]:
-    """Holds one of the tenant's concurrent inference slots for the block (the infer endpoint:
-    reading, decoding and running the request); 429 TOO_MANY_CONCURRENT when none is free."""
+def take_inference_slot(request: Request, principal: Principal) -> Callable[[], None]:
+    """Takes one of the tenant's concurrent inference slots (429 TOO_MANY_CONCURRENT when
+    none is free); returns what gives it back, once (the infer endpoint holds it from reading
+    the body until the answer is sent)."""
     if principal.is_admin:  # the admin has no models to run: resolving them is 403
-        yield
-        return
+        return _nothing
     concurrency = request.app.state.limits.concurrency
+    tenant_id = principal.tenant_id
     try:
-        concurrency.acquire(principal.tenant_id)
+        concurrency.acquire(tenant_id)
     except TooManyRequests as throttled:
         _count_throttle(request, principal, throttled)
         raise
-    try:
-        yield
-    finally:
-        concurrency.release(principal.tenant_id)
+    held = [True]
+
+    def release() -> None:
+        if held:
+            held.clear()
+            concurrency.release(tenant_id)
+
+    return release
+
+
+def _nothing() -> None:
+    pass
 
 
 # NOTE: a plain call in an `except`, not a context manager around the take: on the infer path

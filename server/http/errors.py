@@ -8,12 +8,12 @@ generated from these (server/cli/doc_tables.py), so a new error class is documen
 from __future__ import annotations
 
 import logging
-from collections.abc import Mapping
-from typing import Final
+from collections.abc import Awaitable, Callable, Mapping
+from typing import Any, Final
 
 from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
-from fastapi.responses import JSONResponse
+from fastapi.responses import JSONResponse, Response
 from starlette.exceptions import HTTPException
 from starlette.requests import ClientDisconnect
 
@@ -43,6 +43,7 @@ from server.services.limits import Overloaded
 from server.storage import StorageUnavailable
 
 log = logging.getLogger("graphgate.server")
+Handler = Callable[[Request, Any], Response | Awaitable[Response]]  # Starlette's handler type
 
 # Most specific first: the first class the error is an instance of decides the status. Each
 # class stands for itself and its subclasses (server/v2/errors.py, server/services/limits.py).
@@ -96,6 +97,15 @@ INTERNAL: Final = (
 MEANINGS: Final[Mapping[type[Exception], str]] = {
     InputTooLarge: "the decoded feeds of one request over `GRAPHGATE_MAX_REQUEST_BYTES`",
 }
+
+
+def handler_for(handlers: Mapping[Any, Handler], error: Exception) -> Handler | None:
+    """The app's handler of `error`: the first of its classes (most derived first) that has
+    one, as Starlette's exception middleware looks it up (the infer fast path asks here)."""
+    for kind in type(error).__mro__:
+        if (handler := handlers.get(kind)) is not None:
+            return handler
+    return None
 
 
 def status_of(error: Exception | type[Exception]) -> int:

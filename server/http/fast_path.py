@@ -23,44 +23,26 @@ redirected, a root path), goes through the full stack.
 
 from __future__ import annotations
 
-import re
 import time
-from collections.abc import Awaitable, Callable, Iterable, Mapping
-from typing import Any, Final
+from collections.abc import Awaitable, Callable, Mapping
+from typing import Any
 
 from starlette.requests import Request
 from starlette.responses import Response
 from starlette.types import ASGIApp, Receive, Scope, Send
 
 from server.http.body_limit import BodyGuard
+from server.http.errors import Handler, handler_for
 from server.http.metrics import record_inference
-from server.http.paths import V2_INFER_PATHS
+from server.http.paths import INFER
 
 Endpoint = Callable[[Request], Awaitable[Response]]
-Handler = Callable[[Request, Any], Response | Awaitable[Response]]  # Starlette's handler type
-
-
-def _route_regex(templates: Iterable[str]) -> re.Pattern[str]:
-    """One regex for the templates; `{param}` matches one path segment, as in a Starlette
-    route, into a group of its name. No trailing slash: the router redirects those."""
-    alternatives = []
-    for index, template in enumerate(templates):
-        # Each alternative's groups get its index: a name may repeat across templates.
-        pattern = re.sub(r"\\\{([a-z_]+)\\\}", rf"(?P<\g<1>_{index}>[^/]+)", re.escape(template))
-        alternatives.append(pattern)
-    return re.compile(f"^(?:{'|'.join(alternatives)})$")
-
-
-_INFER: Final = _route_regex(V2_INFER_PATHS)
-_SUFFIX: Final = re.compile(r"_\d+$")
 
 
 def infer_path_params(path: str) -> dict[str, str] | None:
-    """The path parameters of an infer path (`name`, maybe `version`), None for other paths."""
-    matched = _INFER.match(path)
-    if matched is None:
-        return None
-    return {_SUFFIX.sub("", key): value for key, value in matched.groupdict().items() if value}
+    """The path parameters of an infer path (`name`, maybe `version`), None for other paths:
+    the route table's own reading (server/http/paths.py)."""
+    return INFER.match(path)
 
 
 class InferFastPath:
@@ -80,12 +62,18 @@ class InferFastPath:
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] == "http" and scope["method"] == "POST" and not scope.get("root_path"):
-            params = infer_path_params(scope["path"])
+            params = INFER.match(scope["path"])
             if params is not None:
-                scope["path_params"] = params
-                await self._infer(scope, receive, send)
+                await self.infer(scope, receive, send, params)
                 return
         await self.app(scope, receive, send)
+
+    async def infer(
+        self, scope: Scope, receive: Receive, send: Send, params: dict[str, str]
+    ) -> None:
+        """One infer request whose path the caller matched already (server/main.py)."""
+        scope["path_params"] = params
+        await self._infer(scope, receive, send)
 
     async def _infer(self, scope: Scope, receive: Receive, send: Send) -> None:
         started = time.perf_counter()
@@ -108,17 +96,11 @@ class InferFastPath:
             if guard.crossed:  # whatever the endpoint raised, the body was over its cap
                 await guard.refuse()
                 return
-            handler = self._handler_for(error)
+            handler = handler_for(self.handlers, error)
             if handler is None:
                 raise
             response = await _awaited(handler(request, error))
         await response(scope, guard.receive, guard.send)
-
-    def _handler_for(self, error: Exception) -> Handler | None:
-        for kind in type(error).__mro__:
-            if (handler := self.handlers.get(kind)) is not None:
-                return handler
-        return None
 
     async def _internal_error(
         self, scope: Scope, receive: Receive, send: Send, error: Exception, started: bool

@@ -18,11 +18,10 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from server.dispatch.batching import Batchers, BatchSizes
 from server.http import request_state
-from server.http.paths import V2_INFER_PATHS, Paths
+from server.http.paths import INFER
 from server.services.metrics import NO_LABEL, Metrics
 from server.services.types import LoadedModel, Principal
 
-INFER_PATHS: Final = Paths(V2_INFER_PATHS)
 BINARY_HEADER: Final = b"inference-header-content-length"
 
 
@@ -32,7 +31,7 @@ class InferenceMetrics:
         self.metrics = metrics
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        if scope["type"] != "http" or scope["method"] != "POST" or scope["path"] not in INFER_PATHS:
+        if scope["type"] != "http" or scope["method"] != "POST" or scope["path"] not in INFER:
             await self.app(scope, receive, send)
             return
         started = time.perf_counter()

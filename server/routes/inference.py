@@ -3,24 +3,28 @@
 from __future__ import annotations
 
 import asyncio
-import functools
+import logging
+import time
 from collections.abc import Awaitable, Callable
-from concurrent.futures import Executor
 from typing import Any
 
 from fastapi import APIRouter, Request, Response
 from starlette.routing import Route
+from starlette.types import Receive, Scope, Send
 
 from server.dispatch import Cancel, batching
-from server.dispatch.batching import Batcher
-from server.http.deps import LoadedModelDep, get_loaded_model, get_principal, inference_slot
+from server.http.deps import (
+    LoadedModelDep,
+    get_loaded_model,
+    get_principal,
+    take_inference_slot,
+)
 from server.http.limits import ON_DISCONNECT
 from server.http.paths import V2_INFER_PATHS, V2_MODELS
 from server.services import inference
-from server.services.types import LoadedModel
-from server.settings import Settings
 from server.v2 import codec
 
+log = logging.getLogger("graphgate.server")
 router = APIRouter(prefix=V2_MODELS, tags=["inference"])
 
 
@@ -57,85 +61,69 @@ async def model_ready(model: LoadedModelDep) -> dict[str, Any]:
 
 # NOTE: a plain Starlette endpoint, not a FastAPI route with dependencies: solving them costs
 # ~0.3 ms a request here (benchmarks/results/serving.md), more than everything else a tiny
-# model's request does. The same steps, in the same order, with the same functions: the caller
-# (key check, rate limit), the tenant's concurrency slot (held while the body is read, decoded
-# and run), the model, then the body. Decoding is CPU-bound: a small uncompressed body is
-# decoded here, bigger ones in a thread. Every run is in a worker process (server/dispatch),
-# waited for by the batch thread or in a thread while this watches for the client leaving.
+# model's request does. Admission is the same steps, in the same order, with the same
+# functions: the caller (key check, rate limit), the tenant's concurrency slot (held until the
+# answer is sent), the model, then the body. Everything after is ONE call to the inference
+# service (server/services/inference.py: decode, budget, dispatch, run and encode in a
+# worker); this only watches for the client leaving, and sends the answer.
 async def infer(request: Request) -> Response:
     state = request.app.state
-    settings: Settings = state.settings
     principal = await get_principal(request, state.tenants)
-    async with inference_slot(request, principal):
-        name = request.path_params["name"]
-        model = await get_loaded_model(request, name, principal, state.models)
-        body = await request.body()  # capped by server/http/body_limit.py as it streams
-        content, headers = await _answer(model, body, request, settings, principal.key_id)
-    return Response(content, headers=headers)
-
-
-async def _answer(
-    model: LoadedModel, body: bytes, request: Request, settings: Settings, source: str
-) -> tuple[bytes, dict[str, str]]:
-    cap = settings.max_infer_bytes
-    timeout_s = settings.infer_timeout_s
-    cancel = Cancel()
-    batcher = _batcher(request, model)
-    # One plain dict for the three readers below (ASGI names are lower case already); a
-    # repeated header's last value, for all three alike.
-    headers = {k.decode("latin-1"): v.decode("latin-1") for k, v in request.scope["headers"]}
-    if not inference.decodes_cheaply(body, headers):
-        work = _in_thread(
-            request,
-            inference.infer,
-            model,
-            body,
-            headers,
-            max_body_bytes=cap,
-            timeout_s=timeout_s,
-            cancel=cancel,
-            batcher=batcher,
-            source=source,
+    release = take_inference_slot(request, principal)
+    try:
+        model = await get_loaded_model(
+            request, request.path_params["name"], principal, state.models
         )
-    elif batcher is not None:  # no thread waits: the batch thread encodes, wakes the loop once
-        decoded = inference.decode(model, body, headers, max_body_bytes=cap)
-        deadline = inference.deadline(decoded, headers, timeout_s)
-        queued = inference.submit_async(batcher, model, decoded, deadline, cancel, source)
-        work = batching.wait_async(queued, deadline)
-    else:
-        decoded = inference.decode(model, body, headers, max_body_bytes=cap)
-        deadline = inference.deadline(decoded, headers, timeout_s)
-        work = _in_thread(request, inference.run, model, decoded, deadline, cancel)
-    return await _unless_disconnected(request, work, cancel)
+        body = await request.body()  # capped by server/http/body_limit.py as it streams
+        cancel = Cancel()
+        # One plain dict (ASGI names are lower case already); a repeated header's last value.
+        headers = {k.decode("latin-1"): v.decode("latin-1") for k, v in request.scope["headers"]}
+        work = inference.answer(
+            model, body, headers, dispatch=state.dispatch, cancel=cancel, source=principal.key_id
+        )
+        reply = await _unless_disconnected(request, work, cancel)
+    except BaseException:
+        release()
+        raise
+    return AnswerResponse(reply, release)
 
 
-def _in_thread(
-    request: Request, run: Callable[..., tuple[bytes, dict[str, str]]], *args: Any, **kwargs: Any
-) -> Awaitable[tuple[bytes, dict[str, str]]]:
-    """`run(*args, **kwargs)` in the app's inference threads (`infer_threads`, server/main.py).
+class AnswerResponse(Response):
+    """Sends an encoded answer in the pieces it comes in (server/dispatch/answer.py: the whole
+    of a small one, 1 MiB at a time from its file for a big one), so the server never holds
+    more than a piece. The deadline covers the sending too: past it, the connection is cut.
+    The answer is closed and `done` called (the tenant's slot) however the sending ends."""
 
-    NOTE: not Starlette's `run_in_threadpool`: anyio's hand-off costs the event loop ~50-90 us
-    of CPU a call here, an executor's ~15 us (benchmarks/results/serving.md). What differs:
-    a request task cancelled meanwhile (only at a forced shutdown) stops waiting at once
-    instead of waiting for the thread; the run itself is stopped by `cancel` either way."""
-    threads: Executor = request.app.state.infer_threads
-    call = functools.partial(run, *args, **kwargs)
-    return asyncio.get_running_loop().run_in_executor(threads, call)
+    def __init__(self, reply: inference.Reply, done: Callable[[], None]) -> None:
+        self.reply = reply
+        self.done = done
+        self.status_code = 200
+        self.background = None
+        answer = reply.answer
+        self.body = b""
+        self.init_headers({**reply.headers, "content-length": str(answer.length)})
 
-
-def _batcher(request: Request, model: LoadedModel) -> Batcher | None:
-    batchers: batching.Batchers | None = getattr(request.app.state, "batchers", None)
-    if batchers is None:
-        return None
-    return batchers.for_model(model.compiled, model.label, model.batching)
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:  # noqa: ARG002
+        answer = self.reply.answer
+        try:
+            await send({"type": "http.response.start", "status": 200, "headers": self.raw_headers})
+            for piece in answer.chunks():
+                if answer.streamed and time.monotonic() >= self.reply.deadline:
+                    log.info("answer cut at its deadline: %s", scope["path"])
+                    return  # the server closes a response it did not complete
+                await send({"type": "http.response.body", "body": piece, "more_body": True})
+            await send({"type": "http.response.body", "body": b"", "more_body": False})
+        finally:
+            self.reply.close()
+            self.done()
 
 
 async def _unless_disconnected(
-    request: Request, work: Awaitable[tuple[bytes, dict[str, str]]], cancel: Cancel
-) -> tuple[bytes, dict[str, str]]:
-    """Awaits the run; a client that disconnects meanwhile cancels it (queued or running).
-    Behind graphgate's HTTP protocol (server/http/limits.py) the connection's loss calls the
-    cancel; under any other server a task waits for the disconnect message."""
+    request: Request, work: Awaitable[inference.Reply], cancel: Cancel
+) -> inference.Reply:
+    """Awaits the answer; a client that disconnects meanwhile cancels it (queued, running or
+    being encoded). Behind graphgate's HTTP protocol (server/http/limits.py) the connection's
+    loss calls the cancel; under any other server a task waits for the disconnect message."""
     on_disconnect: list[Callable[[], None]] | None = request.scope.get(ON_DISCONNECT)
     if on_disconnect is not None:
         on_disconnect.append(cancel.set)

@@ -1,23 +1,42 @@
-"""V2 inference use cases: model metadata, readiness, and one inference request (no FastAPI)."""
+"""V2 inference use cases: model metadata, and one inference request from its body to its
+encoded answer (no FastAPI).
+
+The path of one request (`answer`), one owner per step:
+- decode: here, on the event loop when the body is small and plain, else in a thread
+  (server/v2/codec.py checks it against the signature);
+- deadline and answer budget: here (`deadline`, `answer_spec`: the tenant's
+  `max_response_bytes`/`max_json_response_bytes`);
+- dispatch: here, and only here: the model's batcher when it batches (server/dispatch/
+  batching.py), else one worker run waited for in a thread (server/dispatch/pool.py);
+- run, budget checks against the re-inferred shapes, and encoding (JSON or binary): the
+  worker (server/dispatch/worker.py, answer.py), into its arena; the answer comes back as
+  bytes, or as a file of its own for big ones, read piece by piece while it is sent;
+- the deadline covers it all: at the deadline the request is answered 504 and its run (or its
+  encoding, or its place in a queue) is cancelled; an answer that arrives later is dropped.
+"""
 
 from __future__ import annotations
 
 import asyncio
+import ctypes
 import time
-from collections.abc import Mapping
-from concurrent.futures import Future
-from functools import partial
-from typing import Final
+from collections.abc import Callable, Mapping
+from concurrent.futures import Executor
+from dataclasses import dataclass
+from typing import Final, TypeVar
 
-import numpy as np
-
+from executor.errors import DeadlineExceeded
+from graph_proto.types import DType
 from server.dispatch import Cancel, batching
-from server.dispatch.batching import Batcher
+from server.dispatch.answer import Answer, AnswerSpec, Budget, OutputSpec
+from server.dispatch.batching import Batchers
 from server.errors import BadRequest
+from server.services.policies import Quota
 from server.services.types import LoadedModel, ModelMetadata
 from server.v2 import codec
 from server.v2.codec import InferRequest
 
+T = TypeVar("T")
 PLATFORM: Final = "onnxruntime_onnx"
 DEFAULT_MAX_BODY_BYTES: Final = 64 * 1024 * 1024  # Triton's --http-max-input-size default
 # Bodies at most this big, uncompressed, decode in microseconds: cheaper than a thread hop.
@@ -25,12 +44,109 @@ DEFAULT_MAX_BODY_BYTES: Final = 64 * 1024 * 1024  # Triton's --http-max-input-si
 # inflate up to the body cap) are decoded off the event loop.
 INLINE_MAX_BODY_BYTES: Final = 16 * 1024
 TIMEOUT_HEADER: Final = "graphgate-timeout-ms"
+# Requests at least this big give their memory back to the system once over (`_memory_back`).
+BIG_BODY_BYTES: Final = 16 * 1024 * 1024
+NO_BUDGET: Final = Budget()  # no limit
+
+
+@dataclass(frozen=True, slots=True)
+class Dispatch:
+    """What the app lends every inference: its threads, its batchers, the server's caps."""
+
+    threads: Executor
+    batchers: Callable[[], Batchers | None] = lambda: None  # the app's (tests swap them)
+    max_body_bytes: int = DEFAULT_MAX_BODY_BYTES
+    timeout_s: float = 30.0
+    budget_of: Callable[[str], Budget] = lambda _tenant_id: NO_BUDGET  # the tenant's answers
+
+
+@dataclass(frozen=True, slots=True)
+class Reply:
+    """An inference's answer, its headers, and its deadline (which the sending must also
+    keep); `close()` once it is sent or dropped."""
+
+    answer: Answer
+    headers: dict[str, str]
+    deadline: float
+    after: Callable[[], None] | None = None  # see `_memory_back`
+
+    def close(self) -> None:
+        self.answer.close()
+        if self.after is not None:
+            self.after()
 
 
 def metadata(model: LoadedModel) -> ModelMetadata:
     """V2 model metadata: the signature of the resolved version."""
     program = model.compiled.program
     return ModelMetadata(model.name, model.version, PLATFORM, program.inputs, program.outputs)
+
+
+async def answer(
+    model: LoadedModel,
+    body: bytes,
+    headers: Mapping[str, str],
+    *,
+    dispatch: Dispatch,
+    cancel: Cancel,
+    source: str = "",
+) -> Reply:
+    """One V2 inference (JSON or binary), from the request's body to its encoded answer: the
+    module's docstring says the steps. `headers` are the request's (lower-case names);
+    `source` is whose queue it waits in when batched (fairness: the caller's key)."""
+    loop = asyncio.get_running_loop()
+    after = _memory_back(dispatch.threads) if len(body) >= BIG_BODY_BYTES else None
+    try:
+        return await _answer(model, body, headers, dispatch, cancel, source, loop, after)
+    except BaseException:
+        if after is not None:
+            after()
+        raise
+
+
+async def _answer(
+    model: LoadedModel,
+    body: bytes,
+    headers: Mapping[str, str],
+    dispatch: Dispatch,
+    cancel: Cancel,
+    source: str,
+    loop: asyncio.AbstractEventLoop,
+    after: Callable[[], None] | None,
+) -> Reply:
+    if decodes_cheaply(body, headers):
+        decoded = decode(model, body, headers, max_body_bytes=dispatch.max_body_bytes)
+    else:
+        decoded = await _in_thread(
+            loop,
+            dispatch.threads,
+            lambda: decode(model, body, headers, max_body_bytes=dispatch.max_body_bytes),
+        )
+    due = deadline(decoded, headers, dispatch.timeout_s)
+    spec = answer_spec(model, decoded, dispatch.budget_of(model.tenant_id))
+    batchers = dispatch.batchers()
+    batcher = None
+    if batchers is not None:
+        batcher = batchers.for_model(model.compiled, model.label, model.batching)
+    if batcher is not None:
+        waiter = batcher.submit_answer(
+            decoded.feeds, spec, source=source, deadline=due, cancel=cancel, loop=loop
+        )
+    else:
+        waiter = _in_thread(
+            loop, dispatch.threads, lambda: _run_alone(model, decoded, spec, due, cancel), after
+        )
+    try:
+        encoded = await batching.wait_async(waiter, due)
+    except BaseException as error:
+        if isinstance(error, DeadlineExceeded):
+            cancel.set()  # the run, its encoding or its place in the batch queue stops now
+        # NOTE: the waiter holds this error, and the error its traceback's frames (the body,
+        # the feeds), and those frames the waiter: a cycle only the garbage collector frees,
+        # whenever it runs (a 62 MB request left 130 MB behind, request after request).
+        del waiter
+        raise error.with_traceback(None) from None
+    return Reply(encoded, response_headers(encoded), due, after)
 
 
 def infer(
@@ -40,18 +156,18 @@ def infer(
     *,
     max_body_bytes: int = DEFAULT_MAX_BODY_BYTES,
     timeout_s: float = 30.0,
-    cancel: Cancel | None = None,
-    batcher: Batcher | None = None,
-    source: str = "",
+    budget: Budget = NO_BUDGET,
 ) -> tuple[bytes, dict[str, str]]:
-    """Decodes a V2 request (JSON or binary), runs it, encodes the response.
-
-    `headers` are the request's; names are matched case-insensitively. Returns the response
-    body and its headers (Content-Type, and Inference-Header-Content-Length when binary).
-    `timeout_s` is the deadline's default (and longest); see `deadline`.
-    """
+    """`answer` without an event loop, unbatched, the whole body at once (tests, benchmarks,
+    tools): the response body and its headers."""
     decoded = decode(model, body, headers, max_body_bytes=max_body_bytes)
-    return run(model, decoded, deadline(decoded, headers, timeout_s), cancel, batcher, source)
+    lower = {k.lower(): v for k, v in headers.items()}
+    spec = answer_spec(model, decoded, budget)
+    encoded = _run_alone(model, decoded, spec, deadline(decoded, lower, timeout_s), Cancel())
+    try:
+        return encoded.body(), response_headers(encoded)
+    finally:
+        encoded.close()
 
 
 def decode(
@@ -87,68 +203,130 @@ def deadline(request: InferRequest, headers: Mapping[str, str], timeout_s: float
     return time.monotonic() + seconds
 
 
-def run(
-    model: LoadedModel,
-    request: InferRequest,
-    deadline: float | None = None,
-    cancel: Cancel | None = None,
-    batcher: Batcher | None = None,
-    source: str = "",
-) -> tuple[bytes, dict[str, str]]:
-    """Runs a decoded request in a worker and encodes the response (body and headers);
-    through `batcher` (server/dispatch/batching.py) when the model batches."""
-    if batcher is not None:
-        return batching.wait(submit(batcher, model, request, deadline, cancel, source), deadline)
-    values = model.compiled.run(
-        request.feeds, deadline=deadline, cancelled=cancel, label=model.label
+def budget_of(quota: Quota) -> Budget:
+    """A tenant's answer budget, from its quota (server/services/policies.py)."""
+    return Budget(quota.max_response_bytes, quota.max_json_response_bytes)
+
+
+def answer_spec(model: LoadedModel, request: InferRequest, budget: Budget) -> AnswerSpec:
+    """What the worker needs to encode this request's answer, within `budget`."""
+    outputs = tuple(
+        OutputSpec(
+            out.spec.name,
+            codec.DATATYPES[out.spec.dtype],
+            out.spec.dtype.numpy.str,
+            out.binary,
+            bf16=out.spec.dtype == DType.BF16,
+        )
+        for out in request.outputs
     )
-    return _encode(model, request, values)
+    return AnswerSpec(model.name, str(model.version), request.id, outputs, budget)
 
 
-def submit(
-    batcher: Batcher,
-    model: LoadedModel,
-    request: InferRequest,
-    deadline: float | None,
-    cancel: Cancel | None,
-    source: str,
-) -> Future[tuple[bytes, dict[str, str]]]:
-    """Queues a decoded request in its model's batcher; the future holds the encoded
-    response (encoded on the batch's thread, off the event loop). `source`: whose queue
-    (fairness: the caller's key)."""
-    return batcher.submit(
-        request.feeds,
-        partial(_encode, model, request),
-        source=source,
-        deadline=deadline,
-        cancel=cancel,
+def response_headers(answer: Answer) -> dict[str, str]:
+    """Content-Type, and the JSON header's length when binary outputs follow it."""
+    if answer.header_length is None:
+        return {"content-type": codec.JSON_CONTENT}
+    return {
+        "content-type": codec.BINARY_CONTENT,
+        codec.HEADER_LENGTH: str(answer.header_length),
+    }
+
+
+def _run_alone(
+    model: LoadedModel, request: InferRequest, spec: AnswerSpec, due: float, cancel: Cancel
+) -> Answer:
+    """One unbatched run in a worker, which encodes the answer."""
+    rows = _rows(request)
+    [encoded] = model.compiled.answer(
+        request.feeds, [spec], [rows], deadline=due, cancelled=cancel, label=model.label
     )
+    if isinstance(encoded, Exception):
+        raise encoded
+    return encoded
 
 
-def submit_async(
-    batcher: Batcher,
-    model: LoadedModel,
-    request: InferRequest,
-    deadline: float | None,
-    cancel: Cancel | None,
-    source: str,
-) -> asyncio.Future[tuple[bytes, dict[str, str]]]:
-    """`submit` from the event loop: the batch's answers come back to the loop at once
-    (Batcher.submit_async); await with `batching.wait_async`."""
-    return batcher.submit_async(
-        request.feeds,
-        partial(_encode, model, request),
-        source=source,
-        deadline=deadline,
-        cancel=cancel,
-    )
+def _rows(request: InferRequest) -> int:
+    """The batch dim of the first feed (0 for a scalar feed): what the answer budget of a
+    batch member is shared by."""
+    first = next(iter(request.feeds.values()), None)
+    return int(first.shape[0]) if first is not None and first.ndim else 0
 
 
-def _encode(
-    model: LoadedModel, request: InferRequest, values: Mapping[str, np.ndarray]
-) -> tuple[bytes, dict[str, str]]:
-    results = [(out, values[out.spec.name]) for out in request.outputs]
-    return codec.encode_response(model.name, str(model.version), request.id, results)
+def _in_thread(
+    loop: asyncio.AbstractEventLoop,
+    threads: Executor,
+    work: Callable[[], T],
+    late: Callable[[], None] | None = None,
+) -> asyncio.Future[T]:
+    """`work()` in the app's inference threads, its outcome handed to the loop in one
+    call_soon_threadsafe; an Answer that comes back after its waiter gave up (the deadline)
+    is closed there, and `late` called (the request is over only then).
+
+    NOTE: not Starlette's `run_in_threadpool`: anyio's hand-off costs the event loop ~50-90 us
+    of CPU a call here, an executor's ~15 us (benchmarks/results/serving.md); and not
+    `run_in_executor`, whose future cannot be failed at the deadline while its thread runs on."""
+    waiter: asyncio.Future[T] = loop.create_future()
+    held = [work]  # dropped once run: what it holds (the feeds) is freed with it
+
+    def run() -> None:
+        try:
+            outcome: tuple[bool, object] = (True, held.pop()())
+        except BaseException as error:  # handed to the waiter, raised there
+            outcome = (False, error)
+        try:
+            loop.call_soon_threadsafe(_settle, waiter, *outcome, late)
+        except RuntimeError:  # the loop closed: nobody waits any more
+            _drop(outcome[1])
+
+    threads.submit(run)
+    return waiter
+
+
+def _settle(
+    waiter: asyncio.Future[T], ok: bool, value: object, late: Callable[[], None] | None
+) -> None:
+    if waiter.done():
+        _drop(value)
+        if late is not None:
+            late()
+    elif ok:
+        waiter.set_result(value)  # type: ignore[arg-type]
+    else:
+        assert isinstance(value, BaseException)
+        waiter.set_exception(value)
+
+
+def _drop(value: object) -> None:
+    if isinstance(value, Answer):
+        value.close()
+
+
+def _memory_back(threads: Executor) -> Callable[[], None]:
+    """What gives a big request's memory back to the system once it is over: its body came
+    in thousands of pieces, and the C allocator keeps the pages they were freed from (RSS
+    grew by twice a 62 MB body and stayed). malloc_trim returns them; in a thread, ~ms."""
+
+    def later() -> None:
+        threads.submit(_trim)
+
+    return later
+
+
+def _trim() -> None:
+    if _LIBC is not None:
+        _LIBC.malloc_trim(0)
+
+
+def _libc() -> ctypes.CDLL | None:
+    try:
+        libc = ctypes.CDLL("libc.so.6")
+    except OSError:  # not glibc: nothing to trim this way
+        return None
+    return libc if hasattr(libc, "malloc_trim") else None
+
+
+_LIBC: Final = _libc()
 
 
 def decodes_cheaply(body: bytes, headers: Mapping[str, str]) -> bool:

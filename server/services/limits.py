@@ -13,11 +13,12 @@ import asyncio
 import math
 import threading
 import time
+from collections import deque
 from collections.abc import Callable, Iterator
-from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import Future
 from contextlib import contextmanager
 from dataclasses import dataclass, field
-from typing import Final, TypeVar
+from typing import Any, Final, TypeVar
 
 from server.errors import PayloadTooLarge, ServiceError, TooManyRequests
 
@@ -43,8 +44,9 @@ class TooManyConcurrent(TooManyRequests):
 
 
 class TooManyCompiles(TooManyRequests):
-    """The tenant already has its maximum number of uploads and checks compiling or waiting
-    (its quota `max_concurrent_uploads`)."""
+    """The tenant already has its maximum number of uploads, checks and model loads (a model
+    compiled again after it left the cache) compiling or waiting (its quota
+    `max_concurrent_uploads`)."""
 
     code = "TOO_MANY_COMPILES"
     reason = "compiles"
@@ -250,9 +252,73 @@ class ConcurrencyLimiter:
             self.release(key)
 
 
+class FairPool:
+    """Threads that take queued work fairly by tenant: each tenant's work stays in its own
+    order, and the next taken is the head of the tenant that had the fewest taken since its
+    queue last ran empty (the oldest queue on a tie). A tenant with 40 compiles queued thus
+    waits behind one of every other tenant's instead of in front of them all (a plain executor
+    is one FIFO), and a newcomer goes next."""
+
+    def __init__(self, threads: int, name: str) -> None:
+        self._queues: dict[str, deque[tuple[Future[Any], Callable[[], Any]]]] = {}
+        self._taken: dict[str, int] = {}
+        self._cond = threading.Condition()
+        self._closed = False
+        self._threads = [
+            threading.Thread(target=self._serve, name=f"{name}-{i}", daemon=True)
+            for i in range(threads)
+        ]
+        for thread in self._threads:
+            thread.start()
+
+    def submit(self, tenant: str, work: Callable[[], T]) -> Future[T]:
+        future: Future[T] = Future()
+        with self._cond:
+            if self._closed:
+                raise RuntimeError("the compile pool is shut down")
+            self._queues.setdefault(tenant, deque()).append((future, work))
+            self._cond.notify()
+        return future
+
+    def shutdown(self) -> None:
+        with self._cond:
+            self._closed = True
+            dropped = [future for queue in self._queues.values() for future, _ in queue]
+            self._queues.clear()
+            self._cond.notify_all()
+        for future in dropped:
+            future.cancel()
+
+    def _serve(self) -> None:
+        while (taken := self._next()) is not None:
+            future, work = taken
+            if not future.set_running_or_notify_cancel():
+                continue
+            try:
+                future.set_result(work())
+            except BaseException as error:  # handed to the waiter
+                future.set_exception(error)
+
+    def _next(self) -> tuple[Future[Any], Callable[[], Any]] | None:
+        with self._cond:
+            while not self._queues and not self._closed:
+                self._cond.wait()
+            if not self._queues:
+                return None
+            tenant = min(self._queues, key=lambda t: self._taken.get(t, 0))
+            queue = self._queues[tenant]
+            taken = queue.popleft()
+            self._taken[tenant] = self._taken.get(tenant, 0) + 1
+            if not queue:  # its turn count starts over with its next queue
+                del self._queues[tenant], self._taken[tenant]
+            return taken
+
+
 class CompileQueue:
-    """Uploads and checks run here: a bounded queue (per tenant and in all) in front of a pool
-    of its own, so compile work never takes the threads, nor the queue places, of other routes.
+    """Uploads, checks and the compiles of cache misses run here: a bounded queue (per tenant
+    and in all) in front of a pool of its own, served round-robin by tenant (FairPool), so
+    compile work never takes the threads, nor the queue places, of other routes, and one
+    tenant's compiles never queue in front of another's.
 
     NOTE: the slot is taken before the work is queued and released when it ends, so a tenant's
     waiting uploads count against its cap: a flood of 40 checks is 2 compiling and 38 refused
@@ -263,15 +329,21 @@ class CompileQueue:
         self.slots = ConcurrencyLimiter(
             per_tenant,
             total,
-            what="uploads and checks compiling or waiting",
+            what="uploads, checks and model loads compiling or waiting",
             per_key_error=TooManyCompiles,
         )
-        self._pool = ThreadPoolExecutor(threads, thread_name_prefix="graphgate-compile")
+        self._pool = FairPool(threads, "graphgate-compile")
 
     async def run(self, tenant: str, work: Callable[[], T]) -> T:
         """Runs `work` in the compile pool under one of `tenant`'s slots."""
         with self.slots.slot(tenant):
-            return await self.run_held(work)
+            return await self.run_held(tenant, work)
+
+    def run_blocking(self, tenant: str, work: Callable[[], T]) -> T:
+        """`run` from a thread that may wait (a model compiled again on a cache miss, from the
+        inference path's resolve): under one of `tenant`'s slots, in its turn."""
+        with self.slots.slot(tenant):
+            return self._pool.submit(tenant, work).result()
 
     @contextmanager
     def admitted(self, tenant: str) -> Iterator[Admission]:
@@ -283,7 +355,7 @@ class CompileQueue:
         fill its own cap, never the places of every tenant's compiles.
         """
         self.slots.acquire_own(tenant)
-        admission = Admission(self)
+        admission = Admission(self, tenant)
         try:
             yield admission
         finally:
@@ -292,26 +364,28 @@ class CompileQueue:
             else:
                 self.slots.release_own(tenant)
 
-    async def run_held(self, work: Callable[[], T]) -> T:
-        """Runs `work` in the compile pool; the caller holds the tenant's slot and place."""
-        return await asyncio.wrap_future(self._pool.submit(work))
+    async def run_held(self, tenant: str, work: Callable[[], T]) -> T:
+        """Runs `work` in the compile pool in `tenant`'s turn; the caller holds the tenant's
+        slot and place."""
+        return await asyncio.wrap_future(self._pool.submit(tenant, work))
 
     def shutdown(self) -> None:
-        self._pool.shutdown(wait=True, cancel_futures=True)
+        self._pool.shutdown()
 
 
 class Admission:
     """A tenant's slot held by `CompileQueue.admitted`; `run` takes the server-wide place."""
 
-    def __init__(self, queue: CompileQueue) -> None:
+    def __init__(self, queue: CompileQueue, tenant: str) -> None:
         self._queue = queue
+        self._tenant = tenant
         self.placed = False
 
     async def run(self, work: Callable[[], T]) -> T:
         """Runs `work` in the compile pool, once the server has room (Overloaded if not)."""
         self._queue.slots.take_place()
         self.placed = True
-        return await self._queue.run_held(work)
+        return await self._queue.run_held(self._tenant, work)
 
 
 def compile_threads(threads: int, workers: int) -> int:

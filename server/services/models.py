@@ -84,8 +84,12 @@ class ModelService:
         publish: Callable[[dict[str, str]], None] | None = None,
         policy_for: Callable[[str], Policy] | None = None,
         rules_for_update: Callable[[Session, str], RegistrationRules] | None = None,
+        compile_queue: Callable[[str, Callable[[], RemoteModel]], RemoteModel] | None = None,
     ) -> None:
         self._sessions = sessions
+        # Where a model left the cache is compiled again: the tenant's turn in the compile
+        # queue, under its compile cap (CompileQueue.run_blocking); in place without one.
+        self._compile_queue = compile_queue or (lambda _tenant, work: work())
         self._artifacts = artifacts
         # The tenant's storage quota in bytes (0: none), checked where the artifact references
         # are counted, in the transaction that adds the version (shared artifacts count once).
@@ -102,6 +106,7 @@ class ModelService:
         self._pool = pool or WorkerPool(PoolSettings(workers=1))
         self._cache_size = cache_size
         self._cache: OrderedDict[_CacheKey, RemoteModel] = OrderedDict()
+        self._owners: dict[_CacheKey, str] = {}  # the tenant that last used each entry
         self._cache_lock = threading.Lock()
         self._build_locks: dict[_CacheKey, threading.Lock] = {}
         self._register_lock = threading.Lock()
@@ -158,7 +163,7 @@ class ModelService:
             for sha, blob in zip(shas, (program, params, onnx), strict=True)
             if sha is not None and blob is not None
         )
-        self._remember((shas[0], shas[1], policy), compiled)
+        self._remember((shas[0], shas[1], policy), compiled, tenant)
         if status == BLOCKED:
             status = self._revalidate(tenant, name, version, program, params, digests)
         self._invalidate(tenant, name)  # "latest" is the new version from now on
@@ -192,7 +197,7 @@ class ModelService:
             if row is None or row.status != BLOCKED or rules.policy != policy:
                 return BLOCKED if row is None else row.status
             row.status = READY
-        self._remember((digests.program, digests.params, policy), compiled)
+        self._remember((digests.program, digests.params, policy), compiled, tenant)
         return READY
 
     def list_models(self, principal: Principal) -> list[StoredModel]:
@@ -323,7 +328,7 @@ class ModelService:
             build_lock = self._build_locks.setdefault(key, threading.Lock())
         with build_lock:  # one compile per program, however many requests wait for it
             if (hit := self._cached(key)) is None:
-                hit = self._rebuild(*key)
+                hit = self._compile_queue(model.tenant_id, lambda: self._rebuild(*key))
             return self._settle(lookup, LoadedModel(*found, hit, batching), key, generation)
 
     # -- helpers ---------------------------------------------------------------------------
@@ -486,15 +491,18 @@ class ModelService:
             self._cache.move_to_end(key)  # eviction pops the least recently used first
         return hit
 
-    def _remember(self, key: _CacheKey, compiled: RemoteModel) -> None:
+    def _remember(self, key: _CacheKey, compiled: RemoteModel, tenant: str) -> None:
         with self._cache_lock:
-            self._remember_locked(key, compiled)
+            self._remember_locked(key, compiled, tenant)
 
-    def _remember_locked(self, key: _CacheKey, compiled: RemoteModel) -> None:
+    def _remember_locked(self, key: _CacheKey, compiled: RemoteModel, tenant: str) -> None:
         self._cache[key] = compiled
         self._cache.move_to_end(key)
+        self._owners[key] = tenant
         while len(self._cache) > self._cache_size:
-            self._cache.popitem(last=False)
+            victim = _evictee(self._cache, self._owners, tenant, self._cache_size)
+            del self._cache[victim]
+            del self._owners[victim]
 
     def _settle(
         self,
@@ -514,7 +522,7 @@ class ModelService:
                 if len(self._lookups) >= _MAX_LOOKUPS:
                     self._lookups.clear()
                 self._lookups[lookup] = (loaded, key, expiry)
-            self._remember_locked(key, loaded.compiled)
+            self._remember_locked(key, loaded.compiled, loaded.tenant_id)
             return loaded
 
     def _invalidate(self, tenant: str, name: str) -> None:
@@ -578,6 +586,24 @@ def _sizes(
 ) -> dict[str, int]:
     pairs = zip(shas, blobs, strict=True)
     return {sha: len(blob) for sha, blob in pairs if sha is not None and blob is not None}
+
+
+def _evictee(
+    cache: OrderedDict[_CacheKey, RemoteModel],
+    owners: Mapping[_CacheKey, str],
+    tenant: str,
+    size: int,
+) -> _CacheKey:
+    """Which entry leaves a full cache as `tenant` adds one: each tenant in it has an equal
+    share of its places; a tenant over its share loses its own least recently used model
+    first, so one tenant cycling many models evicts its own, never another's within its share.
+    Within the shares, the least recently used of the tenant holding the most."""
+    held: dict[str, int] = {}
+    for key in cache:
+        held[owners[key]] = held.get(owners[key], 0) + 1
+    share = max(1, size // len(held))
+    loser = tenant if held.get(tenant, 0) > share else max(held, key=held.__getitem__)
+    return next(key for key in cache if owners[key] == loser)
 
 
 def _tenant_of(principal: Principal) -> str:

@@ -55,6 +55,8 @@ class Quota:
     max_storage_bytes: int = 0  # program, params and ONNX bytes of its stored versions
     max_models: int = 0
     max_versions: int = 0  # stored versions of all its models together
+    max_response_bytes: int = 0  # one inference's answer (server/dispatch/answer.py)
+    max_json_response_bytes: int = 0  # its JSON text (binary outputs are not JSON)
 
     @classmethod
     def from_settings(cls, settings: Settings) -> Quota:
@@ -67,6 +69,8 @@ class Quota:
             max_storage_bytes=settings.tenant_max_storage_bytes,
             max_models=settings.tenant_max_models,
             max_versions=settings.tenant_max_versions,
+            max_response_bytes=settings.max_response_bytes,
+            max_json_response_bytes=settings.max_json_response_bytes,
         )
 
 

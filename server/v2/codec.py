@@ -2,7 +2,8 @@
 
 Requests are decoded into numpy feeds checked against the model's signature (names, datatypes,
 shapes, element counts, binary sizes) before anything is allocated from the caller's numbers;
-responses are encoded as JSON, or as a JSON header followed by raw tensor bytes.
+responses are encoded by the worker that ran the request (server/dispatch/answer.py), as JSON
+or as a JSON header followed by raw tensor bytes.
 """
 
 from __future__ import annotations
@@ -52,6 +53,8 @@ DATATYPES: Final[Mapping[DType, str]] = {
     DType.BF16: "BF16",  # binary: the upper 2 bytes of a float32; JSON: numbers
 }
 HEADER_LENGTH: Final = "inference-header-content-length"
+# Responses: JSON, or a JSON header and raw tensor bytes (written by the worker that ran the
+# request: server/dispatch/answer.py).
 JSON_CONTENT: Final = "application/json"
 BINARY_CONTENT: Final = "application/octet-stream"
 _INTEGERS: Final = frozenset({DType.UINT8, DType.INT8, DType.INT16, DType.INT32, DType.INT64})
@@ -192,42 +195,6 @@ def _timeout_us(params: Mapping[str, Any]) -> int | None:
             f"{timeout!r}"[:200]
         )
     return timeout
-
-
-def encode_response(
-    model_name: str,
-    model_version: str,
-    request_id: str | None,
-    results: Sequence[tuple[RequestedOutput, np.ndarray]],
-) -> tuple[bytes, dict[str, str]]:
-    """The response body and its Content-Type (and header length, when binary data follows)."""
-    entries: list[dict[str, Any]] = []
-    chunks: list[bytes] = []
-    for out, value in results:
-        entry: dict[str, Any] = {
-            "name": out.spec.name,
-            "datatype": DATATYPES[out.spec.dtype],
-            "shape": list(value.shape),
-        }
-        if out.binary:
-            raw = np.ascontiguousarray(value, dtype=out.spec.dtype.numpy).tobytes()
-            entry["parameters"] = {"binary_data_size": len(raw)}
-            chunks.append(raw)
-        else:
-            entry["data"] = _json_data(out.spec.dtype, value)
-        entries.append(entry)
-    doc: dict[str, Any] = {"model_name": model_name, "model_version": model_version}
-    if request_id is not None:
-        doc["id"] = request_id
-    doc["outputs"] = entries
-    # NOTE: ensure_ascii keeps characters == bytes, which is what the header length counts.
-    header = json.dumps(doc, separators=(",", ":")).encode()
-    if not chunks:
-        return header, {"content-type": JSON_CONTENT}
-    return b"".join([header, *chunks]), {
-        "content-type": BINARY_CONTENT,
-        HEADER_LENGTH: str(len(header)),
-    }
 
 
 # -- the request document ------------------------------------------------------------------
@@ -582,11 +549,3 @@ def _got(value: np.ndarray) -> str:
     ):
         return "integers outside the 64-bit range"
     return kinds.get(value.dtype.kind, "values that are not all numbers (null, objects, mixed)")
-
-
-def _json_data(dtype: DType, value: np.ndarray) -> list[Any]:
-    flat = value.reshape(-1)
-    if dtype == DType.BF16:
-        flat = (flat.astype(np.uint32) << 16).view(np.float32)
-    data: list[Any] = flat.tolist()
-    return data

@@ -17,6 +17,7 @@ from executor import SessionOptions, compile
 from graph_proto.types import DType
 from server.cli.main import app as cli
 from server.cli.user import HEADER_LENGTH, decode_infer_response, encode_infer_request
+from server.dispatch.answer import AnswerSpec, Budget, BufferSink, OutputSpec, encode
 from server.v2 import codec
 from tests.builders import GraphBuilder, V, mlp
 from tests.server.conftest import backend_environment
@@ -222,13 +223,14 @@ def test_responses_the_server_encodes_decode_to_the_same_arrays(binary: bool) ->
     ids = np.array([[1, -(2**40)]], np.int64)
     halves = np.array([1.5, -2.0, 0.25], np.float32)  # exact in bfloat16
     bf16 = (halves.view(np.uint32) >> 16).astype(np.uint16)
-    specs = [
-        (codec.RequestedOutput(TensorSpec("y", DType.FP32, (-1, 3)), binary), y),
-        (codec.RequestedOutput(TensorSpec("ids", DType.INT64, (1, -1)), binary), ids),
-        (codec.RequestedOutput(TensorSpec("h", DType.BF16, (3,)), binary), bf16),
-    ]
-    body, headers = codec.encode_response("m", "1", "r", specs)
-    got = decode_infer_response(body, headers.get(codec.HEADER_LENGTH))
+    outputs = tuple(
+        OutputSpec(name, codec.DATATYPES[dtype], dtype.numpy.str, binary, dtype == DType.BF16)
+        for name, dtype in (("y", DType.FP32), ("ids", DType.INT64), ("h", DType.BF16))
+    )
+    sink = BufferSink()
+    spec = AnswerSpec("m", "1", "r", outputs, Budget())
+    _length, header = encode(spec, {"y": y, "ids": ids, "h": bf16}, sink, lambda: None)
+    got = decode_infer_response(bytes(sink.buffer), None if header is None else str(header))
     assert list(got) == ["y", "ids", "h"]
     assert got["y"].dtype == np.float32 and got["y"].tobytes() == y.tobytes()
     np.testing.assert_array_equal(got["ids"], ids)

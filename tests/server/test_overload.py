@@ -7,7 +7,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import threading
-from collections.abc import Iterator, MutableMapping
+from collections.abc import Callable, Iterator, MutableMapping
 from typing import Any
 
 import orjson
@@ -16,7 +16,13 @@ from fastapi import FastAPI
 from fastapi.testclient import TestClient
 
 from server.main import create_app
-from server.services.limits import CompileQueue, Overloaded, TooManyCompiles, compile_threads
+from server.services.limits import (
+    CompileQueue,
+    FairPool,
+    Overloaded,
+    TooManyCompiles,
+    compile_threads,
+)
 from server.v2 import codec
 from tests.builders import affine
 from tests.server.conftest import SettingsFactory, auth, new_tenant
@@ -49,7 +55,9 @@ def test_compile_queue_caps_each_tenant_then_all_and_frees_slots() -> None:
         a1, a2 = _blocked(queue, "a", gate), _blocked(queue, "a", gate)
         await _settle()
         # tenant a at its own cap: its own 429; tenant b is not affected by it
-        with pytest.raises(TooManyCompiles, match="expected at most 2 uploads and checks"):
+        with pytest.raises(
+            TooManyCompiles, match="expected at most 2 uploads, checks and model loads"
+        ):
             await queue.run("a", lambda: "never")
         b1 = _blocked(queue, "b", gate)
         await _settle()
@@ -65,6 +73,30 @@ def test_compile_queue_caps_each_tenant_then_all_and_frees_slots() -> None:
         assert await queue.run("c", lambda: 42) == 42
 
     asyncio.run(scenario())
+
+
+def test_the_compile_pool_serves_tenants_fairly_not_in_arrival_order() -> None:
+    pool = FairPool(1, "graphgate-compile")
+    gate = threading.Event()
+    order: list[str] = []
+
+    def work(name: str) -> Callable[[], None]:
+        def run() -> None:
+            gate.wait(30)
+            order.append(name)
+
+        return run
+
+    try:
+        futures = [pool.submit("a", work(name)) for name in ("a1", "a2", "a3")]
+        futures.append(pool.submit("b", work("b1")))  # after a's three, while a1 runs
+        gate.set()
+        for future in futures:
+            future.result(30)
+    finally:
+        pool.shutdown()
+    # a1 was running; then b's first before a's second: each tenant in its own order.
+    assert order == ["a1", "b1", "a2", "a3"]
 
 
 def test_compile_queue_releases_the_slot_of_work_that_fails() -> None:
@@ -114,7 +146,7 @@ def test_a_full_compile_queue_is_503_overloaded_with_retry_after(
     assert response.status_code == 503, response.text
     assert response.json()["code"] == "OVERLOADED"
     assert int(response.headers["Retry-After"]) >= 1
-    assert "expected at most 1 uploads and checks" in response.json()["error"]
+    assert "expected at most 1 uploads, checks and model loads" in response.json()["error"]
     # the slot is back: the same check now compiles
     assert client.post("/v1/check", files=files, headers=auth(key)).status_code == 200
 

@@ -143,7 +143,7 @@ def test_concurrent_uploads_quota(client: TestClient, key_a: str, key_b: str) ->
     with compiles.slots.slot(tenant_id):  # one upload compiling
         refused = post_upload(client, key_a, "m", AFFINE)
         assert (refused.status_code, refused.json()["code"]) == (429, "TOO_MANY_COMPILES")
-        assert "expected at most 1 uploads and checks" in refused.json()["error"]
+        assert "expected at most 1 uploads, checks and model loads" in refused.json()["error"]
         assert refused.headers["retry-after"] == "1"
         # the server's default (4) still applies to every other tenant
         assert post_upload(client, key_b, "m", AFFINE).status_code == 201

@@ -1,0 +1,245 @@
+"""Hostile inferences against a real `graphgate serve`: for each case, the time to its answer
+or refusal, the server process's peak RSS growth during it, and another tenant's p50/p99
+latency during it next to its idle p50/p99 (one client of small sequential inferences).
+
+    python benchmarks/bench_hostile.py [--idle-runs 200]
+
+Cases (tests/server/test_hostile_answers.py builds the same programs): 64 outputs of a 4 MiB
+input as JSON (refused) and as binary (a 256 MiB answer, streamed); a shape-driven expand
+(x=[[1]], s=[4096, 4096]) as JSON and as binary; a large conv (x[1, 3, 4000, 1300]) with a
+50 ms deadline; 0-row requests to a batching model; one tenant cycling 6 models through a
+cache of 4 with 8 clients. Goal: p99 during <= 3x idle p99 + 50 ms; binary answer of 256 MiB:
+server RSS growth <= 64 MiB.
+"""
+
+from __future__ import annotations
+
+import argparse
+import tempfile
+import threading
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+import httpx2
+import numpy as np
+import orjson
+
+from graph_proto.types import DType
+from tests.builders import GraphBuilder, V
+from tests.server.conftest import auth
+from tests.server.test_hostile_answers import (
+    binary_request,
+    large_conv,
+    relu,
+    rss_bytes,
+    scale_outputs,
+    shape_driven_expand,
+    upload,
+)
+from tests.server.test_serve_process import Server, post_tenant
+
+MIB = 1024 * 1024
+
+
+class Other:
+    """The other tenant: sequential small inferences, latencies recorded while `on`."""
+
+    def __init__(self, server: Server, key: str) -> None:
+        self.url = f"{server.url}/v2/models/small/infer"
+        self.headers = auth(key)
+        self.body = {
+            "inputs": [{"name": "x", "shape": [1, 8], "datatype": "FP32", "data": [1.0] * 8}]
+        }
+
+    def measure(self, runs: int) -> list[float]:
+        with httpx2.Client(timeout=120) as client:
+            times = []
+            for _ in range(runs):
+                started = time.perf_counter()
+                assert (
+                    client.post(self.url, json=self.body, headers=self.headers).status_code == 200
+                )
+                times.append(time.perf_counter() - started)
+                time.sleep(0.01)
+        return times
+
+    def during(self, stop: threading.Event, into: list[float]) -> None:
+        with httpx2.Client(timeout=120) as client:
+            while not stop.is_set():
+                started = time.perf_counter()
+                answer = client.post(self.url, json=self.body, headers=self.headers)
+                assert answer.status_code == 200, answer.text
+                into.append(time.perf_counter() - started)
+                time.sleep(0.01)
+
+
+def pct(values: list[float], q: float) -> float:
+    return float(np.percentile(values, q)) * 1e3 if values else float("nan")
+
+
+def case(
+    server: Server, other: Other, work: Callable[[], str]
+) -> tuple[str, float, float, list[float]]:
+    """Runs `work` (returns its outcome) with the other tenant running and RSS sampled."""
+    before = rss_bytes(server)
+    peak = [before]
+    stop = threading.Event()
+    latencies: list[float] = []
+
+    def sample() -> None:
+        while not stop.is_set():
+            peak[0] = max(peak[0], rss_bytes(server))
+            time.sleep(0.005)
+
+    threads = [
+        threading.Thread(target=sample),
+        threading.Thread(target=other.during, args=(stop, latencies)),
+    ]
+    for t in threads:
+        t.start()
+    time.sleep(0.2)
+    started = time.perf_counter()
+    outcome = work()
+    took = time.perf_counter() - started
+    time.sleep(0.2)
+    stop.set()
+    for t in threads:
+        t.join()
+    return outcome, took, (peak[0] - before) / MIB, latencies
+
+
+def post(server: Server, key: str, model: str, body: bytes, headers: dict[str, str]) -> str:
+    with httpx2.stream(
+        "POST", f"{server.url}/v2/models/{model}/infer", content=body,
+        headers={**auth(key), **headers}, timeout=120,
+    ) as answer:  # fmt: skip
+        body = b""
+        size = 0
+        for piece in answer.iter_bytes():
+            size += len(piece)
+            if answer.status_code != 200:
+                body += piece
+    code = "" if answer.status_code == 200 else " " + str(orjson.loads(body)["code"])
+    return f"{answer.status_code}{code} ({size / MIB:.1f} MiB)"
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--idle-runs", type=int, default=200)
+    args = parser.parse_args()
+    rows = []
+    with tempfile.TemporaryDirectory() as tmp:
+        server = Server(Path(tmp) / "data", {"GRAPHGATE_MODEL_CACHE_SIZE": "4"})
+        server.start()
+        try:
+            hostile, key = post_tenant(server, "hostile"), post_tenant(server, "other")
+            for name, built in [
+                ("outputs64", scale_outputs()), ("expand", shape_driven_expand()),
+                ("conv", large_conv()), ("relu", relu()),
+            ]:  # fmt: skip
+                upload(server, hostile, name, built)
+            upload(server, key, "small", relu())
+            cyclers = [f"m{i}" for i in range(6)]
+            for index, name in enumerate(cyclers):
+                g = GraphBuilder()
+                feed = g.feed("x", DType.FP32, [-1, 8])
+                attrs = {"scale": float(index + 2), "bias": 0.0, "bias_after_scale": True}
+                g.node("scale", {"X": [feed]}, {"Out": [V("y", [-1, 8])]}, attrs)
+                g.fetch("y")
+                upload(server, hostile, name, g.built())
+            other = Other(server, key)
+            idle = other.measure(args.idle_runs)
+            x = np.ones((1024, 1024), np.float32)
+            expand_in = {"x": np.ones((1, 1), np.float32), "s": np.array([4096, 4096], np.int32)}
+            image = np.ones((1, 3, 4000, 1300), np.float32)
+            deadline = {"Graphgate-Timeout-Ms": "50"}
+            empty = {"inputs": [{"name": "x", "shape": [0, 8], "datatype": "FP32", "data": []}]}
+
+            def zero_rows() -> str:
+                answers = [
+                    httpx2.post(
+                        f"{server.url}/v2/models/relu/infer",
+                        json=empty,
+                        headers=auth(hostile),
+                        timeout=120,
+                    )
+                    for _ in range(10)
+                ]
+                return ",".join(sorted({str(a.status_code) for a in answers})) + " x10"
+
+            def cycle() -> str:
+                statuses: list[int] = []
+
+                def client(offset: int) -> None:
+                    with httpx2.Client(timeout=120) as c:
+                        for turn in range(12):
+                            body = {
+                                "inputs": [
+                                    {
+                                        "name": "x",
+                                        "shape": [1, 8],
+                                        "datatype": "FP32",
+                                        "data": [1.0] * 8,
+                                    }
+                                ]
+                            }
+                            name = cyclers[(offset + turn) % len(cyclers)]
+                            statuses.append(
+                                c.post(
+                                    f"{server.url}/v2/models/{name}/infer",
+                                    json=body,
+                                    headers=auth(hostile),
+                                ).status_code
+                            )
+
+                ts = [threading.Thread(target=client, args=(i,)) for i in range(8)]
+                for t in ts:
+                    t.start()
+                for t in ts:
+                    t.join()
+                return " ".join(f"{s}x{statuses.count(s)}" for s in sorted(set(statuses)))
+
+            cases = {
+                "64 outputs, JSON (4 MiB in)": lambda: post(server, hostile, "outputs64", *binary_request({"x": x}, binary_outputs=False)),
+                "64 outputs, binary (256 MiB out)": lambda: post(server, hostile, "outputs64", *binary_request({"x": x}, binary_outputs=True)),
+                "expand 4096x4096, JSON": lambda: post(server, hostile, "expand", *binary_request(expand_in, binary_outputs=False)),
+                "expand 4096x4096, binary (64 MiB out)": lambda: post(server, hostile, "expand", *binary_request(expand_in, binary_outputs=True)),
+                "conv x[1,3,4000,1300], 50 ms deadline": lambda: post(
+                    server, hostile, "conv", binary_request({"image": image}, binary_outputs=True)[0],
+                    {**binary_request({"image": image}, binary_outputs=True)[1], **deadline},
+                ),
+                "0-row requests to a batching model": zero_rows,
+                "8 clients cycling 6 models, cache of 4": cycle,
+            }  # fmt: skip
+            for label, work in cases.items():
+                outcome, took, grown, during = case(server, other, work)
+                rows.append((label, outcome, took, grown, during))
+                print(
+                    label,
+                    outcome,
+                    f"{took:.3f}s",
+                    f"{grown:.0f} MiB",
+                    f"p50 {pct(during, 50):.1f} p99 {pct(during, 99):.1f}",
+                    flush=True,
+                )
+        finally:
+            server.stop()
+    print()
+    print(
+        f"other tenant idle: p50 {pct(idle, 50):.1f} ms, p99 {pct(idle, 99):.1f} ms ({len(idle)} runs)"
+    )
+    print(
+        "| case | answer | time to answer | server peak RSS growth | other tenant p50 / p99 during | p99 goal (3x idle + 50 ms) |"
+    )
+    print("|---|---|---|---|---|---|")
+    goal = 3 * pct(idle, 99) + 50
+    for label, outcome, took, grown, during in rows:
+        met = "met" if pct(during, 99) <= goal else "NOT met"
+        print(
+            f"| {label} | {outcome} | {took:.2f} s | {grown:.0f} MiB | {pct(during, 50):.1f} / {pct(during, 99):.1f} ms ({len(during)} runs) | {met} |"
+        )
+
+
+if __name__ == "__main__":
+    main()

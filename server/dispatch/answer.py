@@ -1,0 +1,264 @@
+"""Answers encoded where they are computed: the worker writes the V2 response (JSON, or a JSON
+header followed by raw tensor bytes) straight into its arena, within the request's answer
+budget and its deadline, and the server reads it back in bounded pieces (`Answer.chunks`).
+
+The budget is checked twice, by the worker: before the run, from the outputs' re-inferred
+shapes (`check_before_run`: the answer's least size, so only what is certainly over is refused
+there), and while the JSON text is written (outputs whose size the data decides, and numbers
+longer than their least text). Over it: 413 RESPONSE_OVER_BUDGET, with the figures.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Final, Protocol
+
+import numpy as np
+
+from server.errors import ResponseOverBudget
+
+# Elements encoded to JSON text per slice: the budget and the stop are looked at in between.
+_SLICE: Final = 64 * 1024
+# The least JSON text of one element and its comma: "0," for an integer, "0.0," for a float
+# (Python writes floats with a point), "true," for a boolean.
+_LEAST_JSON: Final[Mapping[str, int]] = {"b": 5, "i": 2, "u": 2, "f": 4}
+_DUMPS: Final = json.JSONEncoder(separators=(",", ":")).encode
+_MIB: Final = 1024 * 1024
+CHUNK_BYTES: Final = 1024 * 1024  # what the server reads of an answer at a time
+
+
+@dataclass(frozen=True, slots=True)
+class Budget:
+    """The most bytes an answer may take (0: no limit), and the most its JSON text may."""
+
+    max_bytes: int = 0
+    max_json_bytes: int = 0
+
+
+@dataclass(frozen=True, slots=True)
+class OutputSpec:
+    """One requested output: its V2 datatype name, the numpy dtype of its wire values, and
+    whether it is sent as raw bytes (`binary`) or JSON numbers. `bf16`: wire values are the
+    upper halves of float32s, written to JSON as the floats they stand for."""
+
+    name: str
+    datatype: str
+    dtype: str
+    binary: bool
+    bf16: bool = False
+
+
+@dataclass(frozen=True, slots=True)
+class AnswerSpec:
+    """What a worker needs to encode one request's answer."""
+
+    model_name: str
+    model_version: str
+    request_id: str | None
+    outputs: tuple[OutputSpec, ...]
+    budget: Budget
+
+
+@dataclass(frozen=True, slots=True)
+class Encoded:
+    """Where a worker wrote an answer in its arena; `header_length` None: all of it is JSON."""
+
+    offset: int
+    length: int
+    header_length: int | None
+
+
+class Sink(Protocol):
+    def write(self, data: bytes | memoryview) -> None: ...
+
+
+# -- the budget, before the run ------------------------------------------------------------
+
+
+def check_before_run(
+    answers: Sequence[AnswerSpec], rows: Sequence[int], shapes: Mapping[str, tuple[int, ...]]
+) -> None:
+    """Refuses an answer certainly over its budget, from the run's re-inferred output `shapes`
+    (a dim the data decides counted 0). A batch (`rows` per member) gives each member its rows
+    of every batch-major output; the first member over its budget fails the run."""
+    total = sum(rows)
+    for spec, own in zip(answers, rows, strict=True):
+        mine = {
+            name: (own, *shape[1:]) if len(answers) > 1 and shape and shape[0] == total else shape
+            for name, shape in shapes.items()
+        }
+        _within(spec, *_least_size(spec, mine), at_least=True)
+
+
+def _least_size(spec: AnswerSpec, shapes: Mapping[str, tuple[int, ...]]) -> tuple[int, int, int]:
+    """(JSON text bytes, binary bytes, numbers in JSON) the answer takes at least."""
+    json_bytes, binary_bytes, numbers = 256, 0, 0  # the document's own keys, names, shapes
+    for out in spec.outputs:
+        count = math.prod(max(d, 0) for d in shapes.get(out.name, ()))
+        dtype = np.dtype(out.dtype)
+        if out.binary:
+            binary_bytes += count * dtype.itemsize
+        else:
+            kind = "f" if out.bf16 else dtype.kind
+            json_bytes += count * _LEAST_JSON.get(kind, 2)
+            numbers += count
+    return json_bytes, binary_bytes, numbers
+
+
+def _within(
+    spec: AnswerSpec, json_bytes: int, binary_bytes: int, numbers: int, *, at_least: bool
+) -> None:
+    budget = spec.budget
+    would = "would be at least" if at_least else "is more than"
+    if budget.max_json_bytes and json_bytes > budget.max_json_bytes:
+        raise ResponseOverBudget(
+            f"this answer {would} {_size(json_bytes)} as JSON ({numbers:,} numbers), at most "
+            f"{_size(budget.max_json_bytes)}; ask for binary outputs or fewer rows"
+        )
+    if budget.max_bytes and json_bytes + binary_bytes > budget.max_bytes:
+        raise ResponseOverBudget(
+            f"this answer {would} {_size(json_bytes + binary_bytes)}, at most "
+            f"{_size(budget.max_bytes)}; ask for fewer rows or fewer outputs"
+        )
+
+
+def _size(count: int) -> str:
+    """Bytes as people read them: MiB for a power-of-two cap, MB otherwise."""
+    if count % _MIB == 0:
+        return f"{count // _MIB} MiB"
+    return f"{count / 1e6:,.0f} MB" if count >= 10**6 else f"{count:,} bytes"
+
+
+# -- encoding, in the worker ---------------------------------------------------------------
+
+
+def encode(
+    spec: AnswerSpec,
+    values: Mapping[str, np.ndarray],
+    sink: Sink,
+    stop: Callable[[], None],
+) -> tuple[int, int | None]:
+    """Writes the answer to `sink`: the JSON document (the JSON outputs' numbers in it), then
+    each binary output's raw bytes. Returns (bytes written, the JSON header's length or None
+    when all is JSON). `stop()` is called between slices and raises to stop (the deadline,
+    a cancel); the JSON text is counted against the budget as it is written."""
+    counter = _Counting(sink, spec, values)
+    # The document json.dumps(doc, separators=(",", ":")) would write, field by field.
+    counter.text(
+        '{"model_name":' + _DUMPS(spec.model_name) + ',"model_version":'
+        + _DUMPS(spec.model_version)
+    )  # fmt: skip
+    if spec.request_id is not None:
+        counter.text(',"id":' + _DUMPS(spec.request_id))
+    counter.text(',"outputs":[')
+    raws: list[np.ndarray] = []
+    for index, out in enumerate(spec.outputs):
+        value = values[out.name]
+        head = {"name": out.name, "datatype": out.datatype, "shape": list(value.shape)}
+        counter.text(("," if index else "") + _DUMPS(head)[:-1])
+        if out.binary:
+            raw = np.ascontiguousarray(value, dtype=np.dtype(out.dtype))
+            raws.append(raw)
+            counter.text("," + _DUMPS({"parameters": {"binary_data_size": raw.nbytes}})[1:])
+        else:
+            counter.text(',"data":[')
+            _numbers(counter, value, out.bf16, stop)
+            counter.text("]}")
+    counter.text("]}")
+    header = counter.written
+    for raw in raws:
+        stop()
+        sink.write(memoryview(raw.reshape(-1).view(np.uint8)))  # type: ignore[arg-type]
+    return header + sum(r.nbytes for r in raws), header if raws else None
+
+
+def _numbers(counter: _Counting, value: np.ndarray, bf16: bool, stop: Callable[[], None]) -> None:
+    flat = value.reshape(-1)
+    if bf16:
+        flat = (flat.astype(np.uint32) << 16).view(np.float32)
+    for start in range(0, flat.size, _SLICE):
+        stop()
+        text = _DUMPS(flat[start : start + _SLICE].tolist())[1:-1]
+        counter.text(("," if start else "") + text)
+
+
+class _Counting:
+    """The sink, counting the JSON text against the budget before each piece is written."""
+
+    def __init__(self, sink: Sink, spec: AnswerSpec, values: Mapping[str, np.ndarray]) -> None:
+        self._sink = sink
+        self._spec = spec
+        self._binary = sum(
+            int(values[o.name].size) * np.dtype(o.dtype).itemsize for o in spec.outputs if o.binary
+        )
+        self._numbers = sum(int(values[o.name].size) for o in spec.outputs if not o.binary)
+        self.written = 0
+
+    def text(self, piece: str) -> None:
+        data = piece.encode()  # ASCII (json.dumps escapes the rest): characters == bytes
+        _within(self._spec, self.written + len(data), self._binary, self._numbers, at_least=False)
+        self._sink.write(data)
+        self.written += len(data)
+
+
+class BufferSink:
+    """A sink into memory (small answers, tests, the service's in-process encoding)."""
+
+    def __init__(self) -> None:
+        self.buffer = bytearray()
+
+    def write(self, data: bytes | memoryview) -> None:
+        self.buffer += data
+
+
+# -- reading an answer back, in the server -------------------------------------------------
+
+
+class Answer:
+    """One encoded answer: `length` bytes, a JSON header of `header_length` bytes first when
+    binary outputs follow. Either copied out already (`data`) or read piece by piece from a
+    file of its own (`read`, arena.Spill); `close()` frees that file, and is called once the
+    answer is sent or dropped."""
+
+    __slots__ = ("_data", "_on_close", "_read", "header_length", "length")
+
+    def __init__(
+        self,
+        length: int,
+        header_length: int | None,
+        *,
+        data: bytes | None = None,
+        read: Callable[[int, int], bytes] | None = None,
+        on_close: Callable[[], None] | None = None,
+    ) -> None:
+        self.length = length
+        self.header_length = header_length
+        self._data = data
+        self._read = read
+        self._on_close = on_close
+
+    def chunks(self, size: int = CHUNK_BYTES) -> Iterator[bytes]:
+        """The answer's bytes, at most `size` at a time (the server never holds more)."""
+        if self._data is not None:
+            yield self._data
+            return
+        assert self._read is not None
+        for start in range(0, self.length, size):
+            yield self._read(start, min(size, self.length - start))
+
+    def body(self) -> bytes:
+        """All of it at once (small answers; tests)."""
+        return self._data if self._data is not None else b"".join(self.chunks())
+
+    @property
+    def streamed(self) -> bool:
+        """Read from its file as it is sent, not held in memory."""
+        return self._data is None
+
+    def close(self) -> None:
+        on_close, self._on_close = self._on_close, None
+        if on_close is not None:
+            on_close()
