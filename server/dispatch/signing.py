@@ -237,11 +237,7 @@ class ParsedBundle:
 
 def parse_bundle(bundle: bytes) -> ParsedBundle:
     """The bundle's shape, read without trusting it; SignatureMalformed for anything else."""
-    if len(bundle) > MAX_BUNDLE_BYTES:
-        raise SignatureMalformed(
-            f"expected a signature bundle of at most {_mib(MAX_BUNDLE_BYTES)}, "
-            f"got {_mib(len(bundle))}"
-        )
+    check_bundle_size(bundle)
     document = _object(_json(bundle, "the signature bundle"), "the signature bundle")
     _only(document, {"mediaType", "verificationMaterial", "dsseEnvelope"}, "the bundle")
     media_type = document.get("mediaType")
@@ -264,6 +260,14 @@ def parse_bundle(bundle: bytes) -> ParsedBundle:
         },
     }
     return ParsedBundle(method, manifest, key_hint, chain, json.dumps(canonical).encode())
+
+
+def check_bundle_size(bundle: bytes) -> None:
+    if len(bundle) > MAX_BUNDLE_BYTES:
+        raise SignatureMalformed(
+            f"expected a signature bundle of at most {_mib(MAX_BUNDLE_BYTES)}, "
+            f"got {_mib(len(bundle))}"
+        )
 
 
 def _json(raw: bytes | str, what: str) -> Any:

@@ -61,6 +61,15 @@ class PolicyIn(BaseModel):
     max_tensor_bytes: int | None = None
     max_loop_trips: int | None = None
     max_ops: int | None = None
+    # Signed uploads (server/services/signing_policy.py): checked by the service, each its code.
+    require_signature: bool | None = None
+    signing_keys: list[str] | str | None = Field(
+        default=None, description="PEM public keys: one text with one or more, or a list"
+    )
+    signing_ca: str | None = Field(default=None, description="a PEM bundle of CA certificates")
+    signing_identities: list[str] | None = Field(
+        default=None, description="certificate subjects (RFC 4514) or SANs allowed to sign"
+    )
 
 
 class QuotaIn(BaseModel):
