@@ -20,10 +20,12 @@ from server.db.models import Model, ModelVersion, Tenant
 
 # NOTE: compiled in a worker process (server/dispatch): the server holds its signature only.
 from server.dispatch import Digests, PoolSettings, RemoteModel, WorkerPool, WorkerStats
+from server.dispatch.signing import SignatureCheck
 from server.errors import Forbidden, ModelBlocked, ModelRejected, NotFound
 from server.services.artifact_refs import ArtifactRefs
 from server.services.limits import StorageQuotaExceeded
 from server.services.types import (
+    CheckedModel,
     LoadedModel,
     Principal,
     StoredModel,
@@ -32,7 +34,7 @@ from server.services.types import (
     check_name,
 )
 from server.storage import ArtifactStore
-from validator import DEFAULT_POLICY, Policy, Report, ValidationFailed
+from validator import DEFAULT_POLICY, Policy, ValidationFailed
 
 READY: Final = "ready"
 QUARANTINED: Final = "quarantined"  # crashed its workers; an admin may release it
@@ -105,11 +107,19 @@ class ModelService:
 
     # -- use cases -------------------------------------------------------------------------
 
-    def check(self, program: bytes, params: bytes | None, tenant_id: str = "") -> Report:
-        """Validates (with the tenant's policy when given), lowers and gates without storing
-        anything; returns the report."""
+    def check(
+        self,
+        program: bytes,
+        params: bytes | None,
+        tenant_id: str = "",
+        signature: SignatureCheck | None = None,
+    ) -> CheckedModel:
+        """Verifies the signature when there is one, then validates (with the tenant's policy
+        when given), lowers and gates without storing anything; returns the report."""
         policy = self._policy_for(tenant_id) if tenant_id else self._policy
-        return self._compile(program, params, policy, Digests.of(program, params)).program.report
+        digests = Digests.of(program, params)
+        compiled = self._compile(program, params, policy, digests, signature)
+        return CheckedModel(compiled.program.report, compiled.provenance)
 
     def upload(
         self,
@@ -118,15 +128,18 @@ class ModelService:
         program: bytes,
         params: bytes | None,
         digests: Digests | None = None,
+        signature: SignatureCheck | None = None,
     ) -> UploadedModel:
         """Adds a version of `name`: artifacts first, the database row last (crash-safe).
-        `digests`: the caller's hashes of program and params (else computed here, once)."""
+        `digests`: the caller's hashes of program and params (else computed here, once);
+        `signature`: verified in the worker before anything else, its signer kept."""
         tenant = _tenant_of(principal)
         _check_name(name)
         policy = self._policy_for(tenant)
         digests = digests or Digests.of(program, params)
-        compiled = self._compile(program, params, policy, digests)
+        compiled = self._compile(program, params, policy, digests, signature)
         report = compiled.program.report
+        provenance = compiled.provenance
         shas = (
             self._artifacts.put(program, digests.program),
             None if params is None else self._artifacts.put(params, digests.params),
@@ -134,7 +147,10 @@ class ModelService:
         )
         sizes = _sizes(shas, (program, params, onnx))
         try:
-            version = self._register(tenant, name, shas, json.dumps(report.to_json()), sizes)
+            signed = None if provenance is None else json.dumps(provenance.to_json())
+            version = self._register(
+                tenant, name, shas, json.dumps(report.to_json()), sizes, signed
+            )
         except StorageQuotaExceeded:
             self._refs.collect(list(sizes))  # what this upload stored and nothing else names
             raise
@@ -145,7 +161,7 @@ class ModelService:
         )
         self._remember((shas[0], shas[1], policy), compiled)
         self._invalidate(tenant, name)  # "latest" is the new version from now on
-        return UploadedModel(name, version, READY, report)
+        return UploadedModel(name, version, READY, report, provenance)
 
     def list_models(self, principal: Principal) -> list[StoredModel]:
         tenant = _tenant_of(principal)
@@ -231,18 +247,23 @@ class ModelService:
                 )
             found = (model.tenant_id, model.name, row.version)
             batching = _batching(row)
+            provenance = _provenance(row)
             # The policy is part of the key: the same bytes validated under another tenant's
             # policy are another compiled model (its loop bound and byte caps apply at run time).
             key = (row.program_sha256, row.params_sha256, self._policy_for(model.tenant_id))
         lookup = (model.tenant_id, name, version)
         if (hit := self._cached(key)) is not None:
-            return self._settle(lookup, LoadedModel(*found, hit, batching), key, generation)
+            return self._settle(
+                lookup, LoadedModel(*found, hit, batching, provenance), key, generation
+            )
         with self._cache_lock:
             build_lock = self._build_locks.setdefault(key, threading.Lock())
         with build_lock:  # one compile per program, however many requests wait for it
             if (hit := self._cached(key)) is None:
                 hit = self._rebuild(*key)
-            return self._settle(lookup, LoadedModel(*found, hit, batching), key, generation)
+            return self._settle(
+                lookup, LoadedModel(*found, hit, batching, provenance), key, generation
+            )
 
     # -- helpers ---------------------------------------------------------------------------
 
@@ -268,12 +289,17 @@ class ModelService:
                 del self._lookups[lookup]
 
     def _compile(
-        self, program: bytes, params: bytes | None, policy: Policy, digests: Digests
+        self,
+        program: bytes,
+        params: bytes | None,
+        policy: Policy,
+        digests: Digests,
+        signature: SignatureCheck | None = None,
     ) -> RemoteModel:
         # The one servability check, shared with `graphgate check`: what it passes, upload keeps.
         try:
             return self._pool.compile(
-                program, params, policy, self._options, self._source(digests), digests
+                program, params, policy, self._options, self._source(digests), digests, signature
             )
         except ValidationFailed as failed:
             diagnostics = list(failed.diagnostics)
@@ -298,6 +324,7 @@ class ModelService:
         shas: tuple[str, str | None, str],
         report: str,
         sizes: dict[str, int],
+        provenance: str | None = None,
     ) -> int:
         """Adds the version row and its artifact references in one transaction.
 
@@ -308,7 +335,7 @@ class ModelService:
         """
         for attempt in range(_REGISTER_TRIES):
             try:
-                return self._register_once(tenant, name, shas, report, sizes)
+                return self._register_once(tenant, name, shas, report, sizes, provenance)
             except IntegrityError:
                 if attempt == _REGISTER_TRIES - 1:
                     raise
@@ -321,6 +348,7 @@ class ModelService:
         shas: tuple[str, str | None, str],
         report: str,
         sizes: dict[str, int],
+        provenance: str | None,
     ) -> int:
         with self._register_lock, self._sessions.begin() as s:
             # Locks in one order everywhere (references by sha, then the model): no deadlock.
@@ -342,6 +370,7 @@ class ModelService:
                     params_sha256=params,
                     onnx_sha256=onnx,
                     report=report,
+                    provenance=provenance,
                 )
             )
         return version
@@ -483,7 +512,12 @@ def _stored_version(row: ModelVersion) -> StoredVersion:
         onnx_sha256=row.onnx_sha256,
         report=json.loads(row.report),
         batching=_batching(row),
+        provenance=_provenance(row),
     )
+
+
+def _provenance(row: ModelVersion) -> dict[str, Any] | None:
+    return None if row.provenance is None else dict(json.loads(row.provenance))
 
 
 def _batching(row: ModelVersion) -> dict[str, Any] | None:
