@@ -89,9 +89,8 @@ class TenantRulesView:
     policy_overrides: Mapping[str, Any]
     quota_overrides: Mapping[str, Any]
     suspended: datetime | None
-    signing: SigningPolicy = field(
-        default_factory=SigningPolicy
-    )  # server/services/signing_policy.py
+    # require_signature and whom the tenant trusts: server/services/signing_policy.py
+    signing: SigningPolicy = field(default_factory=SigningPolicy)
 
     def policy_json(self) -> dict[str, Any]:
         values = {name: getattr(self.policy, name) for name in POLICY_FIELDS}
@@ -171,9 +170,10 @@ class PolicyService:
         versions: those the new policy refuses are blocked, those it passes unblocked."""
         with self._write_lock:
             with self._sessions.begin() as s:
+                found = _tenant(s, tenant)
                 signing, changes = split_signing_fields(changes)
-                self.signing.write(s, _tenant(s, tenant).id, signing)
-                row = _rules_row(s, _tenant(s, tenant))
+                self.signing.write(s, found.id, signing)
+                row = _rules_row(s, found)
                 overrides = {**json.loads(row.policy), **_policy_changes(changes)}
                 overrides = {k: v for k, v in overrides.items() if v is not None}
                 policy = self._policy_from(overrides)

@@ -87,12 +87,12 @@ def test_a_viewer_cannot_change_the_signing_policy(client: TestClient, key_a: st
     assert (refused.status_code, refused.json()["code"]) == (403, "ADMIN_ROLE_REQUIRED")
 
 
-def _console_login(client: TestClient) -> None:
+def _console_login(client: TestClient, key: str = ADMIN_TOKEN) -> None:
     form = client.get("/admin/login").text
     token = re.search(r'name="csrf" value="([^"]+)"', form)
     assert token is not None
     answer = client.post(
-        "/admin/login", data={"key": ADMIN_TOKEN, "csrf": token.group(1)}, follow_redirects=False
+        "/admin/login", data={"key": key, "csrf": token.group(1)}, follow_redirects=False
     )
     assert answer.status_code == 303, answer.text
 
@@ -141,3 +141,15 @@ def test_the_console_sets_the_signing_fields(client: TestClient, key_a: str) -> 
     client.post("/admin/tenants/tenant-a/signing", data=unchecked)
     policy = client.get("/v1/admin/tenants/tenant-a/policy", headers=ADMIN).json()["policy"]
     assert policy["require_signature"] is False and policy["signing_keys"] == [KEY.public_pem]
+
+
+def test_a_viewer_cannot_use_the_console_signing_form(client: TestClient, key_a: str) -> None:
+    viewer = client.post("/v1/admin/admins", json={"name": "eve", "role": "viewer"}, headers=ADMIN)
+    _console_login(client, viewer.json()["key"])
+    page = client.get("/admin/tenants/tenant-a").text
+    assert "Save signing" in page and 'name="require_signature" value="on" disabled' in page
+    form = {"csrf": _console_csrf(client, "tenant-a"), "require_signature": "on"}
+    refused = client.post("/admin/tenants/tenant-a/signing", data=form)
+    assert refused.status_code == 403 and "ADMIN_ROLE_REQUIRED" in refused.text
+    policy = client.get("/v1/admin/tenants/tenant-a/policy", headers=ADMIN).json()["policy"]
+    assert policy["require_signature"] is False
