@@ -144,6 +144,78 @@ class InvalidRules(BadRequest):
     code = "INVALID_POLICY"
 
 
+class InvalidSigningKey(InvalidRules):
+    """A `signing_keys` value that is no PEM public key, or a key model_signing cannot verify
+    with (elliptic curves P-256, P-384, P-521 only)."""
+
+    code = "INVALID_SIGNING_KEY"
+
+
+class InvalidSigningCa(InvalidRules):
+    """A `signing_ca` value that is no PEM bundle of CA certificates."""
+
+    code = "INVALID_SIGNING_CA"
+
+
+# -- signed uploads (server/dispatch/signing.py): each a 422 ------------------------------------
+
+
+class SignatureRefused(ServiceError):
+    """The family of signature refusals below: the upload or check was not verified as signed by
+    its tenant's trust.
+
+    `signer`: who signed it, where known (audited); `file`: the file a mismatch names."""
+
+    code = "SIGNATURE_REFUSED"
+
+    # Keyword-only with defaults: an exception crosses the worker's pipe as cls(message) and its
+    # __dict__ (pickle), so these come back too.
+    def __init__(self, message: str, *, signer: str | None = None, file: str | None = None) -> None:
+        super().__init__(message)
+        self.signer = signer
+        self.file = file
+
+
+class SignatureMissing(SignatureRefused):
+    """An upload or check without a `signature` part while its tenant's policy
+    `require_signature` is on."""
+
+    code = "SIGNATURE_MISSING"
+
+
+class SignatureMalformed(SignatureRefused):
+    """A `signature` part that is no model_signing key or certificate bundle: not JSON, over
+    1 MiB, nested too deep, a field missing or unknown, a keyless (transparency-log) bundle."""
+
+    code = "SIGNATURE_MALFORMED"
+
+
+class SignatureMismatch(SignatureRefused):
+    """The signed manifest does not list exactly the uploaded files with their digests (the
+    message names the file); files are matched by the names they were uploaded under."""
+
+    code = "SIGNATURE_MISMATCH"
+
+
+class SignerUntrusted(SignatureRefused):
+    """The signature does not verify with the tenant's `signing_keys`, or its certificate does
+    not chain to `signing_ca` or names none of `signing_identities`."""
+
+    code = "SIGNER_UNTRUSTED"
+
+
+class CertificateExpired(SignatureRefused):
+    """A certificate of the signature's chain had expired at upload time."""
+
+    code = "CERTIFICATE_EXPIRED"
+
+
+class CertificateNotYetValid(SignatureRefused):
+    """A certificate of the signature's chain was not yet valid at upload time."""
+
+    code = "CERTIFICATE_NOT_YET_VALID"
+
+
 # -- what the worker pool answers when a worker cannot (server/dispatch): each a 503 but a
 # compile timeout --------------------------------------------------------------------------------
 

@@ -7,6 +7,7 @@ it uses (GRAPHGATE_ADMIN_TOKEN or --admin-token).
 from __future__ import annotations
 
 import json
+from pathlib import Path
 from typing import Annotated, Any
 
 import typer
@@ -20,7 +21,10 @@ audit = typer.Typer(help="Read the audit log.", invoke_without_command=True)
 
 SetOpt = Annotated[
     list[str],
-    typer.Argument(help="FIELD=VALUE pairs, VALUE as JSON (null: back to the default)"),
+    typer.Argument(
+        help="FIELD=VALUE pairs, VALUE as JSON (null: back to the default), or FIELD=@FILE for "
+        "a file's text (e.g. signing_keys=@key.pub, signing_ca=@ca.pem)"
+    ),
 ]
 
 
@@ -63,8 +67,9 @@ def show_policy(tenant: str, url: UrlOpt = DEFAULT_URL, admin_token: TokenOpt = 
 def set_policy(
     tenant: str, changes: SetOpt, url: UrlOpt = DEFAULT_URL, admin_token: TokenOpt = ""
 ) -> None:
-    """Sets policy fields, e.g. `max_batch=8 allowed_ops='["relu"]'`; blocks or unblocks the
-    tenant's stored versions accordingly."""
+    """Sets policy fields, e.g. `max_batch=8 allowed_ops='["relu"]'` or
+    `require_signature=true signing_keys=@key.pub`; blocks or unblocks the tenant's stored
+    versions accordingly."""
     path = f"/v1/admin/tenants/{tenant}/policy"
     body = admin_call("PUT", url, path, admin_token, _pairs(changes))
     typer.echo(json.dumps(body["policy_overrides"], indent=2))
@@ -115,8 +120,18 @@ def _pairs(changes: list[str]) -> dict[str, Any]:
         field, sep, raw = change.partition("=")
         if not sep:
             raise typer.BadParameter(f"expected FIELD=VALUE, got {change!r}")
+        if raw.startswith("@"):  # PEM keys and certificates: a file's text
+            parsed[field] = _file_text(field, raw[1:])
+            continue
         try:
             parsed[field] = json.loads(raw)
         except json.JSONDecodeError:
             raise typer.BadParameter(f"{field}: expected a JSON value, got {raw!r}") from None
     return parsed
+
+
+def _file_text(field: str, path: str) -> str:
+    try:
+        return Path(path).read_text()
+    except (OSError, UnicodeDecodeError) as e:
+        raise typer.BadParameter(f"{field}: cannot read {path}: {e}") from None

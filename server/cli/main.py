@@ -65,18 +65,85 @@ def check(
             "them, or INPUT.AXIS); its budgets' bound, checked on every request.",
         ),
     ] = None,
+    signature: Annotated[
+        Path | None,
+        typer.Option(
+            "--signature",
+            help="A model_signing bundle over the program and params (by their file names), "
+            "verified offline first.",
+        ),
+    ] = None,
+    trusted_keys: Annotated[
+        list[Path] | None,
+        typer.Option("--trusted-key", help="A PEM public key the signature may be by (repeat)."),
+    ] = None,
+    trusted_ca: Annotated[
+        Path | None,
+        typer.Option("--trusted-ca", help="A PEM CA bundle a signing certificate may chain to."),
+    ] = None,
+    identities: Annotated[
+        list[str] | None,
+        typer.Option("--identity", help="A certificate subject or SAN allowed to sign (repeat)."),
+    ] = None,
 ) -> None:
     """Check a program is servable (validated, lowered, gated, a session built: what upload
-    does): diagnostics like a compiler, or the report. Exit 0 valid, 1 rejected."""
+    does): diagnostics like a compiler, or the report. With --signature, its signature is
+    verified first, as a tenant's upload is. Exit 0 valid, 1 rejected."""
     params = params if params is not None else _params_beside(program)
     dims = dict(map(_dim_declaration, dim or []))
+    trust = _trust(signature, trusted_keys or [], trusted_ca, identities or [])
+    provenance = None if signature is None else _verified(signature, program, params, trust)
     report = _servable(program, params, as_json, max_batch, dims).program.report
+    signed = None if provenance is None else provenance.to_json()
     if as_json:
-        typer.echo(json.dumps({"valid": True, "report": report.to_json()}, indent=2))
+        document = {"valid": True, "report": report.to_json(), "provenance": signed}
+        typer.echo(json.dumps(document, indent=2))
     else:
         from server.cli.render import render_report
 
-        render_report(program, params, report)
+        render_report(program, params, report, signed)
+
+
+def _trust(signature: Path | None, keys: list[Path], ca: Path | None, identities: list[str]) -> Any:
+    """The trust --signature is verified against, from the files named; usage errors exit 2."""
+    from server.dispatch.signing import SigningTrust, ca_certificates_in, public_keys_in
+    from server.errors import InvalidRules
+
+    if signature is None:
+        if keys or ca is not None or identities:
+            _usage("--trusted-key, --trusted-ca and --identity go with --signature")
+        return SigningTrust()
+    if not keys and ca is None:
+        _usage("expected --trusted-key or --trusted-ca with --signature, got neither")
+    try:
+        pems = tuple(k for path in keys for k in public_keys_in(_read(path).decode()))
+        ca_text = "" if ca is None else _read(ca).decode()
+        if ca_text:
+            ca_certificates_in(ca_text)
+    except (InvalidRules, UnicodeDecodeError) as e:
+        _usage(str(e))
+    return SigningTrust(pems, ca_text, tuple(identities))
+
+
+def _verified(signature: Path, program: Path, params: Path | None, trust: Any) -> Any:
+    """The signature verified over the files by their names, now; a refusal exits 1."""
+    from datetime import UTC, datetime
+
+    from server.dispatch.signing import verify
+    from server.errors import SignatureRefused
+
+    files = {program.name: _read(program)}
+    if params is not None:
+        files[params.name] = _read(params)
+    try:
+        return verify(_read(signature), files, trust, datetime.now(UTC))
+    except SignatureRefused as refused:
+        _fail(signature, refused.message, refused.code)
+
+
+def _usage(message: str) -> NoReturn:
+    typer.echo(f"graphgate: {message}", err=True)
+    raise typer.Exit(EXIT_USAGE)
 
 
 @app.command()

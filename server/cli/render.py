@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from pathlib import Path
 
 from rich.console import Console
@@ -10,9 +11,16 @@ from rich.table import Table
 from validator import Report
 
 
-def render_report(program: Path, params: Path | None, report: Report) -> None:
+def render_report(
+    program: Path,
+    params: Path | None,
+    report: Report,
+    provenance: Mapping[str, str] | None = None,
+) -> None:
     console = Console(highlight=False)
     console.print(f"[bold green]{program}: valid[/]" + (f" (params {params})" if params else ""))
+    if provenance is not None:
+        console.print(signed_line(provenance), soft_wrap=True)  # a fingerprint stays whole
     signature = Table(title="Signature", title_justify="left")
     for column in ("", "name", "dtype", "dims"):
         signature.add_column(column)
@@ -43,3 +51,11 @@ def _bytes(count: int) -> str:
             return f"{size:.1f} {unit}" if unit != "B" else f"{count} B"
         size /= 1024
     return f"{count} B"
+
+
+def signed_line(provenance: Mapping[str, str]) -> str:
+    """ "signed by <identity> (certificate, key sha256:...)", or the key alone for a key."""
+    fingerprint = provenance["key_fingerprint"]
+    if provenance["method"] == "key":
+        return f"signed by key {fingerprint}"
+    return f"signed by {provenance['signer']} (certificate, key {fingerprint})"

@@ -26,6 +26,17 @@ EXIT_ERROR: Final = 2
 DEFAULT_URL: Final = "http://127.0.0.1:8000"
 HEADER_LENGTH: Final = "Inference-Header-Content-Length"
 UPLOAD_TIMEOUT_S: Final = 600.0  # the server validates and compiles before it answers
+# The server's refusals of a signed (or unsigned, where required) upload: rejected, exit 1.
+SIGNATURE_REFUSALS: Final = frozenset(
+    {
+        "SIGNATURE_MISSING",
+        "SIGNATURE_MALFORMED",
+        "SIGNATURE_MISMATCH",
+        "SIGNER_UNTRUSTED",
+        "CERTIFICATE_EXPIRED",
+        "CERTIFICATE_NOT_YET_VALID",
+    }
+)
 INFER_TIMEOUT_S: Final = 120.0
 # numpy dtype name -> V2 datatype (BF16 has no numpy dtype; send it from another client)
 DATATYPES: Final[Mapping[str, str]] = {
@@ -72,17 +83,29 @@ def upload(
     params: Annotated[
         Path | None, typer.Option("--params", help="The .pdiparams file, if the model has one.")
     ] = None,
+    signature: Annotated[
+        Path | None,
+        typer.Option(
+            "--signature",
+            help="A model_signing bundle over the program and params (as named here), e.g. "
+            "model.sig from `model_signing sign key`.",
+        ),
+    ] = None,
     url: UrlOpt = DEFAULT_URL,
     key: KeyOpt = "",
     as_json: JsonOpt = False,
 ) -> None:
     """Uploads a model (with a progress bar); prints its report, or every diagnostic if rejected."""
     parts = {"program": program} | ({"params": params} if params is not None else {})
+    parts |= {"signature": signature} if signature is not None else {}
     with _client(url, key, UPLOAD_TIMEOUT_S) as client, _progress_files(parts) as files:
         response = _send(client, "POST", "/v1/models", data={"name": name}, files=files)
     body = _json(response)
     if response.status_code == 422 and body.get("code") == "VALIDATION_FAILED":
         _print_rejection(program, body)
+        raise typer.Exit(EXIT_REJECTED)
+    if response.status_code == 422 and body.get("code") in SIGNATURE_REFUSALS:
+        typer.echo(f"{signature or program}: {body.get('error')} [{body.get('code')}]", err=True)
         raise typer.Exit(EXIT_REJECTED)
     _raise_for_error(response, body)
     if as_json:
@@ -348,6 +371,8 @@ def _location(d: Mapping[str, Any]) -> str:
 def _print_upload(body: Mapping[str, Any]) -> None:
     report = body["report"]
     typer.echo(f"uploaded {body['name']!r} version {body['version']} ({body['status']})")
+    if (provenance := body.get("provenance")) is not None:
+        typer.echo(f"  {_signed_by(provenance)}")
     for kind in ("inputs", "outputs"):
         for spec in report[kind]:
             typer.echo(f"  {kind[:-1]:<6} {spec['name']}: {spec['dtype']}{spec['dims']}")
@@ -368,18 +393,36 @@ def _print_models(rows: list[dict[str, Any]]) -> None:
         typer.echo("no models yet: graphgate upload NAME model.pdmodel")
         return
     table = Table(title="Models", title_justify="left")
-    for column in ("name", "latest", "versions", "inputs", "outputs"):
+    for column in ("name", "latest", "signed", "versions", "inputs", "outputs"):
         table.add_column(column)
     for row in rows:
         signature = row.get("signature") or {"inputs": [], "outputs": []}
+        provenance = row.get("provenance")
         table.add_row(
             row["name"],
             str(row.get("latest_version") or "-"),
+            "-" if provenance is None else f"signed\n{_signer(provenance)}",
             ", ".join(map(str, row.get("versions", []))),
             _specs(signature["inputs"]),
             _specs(signature["outputs"]),
         )
     Console(highlight=False, width=max(100, _terminal_width())).print(table)
+
+
+def _signed_by(provenance: Mapping[str, Any]) -> str:
+    """As `graphgate check` says it (server/cli/render.py); written here again: this module
+    imports nothing of the service."""
+    fingerprint = provenance["key_fingerprint"]
+    if provenance["method"] == "key":
+        return f"signed by key {fingerprint}"
+    return f"signed by {provenance['signer']} (certificate, key {fingerprint})"
+
+
+def _signer(provenance: Mapping[str, Any]) -> str:
+    """Who signed, short: the identity, or a key's fingerprint cut to 12 digits."""
+    if provenance["method"] == "key":
+        return f"key {str(provenance['key_fingerprint'])[:19]}"
+    return str(provenance["signer"])
 
 
 def _specs(specs: list[dict[str, Any]]) -> str:

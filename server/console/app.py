@@ -26,6 +26,7 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 from server.console.overview import overview
 from server.console.queries import ConsoleQueries
 from server.console.sessions import ConsoleSessions, CsrfFailed, SessionInfo, csrf_ok
+from server.dispatch.signing import fingerprint_of_pem
 from server.errors import (
     BadRequest,
     InvalidRules,
@@ -282,6 +283,26 @@ def _routes(app: FastAPI, templates: Jinja2Templates) -> None:
             _tenant_page, request, render, page, name, None, "", None, notice
         )
 
+    # Signed uploads: the signing fields of the policy, in a form of their own.
+    @app.post("/tenants/{name}/signing")
+    async def set_signing(request: Request, name: TenantName) -> HTMLResponse:
+        form = await request.form()
+        page = _writer(request, str(form.get("csrf", "")))
+        main = _main(request)
+        current = await run_in_threadpool(main.policies.show, name)
+        changes = _signing_changes(form, current.signing.to_json())
+        who = _operator(request, page)
+        try:
+            change = await run_in_threadpool(_operators(request).set_policy, who, name, changes)
+        except InvalidRules as error:
+            return await run_in_threadpool(
+                _tenant_page, request, render, page, name, error, "signing", dict(form)
+            )
+        notice = _policy_notice(change.blocked, change.unblocked)
+        return await run_in_threadpool(
+            _tenant_page, request, render, page, name, None, "", None, notice
+        )
+
     @app.post("/tenants/{name}/quota")
     async def set_quota(request: Request, name: TenantName) -> HTMLResponse:
         form = await request.form()
@@ -432,6 +453,8 @@ def _tenant_page(
         denied=denied,
         quota=_quota_values(rules.quota),
         policy_fields=POLICY_LABELS,
+        signing=rules.signing.to_json(),
+        signing_fingerprints=[fingerprint_of_pem(k) for k in rules.signing.trust.keys],
         models=main.console_queries.models(name, 1),
         rejections=main.uploads.rejections(name)[:5],
         error=error,
@@ -495,6 +518,29 @@ def _field_changes(
         value = _number(raw)
         if value != current.get(name):
             changes[name] = value
+    return changes
+
+
+def _signing_changes(form: Any, current: dict[str, Any]) -> dict[str, Any]:
+    """The signing fields the form changes: a checkbox, two PEM texts (empty: none) and the
+    identities one a line."""
+
+    def text(name: str) -> str:  # a browser sends a textarea's lines ended with CRLF
+        return str(form.get(name, "")).replace("\r\n", "\n").strip()
+
+    submitted = {
+        "require_signature": "require_signature" in form,
+        "signing_keys": text("signing_keys"),
+        "signing_ca": text("signing_ca"),
+        "signing_identities": [
+            line.strip() for line in text("signing_identities").splitlines() if line.strip()
+        ],
+    }
+    now = {**current, "signing_keys": "\n".join(current["signing_keys"]).strip()}
+    now["signing_ca"] = current["signing_ca"].strip()
+    changes = {k: v for k, v in submitted.items() if v != now[k]}
+    if changes.get("signing_keys") == "":
+        changes["signing_keys"] = None  # none trusted: back to the default
     return changes
 
 

@@ -68,6 +68,7 @@ class VersionDetail:
     params_sha256: str | None
     onnx_sha256: str
     report: dict[str, Any]
+    provenance: dict[str, Any] | None = None  # who signed it (Provenance JSON); None: unsigned
 
 
 class ConsoleQueries:
@@ -176,6 +177,7 @@ class ConsoleQueries:
                 row.params_sha256,
                 row.onnx_sha256,
                 json.loads(row.report),
+                None if row.provenance is None else json.loads(row.provenance),
             )
 
     def tenant_id(self, tenant: str) -> str | None:

@@ -73,6 +73,8 @@ class ModelVersion(Base):
     report: Mapped[str] = mapped_column(Text)  # the validator's report, JSON
     # The admin's dynamic batching override (server/dispatch/batching.py BatchPolicy JSON); NULL: defaults.
     batching: Mapped[str | None] = mapped_column(Text, default=None)
+    # Who signed the upload (server/dispatch/signing.py Provenance JSON, migration 0006); NULL: unsigned.
+    provenance: Mapped[str | None] = mapped_column(Text, default=None)
     created: Mapped[datetime] = mapped_column(default=utcnow)
     model: Mapped[Model] = relationship(back_populates="versions")
 
@@ -113,6 +115,22 @@ class TenantRules(Base):
     policy: Mapped[str] = mapped_column(Text, default="{}")
     quota: Mapped[str] = mapped_column(Text, default="{}")
     suspended: Mapped[datetime | None] = mapped_column(default=None)
+
+
+class TenantSigning(Base):
+    """A tenant's signing policy (migration 0006; server/services/signing_policy.py): whether
+    uploads must be signed, its trusted PEM public keys (a JSON list), its PEM CA bundle and the
+    certificate identities it allows (a JSON list)."""
+
+    __tablename__ = "tenant_signing"
+
+    tenant_id: Mapped[str] = mapped_column(
+        ForeignKey("tenants.id", ondelete="CASCADE"), primary_key=True
+    )
+    require_signature: Mapped[bool] = mapped_column(Boolean, default=False)
+    keys: Mapped[str] = mapped_column(Text, default="[]")
+    ca: Mapped[str] = mapped_column(Text, default="")
+    identities: Mapped[str] = mapped_column(Text, default="[]")
 
 
 class AuditEntry(Base):

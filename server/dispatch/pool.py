@@ -31,6 +31,7 @@ from executor import RunCancel, SessionOptions
 from executor.errors import DeadlineExceeded, RunCancelled
 from server.dispatch.answer import Answer, AnswerSpec, Encoded
 from server.dispatch.arena import Arena, Spill
+from server.dispatch.signing import Provenance, SignatureCheck
 from server.dispatch.worker import EXIT_OOM, WorkerConfig, main
 from server.errors import (
     CompileTimeout,
@@ -119,6 +120,8 @@ class RemoteModel:
     options: SessionOptions
     pool: WorkerPool
     _onnx: list[bytes] = field(default_factory=list)
+    # Who signed the bytes this compile verified (a signed upload's); None: not checked.
+    provenance: Provenance | None = None
 
     @property
     def onnx_bytes(self) -> bytes:
@@ -438,16 +441,20 @@ class WorkerPool:
         options: SessionOptions,
         source: Callable[[], tuple[bytes, bytes | None]],
         digests: Digests | None = None,
+        signature: SignatureCheck | None = None,
     ) -> RemoteModel:
         """Validates, lowers, gates and builds the session in a worker (which keeps it).
         Raises what check_servable raises, WorkerCrashed, or CompileTimeout. `source`: where
         another worker reads the program and params again (storage); `digests`: their hashes
-        when the caller has them (else computed here)."""
+        when the caller has them (else computed here); `signature`: verified first, in the
+        worker and within the compile's time (a SignatureRefused when it does not pass)."""
         key = content_key(digests or Digests.of(program, params), policy)
-        message = ("compile", next(self._seq), key, program, params, policy, options)
+        message = ("compile", next(self._seq), key, program, params, policy, options, signature)
         reply = self._call(message, self.settings.compile_timeout_s, label=None)
-        report, onnx_bytes = reply[2]
-        return RemoteModel(Signature(report), key, source, policy, options, self, [onnx_bytes])
+        report, onnx_bytes, provenance = reply[2]
+        return RemoteModel(
+            Signature(report), key, source, policy, options, self, [onnx_bytes], provenance
+        )
 
     def run(
         self,

@@ -22,7 +22,7 @@ from dataclasses import dataclass
 from functools import partial
 from multiprocessing.connection import Connection
 from pathlib import Path
-from typing import Any, Final, NoReturn, TypeVar
+from typing import TYPE_CHECKING, Any, Final, NoReturn, TypeVar
 
 import numpy as np
 
@@ -32,6 +32,9 @@ from server.dispatch.answer import AnswerSpec, Encoded, check_before_run, encode
 from server.dispatch.arena import Arena, Layout
 from server.errors import ResponseOverBudget
 from validator import Policy
+
+if TYPE_CHECKING:
+    from server.dispatch.signing import Provenance, SignatureCheck
 
 T = TypeVar("T")
 
@@ -215,9 +218,12 @@ class Worker:
         params: bytes | None,
         policy: Policy,
         options: SessionOptions,
+        signature: SignatureCheck | None = None,
         *,
         nice: int = 0,
-    ) -> tuple[Any, bytes]:
+    ) -> tuple[Any, bytes, Provenance | None]:
+        # A signed upload is verified first: bytes its tenant's trust refuses are never parsed.
+        provenance = None if signature is None else signature.verify(program, params)
         # Compiling, and the session's threads, may use every CPU: unpinned until built.
         _pin_this_thread(self.cpus)
         try:
@@ -228,7 +234,7 @@ class Worker:
         finally:
             _pin_this_thread(_left_to_the_caller(self.cpus, self.session_cpus))
         self.cache.put(key, model)
-        return model.program.report, model.onnx_bytes
+        return model.program.report, model.onnx_bytes, provenance
 
     def run(
         self,

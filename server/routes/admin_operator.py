@@ -63,8 +63,9 @@ class AdminsOut(BaseModel):
 
 
 # Policy and quota bodies, made from the one field lists (server/settings.py POLICY_FIELDS,
-# the Quota's fields): each field optional, strictly typed; null sends a field back to the
-# server's default; an unknown field is a 400 naming it. Bounds are the policy service's.
+# the Quota's fields, and the signing fields of server/services/signing_policy.py): each
+# field optional, strictly typed; null sends a field back to the server's default; an unknown
+# field is a 400 naming it. Bounds are the policy service's.
 _STRICT: Final = ConfigDict(extra="forbid", strict=True)
 if TYPE_CHECKING:  # models made at run time: to mypy, a model
     PolicyIn: TypeAlias = BaseModel
@@ -79,6 +80,21 @@ else:
             name: (int | None, Field(default=None, description=label_of(name)))
             for name in SERVER_POLICY_FIELDS
         },
+        # Signed uploads (server/services/signing_policy.py): checked by the service.
+        require_signature=(bool | None, None),
+        signing_keys=(
+            list[str] | str | None,
+            Field(
+                default=None, description="PEM public keys: one text with one or more, or a list"
+            ),
+        ),
+        signing_ca=(str | None, Field(default=None, description="a PEM bundle of CA certificates")),
+        signing_identities=(
+            list[str] | None,
+            Field(
+                default=None, description="certificate subjects (RFC 4514) or SANs allowed to sign"
+            ),
+        ),
     )
     QuotaIn = create_model(
         "QuotaIn",

@@ -47,8 +47,15 @@ async def model_metadata(model: LoadedModelDep, request: Request) -> dict[str, A
         "inputs": [codec.tensor_metadata(spec) for spec in meta.inputs],
         "outputs": [codec.tensor_metadata(spec) for spec in meta.outputs],
     }
+    parameters: dict[str, Any] = {}
     if policy is not None:  # how this version batches (server/dispatch/batching.py)
-        answer["parameters"] = {"dynamic_batching": policy.to_json()}
+        parameters["dynamic_batching"] = policy.to_json()
+    if model.provenance is not None:  # who signed it: V2 parameters are flat strings
+        parameters["signed_by"] = model.provenance["signer"]
+        parameters["signing_key_fingerprint"] = model.provenance["key_fingerprint"]
+        parameters["signing_method"] = model.provenance["method"]
+    if parameters:
+        answer["parameters"] = parameters
     return answer
 
 

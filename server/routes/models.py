@@ -9,6 +9,7 @@ from typing import Any, Final
 from fastapi import APIRouter, Request, Response, status
 from starlette.datastructures import UploadFile
 
+from server.dispatch.signing import Provenance
 from server.errors import BadRequest
 from server.http.admin_deps import ActorDep, UploadsDep, get_actor
 from server.http.deps import MetricsDep, ModelsDep, PrincipalDep
@@ -16,6 +17,7 @@ from server.http.paths import CHECK, MODELS, V1
 from server.routes.json import iso
 from server.routes.schemas import ERRORS, UPLOAD_ERRORS
 from server.services.limits import CompileQueue
+from server.services.signing_policy import SignatureFile
 from server.services.types import StoredModel, StoredVersion
 
 router = APIRouter(prefix=V1, tags=["models"], responses=ERRORS)
@@ -23,6 +25,11 @@ JSON: Final = "application/json"
 _FILE: Final = {"type": "string", "format": "binary"}
 _PROGRAM: Final = {**_FILE, "description": "The .pdmodel (ProgramDesc) bytes."}
 _PARAMS: Final = {**_FILE, "description": "The .pdiparams bytes."}
+_SIGNATURE: Final = {
+    **_FILE,
+    "description": "An OpenSSF Model Signing bundle (`model_signing sign key|certificate`) over "
+    "the program and params, by the file names they are uploaded under.",
+}
 
 
 def _multipart(required: list[str], properties: dict[str, Any]) -> dict[str, Any]:
@@ -38,6 +45,7 @@ class _Upload:
     program: bytes
     params: bytes | None
     name: str = ""
+    signature: SignatureFile | None = None
 
 
 # NOTE: `async def` routes that read their form themselves (no `File`/`Form` parameters): FastAPI
@@ -57,7 +65,13 @@ class _Upload:
     response_class=Response,
     responses=UPLOAD_ERRORS,
     openapi_extra=_multipart(
-        ["name", "program"], {"name": {"type": "string"}, "program": _PROGRAM, "params": _PARAMS}
+        ["name", "program"],
+        {
+            "name": {"type": "string"},
+            "program": _PROGRAM,
+            "params": _PARAMS,
+            "signature": _SIGNATURE,
+        },
     ),
 )
 async def upload_model(
@@ -72,13 +86,16 @@ async def upload_model(
         form = await _read_form(request, named=True)
 
         def upload() -> bytes:
-            uploaded = uploads.upload(principal, actor, form.name, form.program, form.params)
+            uploaded = uploads.upload(
+                principal, actor, form.name, form.program, form.params, form.signature
+            )
             return _json_bytes(
                 {
                     "name": uploaded.name,
                     "version": uploaded.version,
                     "status": uploaded.status,
                     "report": uploaded.report.to_json(),
+                    "provenance": _provenance_json(uploaded.provenance),
                 }
             )
 
@@ -91,7 +108,9 @@ async def upload_model(
     CHECK,
     response_class=Response,
     responses=UPLOAD_ERRORS,
-    openapi_extra=_multipart(["program"], {"program": _PROGRAM, "params": _PARAMS}),
+    openapi_extra=_multipart(
+        ["program"], {"program": _PROGRAM, "params": _PARAMS, "signature": _SIGNATURE}
+    ),
 )
 async def check_model(request: Request, principal: PrincipalDep, uploads: UploadsDep) -> Response:
     compiles = _compiles(request)
@@ -100,8 +119,16 @@ async def check_model(request: Request, principal: PrincipalDep, uploads: Upload
         form = await _read_form(request, named=False)
 
         def check() -> bytes:
-            report = uploads.check(principal, actor.tenant, form.program, form.params)
-            return _json_bytes({"valid": True, "report": report.to_json()})
+            checked = uploads.check(
+                principal, actor.tenant, form.program, form.params, form.signature
+            )
+            return _json_bytes(
+                {
+                    "valid": True,
+                    "report": checked.report.to_json(),
+                    "provenance": _provenance_json(checked.provenance),
+                }
+            )
 
         content = await admission.run(check)
     return Response(content, media_type=JSON)
@@ -145,15 +172,23 @@ def download_onnx(name: str, version: int, principal: PrincipalDep, models: Mode
 
 
 async def _read_form(request: Request, *, named: bool) -> _Upload:
-    """The form's `program`, optional `params` and, when `named`, `name`; a missing or
-    mistyped part is 400 BAD_REQUEST (a malformed body: Starlette's 400)."""
+    """The form's `program`, optional `params`, optional `signature` and, when `named`, `name`;
+    a missing or mistyped part is 400 BAD_REQUEST (a malformed body: Starlette's 400)."""
     form = await request.form()  # capped by server/http/body_limit.py as it streams
     try:
-        program = await _file(form.get("program"), "program")
+        program_part, params_part = form.get("program"), form.get("params")
+        program = await _file(program_part, "program")
         if program is None:
             raise BadRequest("expected a form part 'program' (the .pdmodel file), got none")
-        params = await _file(form.get("params"), "params")
-        return _Upload(program, params, _name(form.get("name")) if named else "")
+        params = await _file(params_part, "params")
+        # Read whole like the others (the body cap bounds it): the service refuses it by size.
+        bundle = await _file(form.get("signature"), "signature")
+        signature = None
+        if bundle is not None:  # the files are matched to the signed ones by these names
+            params_name = None if params is None else _filename(params_part)
+            signature = SignatureFile(bundle, _filename(program_part), params_name)
+        name = _name(form.get("name")) if named else ""
+        return _Upload(program, params, name, signature)
     finally:
         await form.close()
 
@@ -164,6 +199,11 @@ async def _file(part: UploadFile | str | None, what: str) -> bytes | None:
     if isinstance(part, str):
         raise BadRequest(f"expected form part {what!r} as a file, got a text field")
     return await part.read()
+
+
+def _filename(part: UploadFile | str | None) -> str:
+    """The name a file part was sent under (a signature lists the files by these)."""
+    return (part.filename or "") if isinstance(part, UploadFile) else ""
 
 
 def _name(part: UploadFile | str | None) -> str:
@@ -186,9 +226,18 @@ def _compiles(request: Request) -> CompileQueue:
 def _latest_json(model: StoredModel) -> dict[str, Any]:
     latest = model.latest
     if latest is None:
-        return {"latest_version": None, "signature": None}
+        return {"latest_version": None, "signature": None, "provenance": None}
     signature = {"inputs": latest.report["inputs"], "outputs": latest.report["outputs"]}
-    return {"latest_version": latest.version, "signature": signature}
+    return {"latest_version": latest.version, "signature": signature, **_signed(latest)}
+
+
+def _signed(version: StoredVersion) -> dict[str, Any]:
+    """Who signed a version (null: it came unsigned)."""
+    return {"provenance": None if version.provenance is None else dict(version.provenance)}
+
+
+def _provenance_json(provenance: Provenance | None) -> dict[str, str] | None:
+    return None if provenance is None else provenance.to_json()
 
 
 def _version_json(version: StoredVersion) -> dict[str, Any]:
@@ -203,4 +252,5 @@ def _version_json(version: StoredVersion) -> dict[str, Any]:
         },
         "report": version.report,
         "batching": version.batching,  # the admin's override; null: the server's defaults
+        **_signed(version),
     }

@@ -33,5 +33,7 @@ ERRORS: Final[dict[int | str, dict[str, Any]]] = {
 UPLOAD_ERRORS: Final[dict[int | str, dict[str, Any]]] = {
     **ERRORS,
     413: _error("the upload is over its byte cap"),
-    422: _error("the program is rejected: validation, the tenant's policy, lowering"),
+    422: _error(
+        "the program is rejected: its signature, validation, the tenant's policy, lowering"
+    ),
 }

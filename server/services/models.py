@@ -19,6 +19,7 @@ from server.db.models import Model, ModelCrash, ModelVersion, Tenant
 
 # NOTE: compiled in a worker process (server/dispatch): the server holds its signature only.
 from server.dispatch import Digests, PoolSettings, RemoteModel, WorkerPool, WorkerStats
+from server.dispatch.signing import SignatureCheck
 from server.errors import (
     Forbidden,
     ModelBlocked,
@@ -30,6 +31,7 @@ from server.errors import (
 from server.services.artifact_refs import ArtifactRefs
 from server.services.limits import StorageQuotaExceeded
 from server.services.types import (
+    CheckedModel,
     LoadedModel,
     Principal,
     RegistrationRules,
@@ -39,7 +41,7 @@ from server.services.types import (
     check_name,
 )
 from server.storage import ArtifactStore
-from validator import DEFAULT_POLICY, Policy, Report, ValidationFailed
+from validator import DEFAULT_POLICY, Policy, ValidationFailed
 
 READY: Final = "ready"
 QUARANTINED: Final = "quarantined"  # crashed its workers; an admin may release it
@@ -123,11 +125,19 @@ class ModelService:
 
     # -- use cases -------------------------------------------------------------------------
 
-    def check(self, program: bytes, params: bytes | None, tenant_id: str = "") -> Report:
-        """Validates (with the tenant's policy when given), lowers and gates without storing
-        anything; returns the report."""
+    def check(
+        self,
+        program: bytes,
+        params: bytes | None,
+        tenant_id: str = "",
+        signature: SignatureCheck | None = None,
+    ) -> CheckedModel:
+        """Verifies the signature when there is one, then validates (with the tenant's policy
+        when given), lowers and gates without storing anything; returns the report."""
         policy = self._policy_for(tenant_id) if tenant_id else self._policy
-        return self._compile(program, params, policy, Digests.of(program, params)).program.report
+        digests = Digests.of(program, params)
+        compiled = self._compile(program, params, policy, digests, signature)
+        return CheckedModel(compiled.program.report, compiled.provenance)
 
     def upload(
         self,
@@ -136,15 +146,18 @@ class ModelService:
         program: bytes,
         params: bytes | None,
         digests: Digests | None = None,
+        signature: SignatureCheck | None = None,
     ) -> UploadedModel:
         """Adds a version of `name`: artifacts first, the database row last (crash-safe).
-        `digests`: the caller's hashes of program and params (else computed here, once)."""
+        `digests`: the caller's hashes of program and params (else computed here, once);
+        `signature`: verified in the worker before anything else, its signer kept."""
         tenant = _tenant_of(principal)
         _check_name(name)
         policy = self._policy_for(tenant)
         digests = digests or Digests.of(program, params)
-        compiled = self._compile(program, params, policy, digests)
+        compiled = self._compile(program, params, policy, digests, signature)
         report = compiled.program.report
+        provenance = compiled.provenance
         shas = (
             self._artifacts.put(program, digests.program),
             None if params is None else self._artifacts.put(params, digests.params),
@@ -152,8 +165,9 @@ class ModelService:
         )
         sizes = _sizes(shas, (program, params, onnx))
         try:
+            signed = None if provenance is None else json.dumps(provenance.to_json())
             version, status = self._register(
-                tenant, name, shas, json.dumps(report.to_json()), sizes, policy
+                tenant, name, shas, json.dumps(report.to_json()), sizes, policy, signed
             )
         except (StorageQuotaExceeded, QuotaExceeded):
             self._refs.collect(list(sizes))  # what this upload stored and nothing else names
@@ -167,7 +181,7 @@ class ModelService:
         if status == BLOCKED:
             status = self._revalidate(tenant, name, version, program, params, digests)
         self._invalidate(tenant, name)  # "latest" is the new version from now on
-        return UploadedModel(name, version, status, report)
+        return UploadedModel(name, version, status, report, provenance)
 
     def _revalidate(
         self,
@@ -318,18 +332,23 @@ class ModelService:
                 )
             found = (model.tenant_id, model.name, row.version)
             batching = _batching(row)
+            provenance = _provenance(row)
             # The policy is part of the key: the same bytes validated under another tenant's
             # policy are another compiled model (its loop bound and byte caps apply at run time).
             key = (row.program_sha256, row.params_sha256, self._policy_for(model.tenant_id))
         lookup = (model.tenant_id, name, version)
         if (hit := self._cached(key)) is not None:
-            return self._settle(lookup, LoadedModel(*found, hit, batching), key, generation)
+            return self._settle(
+                lookup, LoadedModel(*found, hit, batching, provenance), key, generation
+            )
         with self._cache_lock:
             build_lock = self._build_locks.setdefault(key, threading.Lock())
         with build_lock:  # one compile per program, however many requests wait for it
             if (hit := self._cached(key)) is None:
                 hit = self._compile_queue(model.tenant_id, lambda: self._rebuild(*key))
-            return self._settle(lookup, LoadedModel(*found, hit, batching), key, generation)
+            return self._settle(
+                lookup, LoadedModel(*found, hit, batching, provenance), key, generation
+            )
 
     # -- helpers ---------------------------------------------------------------------------
 
@@ -355,12 +374,17 @@ class ModelService:
                 del self._lookups[lookup]
 
     def _compile(
-        self, program: bytes, params: bytes | None, policy: Policy, digests: Digests
+        self,
+        program: bytes,
+        params: bytes | None,
+        policy: Policy,
+        digests: Digests,
+        signature: SignatureCheck | None = None,
     ) -> RemoteModel:
         # The one servability check, shared with `graphgate check`: what it passes, upload keeps.
         try:
             return self._pool.compile(
-                program, params, policy, self._options, self._source(digests), digests
+                program, params, policy, self._options, self._source(digests), digests, signature
             )
         except ValidationFailed as failed:
             diagnostics = list(failed.diagnostics)
@@ -386,6 +410,7 @@ class ModelService:
         report: str,
         sizes: dict[str, int],
         policy: Policy,
+        provenance: str | None = None,
     ) -> tuple[int, str]:
         """Adds the version row and its artifact references in one transaction; returns its
         number and status.
@@ -398,7 +423,7 @@ class ModelService:
         """
         for attempt in range(_REGISTER_TRIES):
             try:
-                return self._register_once(tenant, name, shas, report, sizes, policy)
+                return self._register_once(tenant, name, shas, report, sizes, policy, provenance)
             except IntegrityError:
                 if attempt == _REGISTER_TRIES - 1:
                     raise
@@ -412,6 +437,7 @@ class ModelService:
         report: str,
         sizes: dict[str, int],
         policy: Policy,
+        provenance: str | None,
     ) -> tuple[int, str]:
         with self._register_lock, self._sessions.begin() as s:
             # Locks in one order everywhere (the tenant, references by sha, then the model): no
@@ -440,6 +466,7 @@ class ModelService:
                     params_sha256=params,
                     onnx_sha256=onnx,
                     report=report,
+                    provenance=provenance,
                 )
             )
         return version, status
@@ -645,7 +672,12 @@ def _stored_version(row: ModelVersion) -> StoredVersion:
         onnx_sha256=row.onnx_sha256,
         report=json.loads(row.report),
         batching=_batching(row),
+        provenance=_provenance(row),
     )
+
+
+def _provenance(row: ModelVersion) -> dict[str, Any] | None:
+    return None if row.provenance is None else dict(json.loads(row.provenance))
 
 
 def _batching(row: ModelVersion) -> dict[str, Any] | None:

@@ -14,7 +14,7 @@ import json
 import math
 import threading
 from collections.abc import Callable, Mapping
-from dataclasses import asdict, dataclass, fields, replace
+from dataclasses import asdict, dataclass, field, fields, replace
 from datetime import datetime
 from typing import Any, Final
 
@@ -25,6 +25,12 @@ from server.db.models import ArtifactRef, Model, ModelVersion, Tenant, TenantRul
 from server.errors import InvalidRules, NotFound
 from server.services.limits import Limits
 from server.services.models import BLOCKED, READY, ModelService
+from server.services.signing_policy import (
+    SIGNING_FIELDS,
+    SigningPolicies,
+    SigningPolicy,
+    split_signing_fields,
+)
 from server.services.types import RegistrationRules, check_name
 from server.settings import POLICY_FIELDS as SERVER_POLICY_FIELDS
 from server.settings import Settings, bounds_of
@@ -87,12 +93,14 @@ class TenantRulesView:
     policy_overrides: Mapping[str, Any]
     quota_overrides: Mapping[str, Any]
     suspended: datetime | None
+    # require_signature and whom the tenant trusts: server/services/signing_policy.py
+    signing: SigningPolicy = field(default_factory=SigningPolicy)
 
     def policy_json(self) -> dict[str, Any]:
         values = {name: getattr(self.policy, name) for name in POLICY_FIELDS}
         ops = self.policy.allowed_ops
         values["allowed_ops"] = sorted(REGISTRY.names() if ops is None else ops)
-        return values
+        return {**values, **self.signing.to_json()}
 
 
 @dataclass(frozen=True, slots=True)
@@ -123,8 +131,11 @@ class PolicyService:
         default_policy: Policy,
         default_quota: Quota,
         publish: Callable[[dict[str, str]], None] | None = None,
+        signing: SigningPolicies | None = None,
     ) -> None:
         self._sessions = sessions
+        # require_signature and the signing trust: set here, kept and checked there.
+        self.signing = signing or SigningPolicies(sessions)
         self._artifacts = artifacts
         self._models = models
         self._limits = limits
@@ -166,14 +177,18 @@ class PolicyService:
         `record` is called in the transaction of each change (the write, each block/unblock)."""
         with self._write_lock:
             with self._sessions.begin() as s:
-                row = _rules_row(s, _tenant(s, tenant, lock=True))
+                found = _tenant(s, tenant, lock=True)
+                signing, changes = split_signing_fields(changes)
+                self.signing.write(s, found.id, signing)
+                row = _rules_row(s, found)
                 checked = _policy_changes(changes)
                 overrides = {**json.loads(row.policy), **checked}
                 overrides = {k: v for k, v in overrides.items() if v is not None}
                 policy = self._policy_from(overrides)
                 row.policy = json.dumps(overrides, sort_keys=True)
                 tenant_id = row.tenant_id
-                record(s, "policy.set", tenant, {"changes": checked})
+                # The signing fields as given (PEM text is cut by the audit log's bounds).
+                record(s, "policy.set", tenant, {"changes": {**checked, **signing}})
             self._load()
             blocked, unblocked = self._recheck(tenant_id, policy, record)
         self._announce(tenant_id)  # after the re-check: the statuses are committed
@@ -271,6 +286,7 @@ class PolicyService:
             self._load_locked()
 
     def _load_locked(self) -> None:
+        self.signing.load()
         with self._sessions() as s:
             rows = s.scalars(select(TenantRules)).all()
             loaded = {
@@ -296,11 +312,13 @@ class PolicyService:
     ) -> tuple[tuple[str, ...], tuple[str, ...]]:
         blocked: list[str] = []
         unblocked: list[str] = []
+        signing = self.signing.of(tenant_id)
         with self._sessions.begin() as s:
             for row in _versions(s, tenant_id):
                 if row.status not in (READY, BLOCKED):
                     continue
-                passes = self._passes(row, policy)
+                provenance = None if row.provenance is None else json.loads(row.provenance)
+                passes = signing.accepts(provenance) and self._passes(row, policy)
                 label = f"{row.model.name}/{row.version}"
                 if row.status == READY and not passes:
                     row.status = BLOCKED
@@ -334,13 +352,15 @@ class PolicyService:
         row = s.get(TenantRules, tenant.id)
         policy_own = {} if row is None else json.loads(row.policy)
         quota_own = {} if row is None else json.loads(row.quota)
+        signing = self.signing.of(tenant.id)
         return TenantRulesView(
             tenant.name,
             self._policy_from(policy_own),
             self._quota_from(quota_own),
-            policy_own,
+            {**policy_own, **signing.overrides()},
             quota_own,
             None if row is None else row.suspended,
+            signing,
         )
 
 
@@ -377,9 +397,8 @@ def _policy_changes(changes: Mapping[str, Any]) -> dict[str, Any]:
     checked: dict[str, Any] = {}
     for name, value in changes.items():
         if name not in POLICY_FIELDS:
-            raise InvalidRules(
-                f"policy: expected one of {', '.join(POLICY_FIELDS)}, got {name!r:.80}"
-            )
+            known = ", ".join((*POLICY_FIELDS, *SIGNING_FIELDS))
+            raise InvalidRules(f"policy: expected one of {known}, got {name!r:.80}")
         checked[name] = value if value is None else _policy_value(name, value)
     return checked
 

@@ -9,6 +9,7 @@ from datetime import datetime
 from typing import Any, Final
 
 from server.dispatch import RemoteModel
+from server.dispatch.signing import Provenance
 from server.errors import InvalidName
 from validator import Policy, Report, TensorSpec
 
@@ -43,6 +44,7 @@ class LoadedModel:
     version: int
     compiled: RemoteModel
     batching: Mapping[str, Any] | None = None  # the admin's override (server/dispatch/batching.py)
+    provenance: Mapping[str, Any] | None = None  # who signed it (Provenance JSON); None: unsigned
 
     @property
     def label(self) -> tuple[str, str, int]:
@@ -66,12 +68,22 @@ class RegistrationRules:
 
 @dataclass(frozen=True, slots=True)
 class UploadedModel:
-    """A model version just stored: ready, with the validator's report."""
+    """A model version just stored: ready, with the validator's report and, when it came
+    signed, who signed it."""
 
     name: str
     version: int
     status: str
     report: Report
+    provenance: Provenance | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class CheckedModel:
+    """A dry run's answer: the report and, when a signature came, who signed it."""
+
+    report: Report
+    provenance: Provenance | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -86,6 +98,7 @@ class StoredVersion:
     onnx_sha256: str
     report: Mapping[str, Any]
     batching: Mapping[str, Any] | None = None  # the admin's batching override, if any
+    provenance: Mapping[str, Any] | None = None  # who signed it (Provenance JSON); None: unsigned
 
 
 @dataclass(frozen=True, slots=True)

@@ -26,13 +26,15 @@ from server.errors import (
     OpNotAllowedByPolicy,
     OverTenantPolicy,
     QuotaExceeded,
+    SignatureRefused,
 )
 from server.services.audit import OK, REJECTED, Actor, AuditService
 from server.services.limits import StorageQuotaExceeded
 from server.services.models import ModelService
 from server.services.policies import PolicyService
-from server.services.types import Principal, UploadedModel
-from validator import Diagnostic, Report
+from server.services.signing_policy import SignatureFile
+from server.services.types import CheckedModel, Principal, UploadedModel
+from validator import Diagnostic
 
 # Diagnostic codes that a tenant policy field decides, and that field.
 POLICY_FIELD_OF: Final = {
@@ -78,18 +80,31 @@ class UploadService:
         self._on_delete = on_delete  # (tenant id, name, version): its metric series go
 
     def upload(
-        self, principal: Principal, actor: Actor, name: str, program: bytes, params: bytes | None
+        self,
+        principal: Principal,
+        actor: Actor,
+        name: str,
+        program: bytes,
+        params: bytes | None,
+        signature: SignatureFile | None = None,
     ) -> UploadedModel:
         tenant_id = principal.tenant_id
         digests = Digests.of(program, params)  # the upload's one hash of its bytes
         shas = {"program_sha256": digests.program, "params_sha256": digests.params}
         try:
             self._check_quota(tenant_id, name)
-            uploaded = self._models.upload(principal, name, program, params, digests)
+            check = self._policies.signing.signature_check(tenant_id, signature)
+            uploaded = self._models.upload(principal, name, program, params, digests, check)
+        except SignatureRefused as refused:
+            self._keep_rejection(tenant_id, name, refused.code, [_as_diagnostic(refused)], shas)
+            detail: dict[str, Any] = {**shas, "code": refused.code, **_signer_detail(refused)}
+            self._audit.record(actor, "model.upload", name, REJECTED, detail=detail)
+            raise
         except ModelRejected as rejected:
             own = self._policies.own_policy_fields(tenant_id)
             named = _named(rejected, actor.tenant, own)
-            self._keep_rejection(tenant_id, name, named, shas)
+            diagnostics = [d.to_json() for d in named.diagnostics]
+            self._keep_rejection(tenant_id, name, named.code, diagnostics, shas)
             codes = sorted({str(d.code) for d in named.diagnostics})
             detail = {**shas, "code": named.code, "diagnostic_codes": codes}
             self._audit.record(actor, "model.upload", name, REJECTED, detail=detail)
@@ -99,16 +114,26 @@ class UploadService:
             self._audit.record(actor, "model.upload", name, REJECTED, detail=detail)
             raise
         stored = {**shas, "version": uploaded.version}
+        if uploaded.provenance is not None:
+            stored |= {"signer": uploaded.provenance.signer}
+            stored |= {"key_fingerprint": uploaded.provenance.key_fingerprint}
         self._audit.record(actor, "model.upload", f"{name}/{uploaded.version}", OK, detail=stored)
         return uploaded
 
     def check(
-        self, principal: Principal, tenant: str, program: bytes, params: bytes | None
-    ) -> Report:
-        """The dry run with the caller's policy (the server's default for an operator)."""
+        self,
+        principal: Principal,
+        tenant: str,
+        program: bytes,
+        params: bytes | None,
+        signature: SignatureFile | None = None,
+    ) -> CheckedModel:
+        """The dry run with the caller's policy (the server's default for an operator): the
+        signature verified as an upload's would be, then the program."""
         tenant_id = "" if principal.is_admin else principal.tenant_id
+        check = self._policies.signing.signature_check(tenant_id, signature)
         try:
-            return self._models.check(program, params, tenant_id)
+            return self._models.check(program, params, tenant_id, check)
         except ModelRejected as rejected:
             own = self._policies.own_policy_fields(tenant_id)
             raise _named(rejected, tenant, own) from None
@@ -154,18 +179,22 @@ class UploadService:
             return s.scalars(query).first() is not None
 
     def _keep_rejection(
-        self, tenant_id: str, name: str, rejected: ModelRejected, shas: dict[str, str | None]
+        self,
+        tenant_id: str,
+        name: str,
+        code: str,
+        diagnostics: list[dict[str, Any]],
+        shas: dict[str, str | None],
     ) -> None:
-        diagnostics = json.dumps([d.to_json() for d in rejected.diagnostics])
         with self._sessions.begin() as s:
             s.add(
                 Rejection(
                     tenant_id=tenant_id,
                     name=name[:64],
-                    code=rejected.code,
+                    code=code,
                     program_sha256=shas["program_sha256"] or "",
                     params_sha256=shas["params_sha256"],
-                    diagnostics=diagnostics,
+                    diagnostics=json.dumps(diagnostics),
                 )
             )
             s.flush()
@@ -190,6 +219,26 @@ def _named(rejected: ModelRejected, tenant: str, own: frozenset[str]) -> ModelRe
             )
             return OverTenantPolicy(message, diagnostics)
     return rejected
+
+
+def _as_diagnostic(refused: SignatureRefused) -> dict[str, Any]:
+    """A signature refusal kept among the rejections: one entry shaped like a diagnostic."""
+    return {
+        "code": refused.code,
+        "message": refused.message,
+        "severity": "error",
+        "block": None,
+        "op_index": None,
+        "op_type": None,
+        "var": None,
+    }
+
+
+def _signer_detail(refused: SignatureRefused) -> dict[str, str]:
+    """What the audit keeps of a refused signature: its signer where known, the file a
+    mismatch names."""
+    found = {"signer": refused.signer, "file": refused.file}
+    return {k: v for k, v in found.items() if v is not None}
 
 
 def _kept(tenant: str, row: Rejection) -> KeptRejection:
