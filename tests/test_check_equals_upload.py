@@ -20,9 +20,9 @@ from executor.lower import BOUNDARY_OPS
 from server.cli.main import EXIT_REJECTED, EXIT_VALID, app
 from server.main import create_app
 from server.settings import Settings
-from tests.builders import GraphBuilder, V
 from tests.ops.cases import dtype_of
-from tests.server.conftest import ADMIN_TOKEN, auth, new_tenant
+from tests.support.api import ADMIN_TOKEN, auth, new_tenant
+from tests.support.builders import GraphBuilder, V
 from tests.validator.test_bad_input import ROWS, Row
 from validator.ops import REGISTRY
 from validator.ops._def import Case, OpDef

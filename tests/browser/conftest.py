@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 from playwright.sync_api import Browser, Playwright, sync_playwright
 
-from tests.server.test_serve_process import Server
+from tests.support.served import Server
 
 CHROMIUM = os.environ.get("GRAPHGATE_CHROMIUM", "/usr/bin/chromium")
 

@@ -28,7 +28,7 @@ import yaml
 
 from server.cli.main import app as cli
 from server.settings import Settings
-from tests.server.test_serve_process import Server
+from tests.support.served import Server
 
 ROOT = Path(__file__).resolve().parents[2]
 DEPLOY = ROOT / "deploy"

@@ -11,7 +11,7 @@ import numpy as np
 from executor import SessionOptions, compile
 from executor.session import CPU, CUDA, cuda_provider_options, device_of
 from server.settings import Settings
-from tests.builders import FP32, GraphBuilder, V
+from tests.support.builders import FP32, GraphBuilder, V
 from validator import Policy, validate
 
 

@@ -23,11 +23,11 @@ from server import gpu
 from server.dispatch import Cancel, PoolSettings, RemoteModel, WorkerPool
 from server.dispatch.batching import Batcher, Batchers, BatchPolicy, proven_batchable
 from server.settings import Settings
-from tests.builders import FP32, Built, GraphBuilder, V
 from tests.conformance import models
 from tests.conformance.paddle_util import Saved
-from tests.server.conftest import ADMIN_TOKEN, auth, new_tenant
-from tests.server.test_models_api import upload
+from tests.support.api import ADMIN_TOKEN, auth, new_tenant
+from tests.support.builders import FP32, Built, GraphBuilder, V
+from tests.support.uploads import upload
 from tests.validator.test_batchable import BATCHABILITY
 from validator import Policy, Report
 

@@ -21,8 +21,9 @@ import httpx2
 import pytest
 
 from server.services.limits import CompileQueue, Overloaded, TooManyCompiles
-from tests.server.conftest import auth
-from tests.server.test_serve_process import AFFINE, Server, post_tenant
+from tests.support.api import auth, post_tenant
+from tests.support.served import Server
+from tests.support.uploads import AFFINE, upload_files
 
 # The body deadline is far beyond the socket's: an answer that waited for the body never came
 # would be a timeout here, not a 408 there.
@@ -167,7 +168,7 @@ def test_the_connection_serves_the_next_request_after_a_refusal_with_an_unread_b
 def test_the_slot_is_back_once_the_body_less_check_leaves(served: tuple[Server, str]) -> None:
     server, key = served
     hold_the_slot(server, key).close()  # a client leaving mid-body releases what it held
-    files = {"program": AFFINE.program, "params": AFFINE.params or b""}
+    files = upload_files(AFFINE)
     deadline = time.monotonic() + ANSWER_WITHIN_S
     with httpx2.Client(base_url=server.url, headers=auth(key), timeout=60) as client:
         while (answer := client.post("/v1/check", files=files)).status_code == 429:

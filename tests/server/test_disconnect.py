@@ -15,10 +15,10 @@ import httpx2
 import numpy as np
 import pytest
 
-from tests.builders import affine
-from tests.executor.test_deadline import matmul_chain
-from tests.server.conftest import ADMIN_TOKEN, auth
-from tests.server.test_serve_process import Server, post_tenant
+from tests.support.api import ADMIN_TOKEN, auth, post_tenant
+from tests.support.builders import affine, matmul_chain
+from tests.support.served import Server
+from tests.support.uploads import post_model
 
 SLOW = matmul_chain(200).built()  # n=SLOW_N: many seconds of matmuls on one worker
 # 1024 ran in about 3 s on a quiet AVX-512 machine, racing the 3 s deadline; 2048 is 8x that.
@@ -36,14 +36,7 @@ def served(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Server, s
         server.start()
         key = post_tenant(server, "acme")
         for name, built in (("slow", SLOW), ("tiny", TINY)):
-            files = {"program": built.program, "params": built.params or b""}
-            sent = httpx2.post(
-                f"{server.url}/v1/models",
-                data={"name": name},
-                files=files,
-                headers=auth(key),
-                timeout=60,
-            )
+            sent = post_model(server, key, name, built)
             assert sent.status_code == 201, sent.text
         yield server, key
     finally:

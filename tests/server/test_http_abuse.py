@@ -15,8 +15,9 @@ from pathlib import Path
 import httpx2
 import pytest
 
-from tests.server.conftest import auth
-from tests.server.test_serve_process import AFFINE, Server, post_model, post_tenant
+from tests.support.api import auth, post_tenant
+from tests.support.served import Server
+from tests.support.uploads import post_model
 
 SHORT = {
     "GRAPHGATE_KEEP_ALIVE_TIMEOUT_S": "1",
@@ -33,7 +34,7 @@ def served(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Server, s
     try:
         server.start()
         key = post_tenant(server, "acme")
-        assert post_model(server, key, AFFINE).status_code == 201
+        assert post_model(server, key).status_code == 201
         yield server, key
     finally:
         server.stop()

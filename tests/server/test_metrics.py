@@ -12,9 +12,10 @@ from prometheus_client.parser import text_string_to_metric_families
 from graph_proto.types import DType
 from server.main import create_app
 from server.services.limits import Limits
-from tests.builders import GraphBuilder, V
-from tests.server.conftest import ADMIN_TOKEN, SettingsFactory, auth, new_tenant
-from tests.server.test_models_api import assert_error, upload
+from tests.support.api import ADMIN_TOKEN, assert_error, auth, new_tenant
+from tests.support.backends import SettingsFactory
+from tests.support.builders import GraphBuilder, V
+from tests.support.uploads import upload
 
 X = np.arange(8, dtype=np.float32).reshape(2, 4)
 JSON_INFER = {

@@ -13,9 +13,11 @@ from tritonclient.utils import InferenceServerException
 from executor import CompiledModel, SessionOptions, compile
 from graph_proto.types import DType
 from server.settings import Settings
-from tests.builders import Built, GraphBuilder, V, weights
-from tests.server.conftest import auth, backend_environment
-from tests.server.test_serve_process import Server, post_model, post_tenant
+from tests.support.api import auth, post_tenant
+from tests.support.backends import backend_environment
+from tests.support.builders import Built, GraphBuilder, V, weights
+from tests.support.served import Server
+from tests.support.uploads import post_model
 from validator import validate
 
 DEFAULTS = Settings()  # what `graphgate serve` runs with here (no GRAPHGATE_BATCH_* set)
@@ -54,7 +56,7 @@ def served(
     server.start()
     try:
         key = post_tenant(server, "acme")
-        uploaded = post_model(server, key, MODEL)
+        uploaded = post_model(server, key, built=MODEL)
         assert uploaded.status_code == 201, uploaded.text
         yield server, key
     finally:

@@ -46,7 +46,7 @@ from server.v2.errors import (
     OutputDuplicate,
     OutputUnknown,
 )
-from tests.builders import GraphBuilder, V
+from tests.support.builders import GraphBuilder, V
 from validator import Policy
 
 # V2 datatype, dtype and values that reach each end of the type's range.

@@ -11,9 +11,10 @@ from executor import SessionOptions, compile
 from graph_proto.types import DType
 from server.main import create_app
 from server.settings import Settings
-from tests.builders import Built, GraphBuilder, V, affine
-from tests.server.conftest import SettingsFactory, auth, new_tenant
-from tests.server.test_models_api import AFFINE, assert_error, upload
+from tests.support.api import assert_error, auth, new_tenant
+from tests.support.backends import SettingsFactory
+from tests.support.builders import Built, GraphBuilder, V, affine
+from tests.support.uploads import AFFINE, upload
 from validator import validate
 
 X = np.arange(8, dtype=np.float32).reshape(2, 4)

@@ -21,7 +21,7 @@ from graph_proto.builder import Attr
 from graph_proto.builder import set_attr as fill_attr
 from graph_proto.pdiparams import write_params
 from graph_proto.types import DType
-from tests.builders import FP32, POOL2D_ATTRS, GraphBuilder, V, affine, varint, weights
+from tests.support.builders import FP32, POOL2D_ATTRS, GraphBuilder, V, affine, varint, weights
 from tests.validator import test_control_flow_bad as control_flow_bad
 from validator import Code, Policy, ValidationFailed, validate
 

@@ -8,7 +8,7 @@ from typing import Final
 import pytest
 
 from graph_proto.types import DType
-from tests.builders import V, affine, conv, mlp
+from tests.support.builders import V, affine, conv, mlp
 from validator import validate
 
 
