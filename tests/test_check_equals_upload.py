@@ -22,8 +22,8 @@ from server.main import create_app
 from server.settings import Settings
 from tests.ops.cases import dtype_of
 from tests.support.api import ADMIN_TOKEN, auth, new_tenant
+from tests.support.bad_inputs import ROWS, Row
 from tests.support.builders import GraphBuilder, V
-from tests.validator.test_bad_input import ROWS, Row
 from validator.ops import REGISTRY
 from validator.ops._def import Case, OpDef
 
