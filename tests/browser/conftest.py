@@ -39,7 +39,5 @@ def browser(playwright: Playwright) -> Iterator[Browser]:
 
 @pytest.fixture(scope="module")
 def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Server]:
-    s = Server(tmp_path_factory.mktemp("console") / "data")
-    s.start()
-    yield s
-    s.stop()
+    with Server(tmp_path_factory.mktemp("console") / "data") as s:
+        yield s

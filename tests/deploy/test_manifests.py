@@ -582,10 +582,8 @@ def test_the_healthcheck_asks_the_ready_route_on_the_served_port(name: str) -> N
 
 @pytest.fixture(scope="module")
 def real_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Server]:
-    server = Server(tmp_path_factory.mktemp("deploy") / "data")
-    server.start()
-    yield server
-    server.stop()
+    with Server(tmp_path_factory.mktemp("deploy") / "data") as server:
+        yield server
 
 
 def _port_nothing_listens_on() -> int:

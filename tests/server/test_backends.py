@@ -17,7 +17,7 @@ from collections.abc import Callable, Iterator
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import ExitStack
 from pathlib import Path
-from typing import Protocol
+from typing import Any, Protocol
 
 import numpy as np
 import pytest
@@ -182,6 +182,20 @@ def test_start_up_sweep_on_s3_spares_young_orphans(postgres_s3: Servers, tmp_pat
         assert sha not in set(store.list())  # an orphan past the grace period is swept
 
 
+def _assert_unavailable_and_unchanged(down: Any, client: TestClient, key: str) -> None:
+    """The upload made while the store was down is 503 and left nothing: only version 1."""
+    assert down.status_code == 503, down.text
+    assert down.json()["code"] == "STORAGE_UNAVAILABLE"
+    listed = client.get("/v1/models/m", headers=auth(key)).json()
+    assert [v["version"] for v in listed["versions"]] == [1]  # nothing half-visible
+
+
+def _restart(own_s3: realservers.Server) -> None:
+    """SeaweedFS again on its folder and port: what it stored before is back."""
+    restarted = realservers.start_seaweedfs(own_s3.root, s3_port=own_s3.port)
+    own_s3.process = restarted.process
+
+
 def test_s3_down_fails_upload_with_503_and_nothing_visible_then_recovers(
     postgres_s3: Servers,
     own_s3: realservers.Server,
@@ -203,14 +217,8 @@ def test_s3_down_fails_upload_with_503_and_nothing_visible_then_recovers(
         before = infer(client, key)
 
         own_s3.stop()
-        down = post_upload(client, key, built=second)
-        assert down.status_code == 503, down.text
-        assert down.json()["code"] == "STORAGE_UNAVAILABLE"
-        listed = client.get("/v1/models/m", headers=auth(key)).json()
-        assert [v["version"] for v in listed["versions"]] == [1]  # nothing half-visible
-
-        restarted = realservers.start_seaweedfs(own_s3.root, s3_port=own_s3.port)
-        own_s3.process = restarted.process
+        _assert_unavailable_and_unchanged(post_upload(client, key, built=second), client, key)
+        _restart(own_s3)
         assert upload(client, key, built=second)["version"] == 2
         after = infer(client, key)
     assert not np.allclose(before, after)  # version 2 is the new graph, served from S3
@@ -255,13 +263,8 @@ def test_s3_stopped_mid_upload_fails_it_with_503_and_leaves_nothing_then_recover
         headers = {**auth(key), "Content-Type": "multipart/form-data; boundary=xx"}
         down = client.post("/v1/models", content=body(), headers=headers)
         assert stopped_mid_body.is_set()
-        assert down.status_code == 503, down.text
-        assert down.json()["code"] == "STORAGE_UNAVAILABLE"
-        listed = client.get("/v1/models/m", headers=auth(key)).json()
-        assert [v["version"] for v in listed["versions"]] == [1]  # nothing half-visible
-
-        restarted = realservers.start_seaweedfs(own_s3.root, s3_port=own_s3.port)
-        own_s3.process = restarted.process
+        _assert_unavailable_and_unchanged(down, client, key)
+        _restart(own_s3)
         # nothing of the failed upload stored, and nothing counted for it
         assert set(store.list()) == stored
         with create(database_url).connect() as connection:

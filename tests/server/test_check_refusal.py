@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import asyncio
 import json
-import os
 import socket
 import time
 from collections.abc import Iterator
@@ -51,19 +50,8 @@ def served(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Server, s
         "GRAPHGATE_TENANT_MAX_CONCURRENT_UPLOADS": "1",
         "GRAPHGATE_BODY_TIMEOUT_S": str(BODY_TIMEOUT_S),
     }
-    saved = {name: os.environ.get(name) for name in env}
-    os.environ.update(env)
-    server = Server(tmp_path_factory.mktemp("refusal") / "data")
-    try:
-        server.start()
+    with Server(tmp_path_factory.mktemp("refusal") / "data", env) as server:
         yield server, post_tenant(server, "tenant-a")
-    finally:
-        server.stop()
-        for name, value in saved.items():
-            if value is None:
-                os.environ.pop(name, None)
-            else:
-                os.environ[name] = value
 
 
 def multipart(path: str) -> bytes:

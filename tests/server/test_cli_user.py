@@ -34,12 +34,8 @@ def served(
 ) -> Iterator[tuple[Server, str]]:
     """A server with tenant `acme`; yields the server and acme's key."""
     env = backend_environment(backend, request)
-    server = Server(tmp_path_factory.mktemp("cli-user") / "data", env)
-    server.start()
-    try:
+    with Server(tmp_path_factory.mktemp("cli-user") / "data", env) as server:
         yield server, post_tenant(server, "acme")
-    finally:
-        server.stop()
 
 
 @pytest.fixture(scope="module")

@@ -33,10 +33,8 @@ SHARED_CI_SLACK_MS: Final = 500.0
 
 @pytest.fixture
 def server(tmp_path: Path) -> Iterator[Server]:
-    s = Server(tmp_path / "data")
-    s.start()
-    yield s
-    s.stop()
+    with Server(tmp_path / "data") as s:
+        yield s
 
 
 def _assert_fair(figures: Figures, slack_ms: float = SLACK_MS) -> None:

@@ -4,7 +4,6 @@ protocol (server/http/limits.py), and malformed requests answered 4xx with their
 from __future__ import annotations
 
 import contextlib
-import os
 import socket
 import statistics
 import threading
@@ -28,21 +27,10 @@ SHORT = {
 
 @pytest.fixture(scope="module")
 def served(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Server, str]]:
-    saved = {k: os.environ.get(k) for k in SHORT}
-    os.environ.update(SHORT)
-    server = Server(Path(tmp_path_factory.mktemp("abuse")) / "data")
-    try:
-        server.start()
+    with Server(Path(tmp_path_factory.mktemp("abuse")) / "data", SHORT) as server:
         key = post_tenant(server, "acme")
         assert post_model(server, key).status_code == 201
         yield server, key
-    finally:
-        server.stop()
-        for k, v in saved.items():
-            if v is None:
-                os.environ.pop(k, None)
-            else:
-                os.environ[k] = v
 
 
 def _raw(server: Server, data: bytes, wait_s: float = 10) -> tuple[bytes, float]:

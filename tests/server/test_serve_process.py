@@ -22,10 +22,8 @@ from tests.support.uploads import AFFINE, post_model
 
 @pytest.fixture
 def server(tmp_path: Path, backend_env: dict[str, str]) -> Iterator[Server]:
-    s = Server(tmp_path / "data", backend_env)
-    s.start()
-    yield s
-    s.stop()
+    with Server(tmp_path / "data", backend_env) as s:
+        yield s
 
 
 def _tenant(server: Server, name: str) -> str:

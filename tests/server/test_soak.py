@@ -25,10 +25,8 @@ FULL: Final = Soak(requests=10_000, concurrency=64)
 
 @pytest.fixture
 def server(tmp_path: Path) -> Iterator[Server]:
-    s = Server(tmp_path / "data", SOAK_ENV)
-    s.start()
-    yield s
-    s.stop()
+    with Server(tmp_path / "data", SOAK_ENV) as s:
+        yield s
 
 
 def _assert_steady(figures: SoakFigures, requests: int) -> None:

@@ -52,15 +52,11 @@ def served(
 ) -> Iterator[tuple[Server, str]]:
     """A server with tenant `acme` owning model `m`; yields the server and acme's key."""
     env = backend_environment(backend, request)
-    server = Server(Path(tmp_path_factory.mktemp("triton")) / "data", env)
-    server.start()
-    try:
+    with Server(Path(tmp_path_factory.mktemp("triton")) / "data", env) as server:
         key = post_tenant(server, "acme")
         uploaded = post_model(server, key, built=MODEL)
         assert uploaded.status_code == 201, uploaded.text
         yield server, key
-    finally:
-        server.stop()
 
 
 @pytest.fixture

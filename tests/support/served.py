@@ -24,8 +24,9 @@ class Server:
     GRAPHGATE_DATABASE_URL / GRAPHGATE_ARTIFACTS_URL, from conftest's `backend_env`); with
     `log`, its stdout and stderr go to that file for the test to read.
 
-    `start` returns once it answers; `launch` returns at once, for a caller that starts several
-    and waits on `ready` (their database and artifact store reached)."""
+    `start` returns once it answers (`with Server(...) as server:` starts and stops it);
+    `launch` returns at once, for a caller that starts several and waits on `ready` (their
+    database and artifact store reached)."""
 
     def __init__(
         self, data_dir: Path, env: Mapping[str, str] | None = None, log: Path | None = None
@@ -36,6 +37,13 @@ class Server:
         self.port = free_port()
         self.url = f"http://127.0.0.1:{self.port}"
         self.process: subprocess.Popen[bytes] | None = None
+
+    def __enter__(self) -> Server:
+        self.start()
+        return self
+
+    def __exit__(self, *_exc: object) -> None:
+        self.stop()
 
     def launch(self) -> None:
         env = {**os.environ, **self.env, "GRAPHGATE_ADMIN_TOKEN": ADMIN_TOKEN}
