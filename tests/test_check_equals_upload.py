@@ -113,6 +113,8 @@ def assert_same_answer(
     program_file: str = "model.pdmodel",
 ) -> None:
     """The three give the same codes (or all accept); a rejected upload stores nothing."""
+    # Not tests/support/uploads.py's upload_files: a bad input's params may be empty bytes, which
+    # must reach the server as an empty part (upload_files leaves out params that are falsy).
     files = {"program": program, **({"params": params} if params is not None else {})}
     name = f"m{next(_NAMES)}"
     checked = http_codes(client.post("/v1/check", files=files, headers=auth(key)), 200)

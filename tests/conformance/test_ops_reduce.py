@@ -25,9 +25,6 @@ from validator import Code, ValidationFailed, validate
 
 pytestmark = pytest.mark.paddle
 
-# paddle.sum, logsumexp, argmax and argmin only trace to PIR in 3.3.1; the shim appends the
-# legacy ops Paddle 2.x wrote.
-
 
 def test_topk_k_tensor_value_gives_the_axis_length() -> None:
     saved = build_and_save(PROGRAMS["topk_k_tensor"][1])

@@ -16,6 +16,8 @@ from tests.conformance.paddle_util import (
     paddle,
 )
 
+# paddle.sum, logsumexp, argmax and argmin only trace to PIR in 3.3.1; the shim appends the
+# legacy ops Paddle 2.x wrote.
 install_legacy_compat()
 
 Build = Callable[[], tuple[list[Any], list[Any]]]
