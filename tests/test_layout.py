@@ -5,6 +5,7 @@ each test module can be read, run and changed on its own."""
 from __future__ import annotations
 
 import ast
+import os
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -38,13 +39,21 @@ def _is_test_module(name: str) -> bool:
     return name.split(".")[0] in SCANNED and name.rsplit(".", 1)[-1].startswith("test_")
 
 
+def _sources() -> Iterator[Path]:
+    """The project's own .py files under SCANNED (not the caches under hidden folders, such as
+    tests/.cache/ecosystem, which hold third-party packages)."""
+    for folder in SCANNED:
+        for top, folders, files in os.walk(ROOT / folder):
+            folders[:] = sorted(f for f in folders if not f.startswith((".", "__pycache__")))
+            yield from (Path(top) / name for name in sorted(files) if name.endswith(".py"))
+
+
 def test_no_module_imports_a_test_module() -> None:
     found = []
-    for folder in SCANNED:
-        for path in sorted((ROOT / folder).rglob("*.py")):
-            module = _module_name(path)
-            imported = _imported(path.read_text(), module, path.name == "__init__.py")
-            found += [f"{module} imports {name}" for name in sorted(set(imported))]
+    for path in _sources():
+        module = _module_name(path)
+        imported = _imported(path.read_text(), module, path.name == "__init__.py")
+        found += [f"{module} imports {name}" for name in sorted(set(imported))]
     found = [line for line in found if _is_test_module(line.rsplit(" ", 1)[-1])]
     assert found == [], "expected no imports of test modules, got:\n" + "\n".join(found)
 
