@@ -4,7 +4,7 @@ Usage: python benchmarks/bench_backends.py [--uploads N] [--infers N] [--seconds
 
 1. Upload -> ready and V2 inference p50 through one app in-process (TestClient): SQLite + the
    artifacts folder vs PostgreSQL + S3 (SeaweedFS) + Redis, the real servers started here as the
-   tests start them (tests/realservers.py). Uploads and inferences of the two alternate.
+   tests start them (tests/support/realservers.py). Uploads and inferences of the two alternate.
 2. Throughput at 32 concurrent clients (threads, keep-alive) of 1 `graphgate serve` replica
    direct, 1 replica behind nginx, and 3 replicas behind nginx, all on PostgreSQL + S3 + Redis.
    On a 2-core machine more replicas add no cores: the figure to read is nginx's overhead per
@@ -33,10 +33,11 @@ sys.path.insert(0, str(ROOT))
 
 from server.main import create_app  # noqa: E402
 from server.settings import Settings  # noqa: E402
-from tests import realservers  # noqa: E402
-from tests.builders import affine  # noqa: E402
-from tests.server.conftest import ADMIN_TOKEN, auth  # noqa: E402
-from tests.server.test_replicas import Replica  # noqa: E402
+from tests.support import realservers  # noqa: E402
+from tests.support.api import ADMIN_TOKEN, auth, new_tenant, post_tenant  # noqa: E402
+from tests.support.builders import affine  # noqa: E402
+from tests.support.served import Server  # noqa: E402
+from tests.support.uploads import post_model, post_upload  # noqa: E402
 
 X = np.arange(8, dtype=np.float32).reshape(2, 4)
 INFER = {"inputs": [{"name": "x", "datatype": "FP32", "shape": [2, 4], "data": X.ravel().tolist()}]}
@@ -53,22 +54,14 @@ def in_process(settings: dict[str, Settings], uploads: int, infers: int) -> list
         TestClient(create_app(settings["postgres_s3"])) as b,
     ):
         clients = {"embedded": a, "postgres_s3": b}
-        keys = {
-            name: c.post(
-                "/v1/admin/tenants", json={"name": "bench"}, headers=auth(ADMIN_TOKEN)
-            ).json()["key"]
-            for name, c in clients.items()
-        }
+        keys = {name: new_tenant(c, "bench") for name, c in clients.items()}
         up: dict[str, list[float]] = {n: [] for n in clients}
         inf: dict[str, list[float]] = {n: [] for n in clients}
         for i in range(uploads):
             built = affine().built()
             for name, c in clients.items():
-                files = {"program": built.program, "params": built.params or b""}
                 start = time.perf_counter()
-                r = c.post(
-                    "/v1/models", data={"name": f"m{i}"}, files=files, headers=auth(keys[name])
-                )
+                r = post_upload(c, keys[name], f"m{i}", built)
                 up[name].append(time.perf_counter() - start)
                 assert r.status_code == 201, r.text
         for _ in range(infers):
@@ -111,8 +104,6 @@ def replicas(
     env = {
         **os.environ,
         **realservers.s3_environment(s3),
-        "PYTHONPATH": str(ROOT),
-        "GRAPHGATE_ADMIN_TOKEN": ADMIN_TOKEN,
         "GRAPHGATE_DATABASE_URL": realservers.new_database(postgres),
         "GRAPHGATE_ARTIFACTS_URL": f"s3://{realservers.S3_BUCKET}/{uuid.uuid4().hex}",
         "GRAPHGATE_REDIS_URL": f"redis://{realservers.LOOPBACK}:{redis_server.port}/0",
@@ -120,32 +111,21 @@ def replicas(
         "GRAPHGATE_TENANT_MAX_CONCURRENT": "0",
         "GRAPHGATE_WORKERS": "1",
     }
-    nodes = [Replica(env, root / f"r{i}") for i in range(3)]
+    nodes = [Server(root / f"r{i}", env, root / f"r{i}.log") for i in range(3)]
     servers: list[realservers.Server] = [redis_server]
     try:
+        for node in nodes:
+            node.launch()
         for node in nodes:
             try:
                 realservers.wait_until(node.ready, "a replica", 180)
             except TimeoutError:
-                raise SystemExit(node.log.read_text()[-3000:]) from None
+                raise SystemExit(node.log_tail()) from None
         one = realservers.start_nginx(root / "nginx1", [nodes[0].port])
         three = realservers.start_nginx(root / "nginx3", [n.port for n in nodes])
         servers += [one, three]
-        key = httpx2.post(
-            f"{nodes[0].url}/v1/admin/tenants", json={"name": "bench"}, headers=auth(ADMIN_TOKEN)
-        ).json()["key"]
-        built = affine().built()
-        files = {"program": built.program, "params": built.params or b""}
-        assert (
-            httpx2.post(
-                f"{nodes[0].url}/v1/models",
-                data={"name": "m"},
-                files=files,
-                headers=auth(key),
-                timeout=60,
-            ).status_code
-            == 201
-        )
+        key = post_tenant(nodes[0], "bench")
+        assert post_model(nodes[0], key, built=affine().built()).status_code == 201
         for n in nodes:  # warm every replica's compiled cache
             httpx2.post(f"{n.url}/v2/models/m/infer", json=INFER, headers=auth(key), timeout=60)
         direct = throughput(nodes[0].url, key, 32, seconds)

@@ -45,7 +45,6 @@ sys.path.insert(0, str(ROOT))
 
 from benchmarks.bench_executor import Paddle2OnnxWorker, paddle2onnx_python  # noqa: E402
 from tests.corpus import compare, zoo  # noqa: E402
-from tests.corpus.test_corpus import FLOAT64_JUDGED, PIR_NOT_EXPORTABLE  # noqa: E402
 
 
 class CorpusWorker(Paddle2OnnxWorker):
@@ -124,7 +123,7 @@ def correctness(row: Row, converter: Converter, scratch: Path) -> None:
     assert row.where is not None
     files = compare.Files.read(row.where)
     row.ops = compare.op_count(files)
-    judged = row.name in FLOAT64_JUDGED
+    judged = row.name in compare.FLOAT64_JUDGED
     model = compare.compiled(files)
     ours_run: compare.Runner | None = None
     if isinstance(model, compare.Verdict):
@@ -176,14 +175,14 @@ def pir_verdict(row: Row, follow: bool) -> str:
     """The PIR cell; what is not a PASS gets a note (Paddle's own export error, or graphgate's)."""
     where = export_of(row.name, "pir", follow)
     if isinstance(where, str):
-        reason = PIR_NOT_EXPORTABLE.get(row.name)
+        reason = compare.PIR_NOT_EXPORTABLE.get(row.name)
         last = where.strip().splitlines()[-1][:300] if where.strip() else "no message"
         row.notes.append(f"PIR export by Paddle 3.3.1 fails: {last}")
         return "xfail (Paddle cannot export it)" if reason else "NOT EXPORTED"
     assert row.where is not None
     legacy = compare.Files.read(row.where)
     result = compare.verdict(
-        row.name, compare.Files.read(where), row.name in FLOAT64_JUDGED, legacy
+        row.name, compare.Files.read(where), row.name in compare.FLOAT64_JUDGED, legacy
     )
     if result.status != "PASS":
         row.notes.append(f"PIR program: {result.line()[:300]}")

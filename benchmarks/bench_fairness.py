@@ -2,11 +2,11 @@
 
 Against a real `graphgate serve` on loopback: tenant B's inference and model-list latency with
 the server otherwise idle (the baseline, same run), then while tenant A runs concurrent checks of
-a large program and concurrent inference clients (tests/server/test_fairness.py has the load;
-the bound is this benchmark's, the test checks progress and order). Each configuration in
-CONFIGS is a fresh server. Then, on a fresh server, B's inferences idle and while another
-client sends 16 MiB heads back to back (each refused 431 at the head cap; the refusal itself is
-tests/server/test_http_abuse.py's).
+a large program and concurrent inference clients (tests/support/fairness.py has the load; the
+bound is this benchmark's, tests/server/test_fairness.py checks progress and order). Each
+configuration in CONFIGS is a fresh server. Then, on a fresh server, B's inferences idle and
+while another client sends 16 MiB heads back to back (each refused 431 at the head cap; the
+refusal itself is tests/server/test_http_abuse.py's).
 Usage: PYTHONPATH=. .venv/bin/python benchmarks/bench_fairness.py [--small] [--head-abuse]
 (`--head-abuse`: only that last measurement, printed; the results file is left as it is.)
 """
@@ -24,8 +24,9 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any, TypeVar
 
-from tests.builders import affine
-from tests.server.test_fairness import (
+from tests.support.api import post_tenant
+from tests.support.builders import affine
+from tests.support.fairness import (
     FULL,
     RATIO_BOUND,
     SLACK_MS,
@@ -36,7 +37,8 @@ from tests.server.test_fairness import (
     measure_tenant,
     percentiles,
 )
-from tests.server.test_serve_process import Server, post_model, post_tenant
+from tests.support.served import Server
+from tests.support.uploads import post_model
 
 T = TypeVar("T")
 RESULTS = Path(__file__).parent / "results" / "fairness.md"
@@ -57,7 +59,7 @@ def measure_cpu_floor(server: Server, load: Load) -> tuple[dict[str, float], dic
     """B's inference p50/p99 idle, then while one process a CPU spins and nothing else asks
     the server anything: what sharing the CPUs alone costs B, with no queue to be fair in."""
     key = post_tenant(server, "tenant-b")
-    assert post_model(server, key, affine().built()).status_code == 201
+    assert post_model(server, key, built=affine().built()).status_code == 201
     measure_tenant(server.url, key, 50)
     idle, _, _ = measure_tenant(server.url, key, load.samples)
     ctx = multiprocessing.get_context("spawn")

@@ -26,9 +26,9 @@ import numpy as np
 import orjson
 
 from graph_proto.types import DType
-from tests.builders import GraphBuilder, V
-from tests.server.conftest import auth
-from tests.server.test_hostile_answers import (
+from tests.support.api import auth, post_tenant
+from tests.support.builders import GraphBuilder, V
+from tests.support.hostile import (
     binary_request,
     large_conv,
     relu,
@@ -37,7 +37,7 @@ from tests.server.test_hostile_answers import (
     shape_driven_expand,
     upload,
 )
-from tests.server.test_serve_process import Server, post_tenant
+from tests.support.served import Server
 
 MIB = 1024 * 1024
 

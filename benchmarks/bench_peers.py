@@ -62,7 +62,7 @@ import onnxruntime as ort  # noqa: E402
 import tritonclient.http as triton_http  # noqa: E402
 from geventhttpclient.response import HTTPParseError  # noqa: E402
 
-from tests.builders import mlp  # noqa: E402
+from tests.support.builders import mlp  # noqa: E402
 
 ADMIN_TOKEN = "bench-admin-token-0123456789abcdef0123456789"
 # PyTriton 0.7.0's Triton Python-backend stub embeds an older libpython 3.11 than 3.11.7, whose

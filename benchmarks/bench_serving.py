@@ -62,7 +62,7 @@ from server.cli.user import decode_infer_response, encode_infer_request  # noqa:
 from server.dispatch import PoolSettings, WorkerPool  # noqa: E402
 from server.services import inference  # noqa: E402
 from server.services.types import LoadedModel  # noqa: E402
-from tests.builders import GraphBuilder, V, mlp  # noqa: E402
+from tests.support.builders import GraphBuilder, V, mlp  # noqa: E402
 from validator import DEFAULT_POLICY, validate  # noqa: E402
 
 ADMIN_TOKEN = "bench-admin-token-0123456789abcdef0123456789"

@@ -33,9 +33,9 @@ sys.path.insert(0, str(ROOT))
 from server.dispatch.signing import SigningTrust, verify  # noqa: E402
 from server.main import create_app  # noqa: E402
 from server.settings import Settings  # noqa: E402
-from tests.builders import Built, affine, mlp  # noqa: E402
-from tests.server.conftest import ADMIN_TOKEN, auth  # noqa: E402
-from tests.signing_material import ec_key_pair, sign_with_key  # noqa: E402
+from tests.support.api import ADMIN_TOKEN, auth  # noqa: E402
+from tests.support.builders import Built, affine, mlp  # noqa: E402
+from tests.support.signing_material import ec_key_pair, sign_with_key  # noqa: E402
 
 KEY = ec_key_pair()
 TRUST = SigningTrust(keys=(KEY.public_pem,))

@@ -3,7 +3,7 @@
 Against a real `graphgate serve` on loopback: 10,000 requests (V2 inferences of two models, a
 model lookup every fiftieth) at 64 concurrency across two tenants; statuses, and the resident
 memory of the server and its workers after warm-up (the baseline, same run) and at the end
-(tests/server/test_soak.py has the load and the bounds).
+(tests/support/soak.py has the load, tests/server/test_soak.py the bounds).
 Usage: PYTHONPATH=. .venv/bin/python benchmarks/bench_soak.py [--requests N] [--concurrency C]
 """
 
@@ -14,8 +14,8 @@ import os
 import tempfile
 from pathlib import Path
 
-from tests.server.test_serve_process import Server
-from tests.server.test_soak import MAX_GROWTH, SOAK_ENV, WARM_UP_SHARE, Soak, run_soak
+from tests.support.served import Server
+from tests.support.soak import MAX_GROWTH, SOAK_ENV, WARM_UP_SHARE, Soak, run_soak
 
 RESULTS = Path(__file__).parent / "results" / "soak.md"
 

@@ -26,7 +26,7 @@ import numpy as np
 from executor import SessionOptions, compile
 from server.dispatch import PoolSettings, WorkerPool
 from server.errors import WorkerCrashed
-from tests.builders import affine
+from tests.support.builders import affine
 from validator import Policy, validate
 
 RESULTS = Path(__file__).parent / "results" / "workers.md"

@@ -58,19 +58,17 @@ def paddle_seeds() -> list[Seed]:
     """Conformance programs of tests/conformance/test_pir.py, exported as PIR by Paddle now
     (imports paddle: slow): a transformer, an LSTM with lengths and initial states, the text
     classifier, nested loops, a cond, a vision model."""
-    from tests.conformance import models, test_pir
-    from tests.conformance import test_control_flow as control_flow
-    from tests.conformance import test_ops_rnn as rnn
-    from tests.conformance import test_text_classifier as text
-    from tests.conformance.pir_util import save_pir
+    from tests.conformance import control_flow, models, rnn
+    from tests.conformance import text_classifier as text
+    from tests.conformance.pir_util import save_pir, vision_build
 
     builds = {
         "transformer": models.transformer_network("relu"),
-        "lstm": rnn._build("LSTM", 2, True, True, True),
+        "lstm": rnn.rnn_program("LSTM", 2, True, True, True),
         "text_classifier": text.network,
-        "nested_while": control_flow._nested_while,
-        "cond_shapes": control_flow._cond_with_different_shapes,
-        "mobilenet_v3_small": test_pir._vision("mobilenet_v3_small"),
+        "nested_while": control_flow.nested_while,
+        "cond_shapes": control_flow.cond_with_different_shapes,
+        "mobilenet_v3_small": vision_build("mobilenet_v3_small"),
     }
     seeds: list[Seed] = []
     for name, build in builds.items():

@@ -28,7 +28,7 @@ from server.services.tenants import TenantService  # noqa: E402
 from server.services.types import Principal  # noqa: E402
 from server.settings import Settings  # noqa: E402
 from server.storage.artifacts import Artifacts  # noqa: E402
-from tests.builders import affine, conv  # noqa: E402
+from tests.support.builders import affine, conv  # noqa: E402
 
 ADMIN_TOKEN = "bench-console-admin-token-0123456789abcdef"
 

@@ -20,10 +20,10 @@ from executor.lower import BOUNDARY_OPS
 from server.cli.main import EXIT_REJECTED, EXIT_VALID, app
 from server.main import create_app
 from server.settings import Settings
-from tests.builders import GraphBuilder, V
 from tests.ops.cases import dtype_of
-from tests.server.conftest import ADMIN_TOKEN, auth, new_tenant
-from tests.validator.test_bad_input import ROWS, Row
+from tests.support.api import ADMIN_TOKEN, auth, new_tenant
+from tests.support.bad_inputs import ROWS, Row
+from tests.support.builders import GraphBuilder, V
 from validator.ops import REGISTRY, Case, OpDef
 
 _NAMES = itertools.count()
@@ -112,6 +112,8 @@ def assert_same_answer(
     program_file: str = "model.pdmodel",
 ) -> None:
     """The three give the same codes (or all accept); a rejected upload stores nothing."""
+    # Not tests/support/uploads.py's upload_files: a bad input's params may be empty bytes, which
+    # must reach the server as an empty part (upload_files leaves out params that are falsy).
     files = {"program": program, **({"params": params} if params is not None else {})}
     name = f"m{next(_NAMES)}"
     checked = http_codes(client.post("/v1/check", files=files, headers=auth(key)), 200)

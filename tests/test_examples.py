@@ -28,8 +28,8 @@ from typer.testing import CliRunner
 from executor import SessionOptions, compile
 from graph_proto import framework_pb2 as pb
 from server.cli.main import app as cli
-from tests.server.conftest import auth
-from tests.server.test_serve_process import Server
+from tests.support.api import auth
+from tests.support.served import Server
 from validator import validate
 
 ROOT = Path(__file__).resolve().parents[1]

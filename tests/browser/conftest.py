@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 from playwright.sync_api import Browser, Playwright, expect, sync_playwright
 
-from tests.server.test_serve_process import Server
+from tests.support.served import Server
 
 CHROMIUM = os.environ.get("GRAPHGATE_CHROMIUM", "/usr/bin/chromium")
 # How long `expect` waits for a page to show what it should: a wait, not a measure. Playwright's
@@ -43,7 +43,5 @@ def browser(playwright: Playwright) -> Iterator[Browser]:
 
 @pytest.fixture(scope="module")
 def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Server]:
-    s = Server(tmp_path_factory.mktemp("console") / "data")
-    s.start()
-    yield s
-    s.stop()
+    with Server(tmp_path_factory.mktemp("console") / "data") as s:
+        yield s

@@ -18,9 +18,10 @@ import httpx2
 import pytest
 from playwright.sync_api import Browser, BrowserContext, Page, expect
 
-from tests.builders import conv
-from tests.server.conftest import ADMIN_TOKEN, auth
-from tests.server.test_serve_process import Server
+from tests.support.api import ADMIN_TOKEN, auth
+from tests.support.builders import Built, conv
+from tests.support.served import Server
+from tests.support.uploads import post_model
 
 ROOT = Path(__file__).resolve().parents[2]
 CNN = conv().built()
@@ -38,15 +39,6 @@ def _login(page: Page, server: Server, key: str) -> None:
     expect(page).to_have_url(re.compile(r"/admin/login$"))
     page.get_by_label("Operator key").fill(key)
     page.get_by_role("button", name="Log in").click()
-
-
-def _upload(
-    server: Server, key: str, name: str, program: bytes, params: bytes | None
-) -> httpx2.Response:
-    files = {"program": program, **({"params": params} if params else {})}
-    return httpx2.post(
-        f"{server.url}/v1/models", data={"name": name}, files=files, headers=auth(key), timeout=60
-    )
 
 
 def _infer(server: Server, key: str, ok: int, bad: int) -> None:
@@ -115,9 +107,9 @@ def test_operator_story(browser: Browser, server: Server, tmp_path: Path) -> Non
     other.context.close()
 
     # An upload through REST appears with its report; a rejected one with its diagnostics.
-    assert _upload(server, key, "cnn", CNN.program, CNN.params).status_code == 201
+    assert post_model(server, key, "cnn", CNN).status_code == 201
     _infer(server, key, ok=12, bad=2)  # traffic for the overview's charts and top lists
-    rejected = _upload(server, key, "junk", b"\xff\xff junk", None)
+    rejected = post_model(server, key, "junk", Built(b"\xff\xff junk", None))
     assert rejected.status_code == 422, rejected.text
     page.get_by_role("link", name="Models").click()
     page.get_by_label("Tenant").fill("acme")
@@ -136,7 +128,7 @@ def test_operator_story(browser: Browser, server: Server, tmp_path: Path) -> Non
     page.get_by_label(re.compile("Ops not allowed")).fill("conv2d")
     page.get_by_role("button", name="Save policy").click()
     expect(page.get_by_role("status")).to_contain_text("Blocked: cnn/1")
-    refused = _upload(server, key, "cnn", CNN.program, CNN.params)
+    refused = post_model(server, key, "cnn", CNN)
     assert refused.status_code == 422 and refused.json()["code"] == "OP_NOT_ALLOWED_BY_POLICY"
     page.goto(f"{server.url}/admin/models?tenant=acme")
     expect(page.locator("ul.versions").first).to_contain_text("blocked")

@@ -1,6 +1,6 @@
 """One op program Paddle builds, and how graphgate's run of it is compared with Paddle's.
 
-Each family's conformance file (test_ops_<family>.py) declares a table of cases: data only.
+Each family's module (families/<family>.py) declares a table of cases: data only.
 test_ops_parity.py checks every case of every table the same way: the dims graphgate infers
 against the dims Paddle records, and graphgate's outputs against Paddle's Executor.
 """

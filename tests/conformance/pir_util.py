@@ -105,3 +105,17 @@ def assert_pir_parity(
         else:
             np.testing.assert_array_equal(got, expected, err_msg=spec.name)
     return ours
+
+
+def vision_build(name: str, size: int = 32, channels: int = 3) -> Build:
+    """paddle.vision.models.<name>() in eval mode on a [-1, channels, size, size] image; every
+    output fetched (GoogLeNet's three heads)."""
+
+    def build() -> tuple[Sequence[Any], Sequence[Any]]:
+        image = paddle.static.data("image", [-1, channels, size, size], "float32")
+        net = getattr(paddle.vision.models, name)()
+        net.eval()
+        out = net(image)
+        return [image], list(out) if isinstance(out, (tuple, list)) else [out]
+
+    return build

@@ -12,35 +12,32 @@ import pytest
 
 from executor import SessionOptions, compile
 from executor.errors import LoopTripLimitExceeded
+from tests.conformance.control_flow import (
+    cond_on_zero_d_values,
+    cond_returning_several_values,
+    cond_with_different_shapes,
+    nested_cond,
+    nested_while,
+    while_counting_to_n,
+    while_growing_a_tensor,
+    while_until_values_converge,
+    while_with_cond_in_body,
+)
 from tests.conformance.paddle_util import (
     Saved,
     assert_parity,
     build_and_save,
-    install_legacy_compat,
     op_types,
-    paddle,
     run_paddle,
 )
 from validator import Policy, validate
 
 pytestmark = pytest.mark.paddle
 
-install_legacy_compat()
-
-
-def _cond_with_different_shapes() -> tuple[list[object], list[object]]:
-    x = paddle.static.data("x", [-1, 4], "float32")
-    out = paddle.static.nn.cond(
-        paddle.mean(x) > 0.0,
-        lambda: paddle.concat([x, x * 0.5], axis=0),  # [2n, 4]
-        lambda: paddle.tanh(x[:, :2]) * 2.0,  # [n, 2]
-    )
-    return [x], [out, paddle.nn.functional.relu(out)]
-
 
 @pytest.fixture(scope="module")
 def cond_shapes() -> Saved:
-    return build_and_save(_cond_with_different_shapes)
+    return build_and_save(cond_with_different_shapes)
 
 
 def test_cond_exports_conditional_blocks_and_select_input(cond_shapes: Saved) -> None:
@@ -68,53 +65,24 @@ def test_cond_with_branches_of_different_shapes_taken_both_ways(
     assert [o.shape for o in ours.values()] == [(rows, cols), (rows, cols)]
 
 
-def _nested_cond() -> tuple[list[object], list[object]]:
-    x = paddle.static.data("x", [-1, 3], "float32")
-    a = paddle.static.data("a", [], "float32")
-
-    def outer_true() -> object:
-        return paddle.static.nn.cond(a > 1.0, lambda: x + a, lambda: paddle.exp(x) - a)
-
-    out = paddle.static.nn.cond(a > 0.0, outer_true, lambda: x * a)
-    return [x, a], [out]
-
-
 @pytest.mark.parametrize("a", [2.5, 0.5, -1.5], ids=["true-true", "true-false", "false"])
 def test_nested_cond(a: float) -> None:
-    saved = build_and_save(_nested_cond)
+    saved = build_and_save(nested_cond)
     x = np.random.default_rng(2).standard_normal((2, 3)).astype(np.float32)
     assert_parity(saved, {"x": x, "a": np.asarray(a, np.float32)})
 
 
-def _cond_on_zero_d_values() -> tuple[list[object], list[object]]:
-    x = paddle.static.data("x", [-1, 3], "float32")
-    k = paddle.static.data("k", [], "int64")
-    total = paddle.static.nn.cond(k > 2, lambda: paddle.sum(x), lambda: paddle.mean(x) * 10.0)
-    count = paddle.static.nn.cond(k > 2, lambda: k * 2, lambda: k - 1)
-    return [x, k], [total, count]
-
-
 @pytest.mark.parametrize("k", [5, 1])
 def test_zero_d_feeds_branch_values_and_fetches_stay_zero_d(k: int) -> None:
-    saved = build_and_save(_cond_on_zero_d_values)
+    saved = build_and_save(cond_on_zero_d_values)
     x = np.random.default_rng(3).standard_normal((4, 3)).astype(np.float32)
     ours = assert_parity(saved, {"x": x, "k": np.asarray(k, np.int64)})
     assert [o.shape for o in ours.values()] == [(), ()]
 
 
-def _while_counting_to_n() -> tuple[list[object], list[object]]:
-    x = paddle.static.data("x", [-1, 3], "float32")
-    n = paddle.static.data("n", [], "int64")
-    i = paddle.full([], 0, "int64")
-    i_out, acc = paddle.static.nn.while_loop(
-        lambda i, acc: i < n, lambda i, acc: [i + 1, paddle.tanh(acc) * 1.5 + 0.25], [i, x]
-    )
-    return [x, n], [i_out, acc]
-
-
 @pytest.fixture(scope="module")
 def counting() -> Saved:
-    return build_and_save(_while_counting_to_n)
+    return build_and_save(while_counting_to_n)
 
 
 @pytest.mark.parametrize("n", [0, 1, 7], ids=["zero-trips", "one-trip", "seven-trips"])
@@ -146,70 +114,29 @@ def test_while_loop_past_the_policy_bound_is_a_typed_error(counting: Saved) -> N
     assert info.value.code == "LOOP_TRIP_LIMIT"
 
 
-def _while_until_values_converge() -> tuple[list[object], list[object]]:
-    """The trip count depends on the values of x, not on a counter: halve until small."""
-    x = paddle.static.data("x", [-1, 2], "float32")
-    steps = paddle.full([1], 0, "int32")
-    out, steps_out = paddle.static.nn.while_loop(
-        lambda v, s: paddle.max(paddle.abs(v)) > 0.01,
-        lambda v, s: [v * 0.5, s + 1],
-        [x, steps],
-    )
-    return [x], [out, steps_out]
-
-
 @pytest.mark.parametrize("scale", [0.001, 1.0, 300.0], ids=["zero-trips", "few", "many"])
 def test_while_loop_trip_count_from_the_values(scale: float) -> None:
-    saved = build_and_save(_while_until_values_converge)
+    saved = build_and_save(while_until_values_converge)
     x = (np.random.default_rng(5).standard_normal((3, 2)) * scale).astype(np.float32)
     assert_parity(saved, {"x": x})
 
 
-def _while_with_cond_in_body() -> tuple[list[object], list[object]]:
-    x = paddle.static.data("x", [2, 3], "float32")
-    n = paddle.static.data("n", [1], "int64")
-    i = paddle.full([1], 0, "int64")
-
-    def body(i: object, acc: object) -> list[object]:
-        acc = paddle.static.nn.cond(paddle.mean(acc) > 5.0, lambda: acc - 1.0, lambda: acc * 2.0)
-        return [paddle.increment(i), acc]
-
-    i_out, acc = paddle.static.nn.while_loop(lambda i, acc: i < n, body, [i, x])
-    return [x, n], [i_out, acc]
-
-
 @pytest.mark.parametrize("n", [0, 3, 9])
 def test_while_loop_with_a_cond_in_its_body(n: int) -> None:
-    saved = build_and_save(_while_with_cond_in_body)
+    saved = build_and_save(while_with_cond_in_body)
     x = np.random.default_rng(6).random((2, 3)).astype(np.float32)
     assert_parity(saved, {"x": x, "n": np.asarray([n], np.int64)})
 
 
-def _nested_while() -> tuple[list[object], list[object]]:
-    x = paddle.static.data("x", [-1, 2], "float32")
-    n = paddle.static.data("n", [], "int64")
-    i = paddle.full([], 0, "int64")
-
-    def outer(i: object, acc: object) -> list[object]:
-        j = paddle.full([], 0, "int64")
-        _, inner = paddle.static.nn.while_loop(
-            lambda j, a: j < i * 2, lambda j, a: [j + 1, a + 1.0], [j, acc]
-        )
-        return [i + 1, inner * 0.5]
-
-    i_out, acc = paddle.static.nn.while_loop(lambda i, acc: i < n, outer, [i, x])
-    return [x, n], [i_out, acc]
-
-
 @pytest.mark.parametrize("n", [0, 4])  # the inner loop runs 0, 2, 4 and 6 times
 def test_nested_while_loops(n: int) -> None:
-    saved = build_and_save(_nested_while)
+    saved = build_and_save(nested_while)
     x = np.random.default_rng(7).standard_normal((2, 2)).astype(np.float32)
     assert_parity(saved, {"x": x, "n": np.asarray(n, np.int64)})
 
 
 def test_an_inner_loop_past_the_bound_is_a_typed_error() -> None:
-    saved = build_and_save(_nested_while)
+    saved = build_and_save(nested_while)
     policy = Policy(max_loop_trips=5)
     model = compile(validate(saved.program, saved.params, policy), SessionOptions(use_cuda=False))
     x = np.zeros((1, 2), np.float32)
@@ -219,22 +146,9 @@ def test_an_inner_loop_past_the_bound_is_a_typed_error() -> None:
         model.run({"x": x, "n": np.asarray(4, np.int64)})
 
 
-def _while_growing_a_tensor() -> tuple[list[object], list[object]]:
-    """A loop var whose dims change every iteration: known only once the loop has run."""
-    x = paddle.static.data("x", [-1, 2], "float32")
-    n = paddle.static.data("n", [], "int64")
-    i = paddle.full([], 0, "int64")
-    _, acc = paddle.static.nn.while_loop(
-        lambda i, a: i < n,
-        lambda i, a: [i + 1, paddle.concat([a, a[:1] * 2.0], axis=0)],
-        [i, x],
-    )
-    return [x, n], [acc, paddle.sum(acc, axis=0)]
-
-
 @pytest.mark.parametrize("n", [0, 3])
 def test_while_loop_var_with_dims_known_only_at_run_time(n: int) -> None:
-    saved = build_and_save(_while_growing_a_tensor)
+    saved = build_and_save(while_growing_a_tensor)
     validated = validate(saved.program, saved.params)
     assert [list(spec.dims) for spec in validated.outputs] == [[-1, 2], [2]]
     x = np.random.default_rng(8).standard_normal((2, 2)).astype(np.float32)
@@ -242,20 +156,8 @@ def test_while_loop_var_with_dims_known_only_at_run_time(n: int) -> None:
     assert ours["x"].shape == (2 + n, 2)
 
 
-def _cond_returning_several_values() -> tuple[list[object], list[object]]:
-    x = paddle.static.data("x", [-1, 3], "float32")
-    ids = paddle.static.data("ids", [-1], "int64")
-    flag = paddle.sum(ids, keepdim=True) > 4  # bool[1]: a one-element, not 0-D, condition
-    scaled, picked = paddle.static.nn.cond(
-        flag,
-        lambda: (x * 2.0, ids + 1),
-        lambda: (paddle.sqrt(paddle.abs(x)), ids * 3),
-    )
-    return [x, ids], [scaled, picked]
-
-
 @pytest.mark.parametrize("ids", [[3, 4], [0, 1]], ids=["true", "false"])
 def test_cond_returning_values_of_several_dtypes(ids: list[int]) -> None:
-    saved = build_and_save(_cond_returning_several_values)
+    saved = build_and_save(cond_returning_several_values)
     x = np.random.default_rng(9).standard_normal((2, 3)).astype(np.float32)
     assert_parity(saved, {"x": x, "ids": np.asarray(ids, np.int64)})

@@ -1,4 +1,4 @@
-"""Every op family's table of cases (CASES in test_ops_<family>.py) against real Paddle: the dims
+"""Every op family's table of cases (CASES in families/<family>.py) against real Paddle: the dims
 graphgate infers equal the dims Paddle records, and graphgate's outputs equal those of Paddle's
 Executor (floats within the case's tolerance, integers and booleans exactly).
 
@@ -13,18 +13,18 @@ from typing import Any
 
 import pytest
 
-from tests.conformance import (
-    test_ops_activation,
-    test_ops_creation,
-    test_ops_ecosystem,
-    test_ops_elementwise,
-    test_ops_index,
-    test_ops_linalg,
-    test_ops_manipulation,
-    test_ops_nn,
-    test_ops_reduce,
-    test_ops_resize,
-    test_ops_unary_math,
+from tests.conformance.families import (
+    activation,
+    creation,
+    ecosystem,
+    elementwise,
+    index,
+    linalg,
+    manipulation,
+    nn,
+    reduce,
+    resize,
+    unary_math,
 )
 from tests.conformance.op_cases import Case, randomized
 from tests.conformance.paddle_util import (
@@ -39,17 +39,17 @@ from validator import ValidatedProgram, ValidationFailed
 pytestmark = pytest.mark.paddle
 
 FAMILIES = {
-    "activation": test_ops_activation.CASES,
-    "creation": test_ops_creation.CASES,
-    "ecosystem": test_ops_ecosystem.CASES,
-    "elementwise": test_ops_elementwise.CASES,
-    "index": test_ops_index.CASES,
-    "linalg": test_ops_linalg.CASES,
-    "manipulation": test_ops_manipulation.CASES,
-    "nn": test_ops_nn.CASES,
-    "reduce": test_ops_reduce.CASES,
-    "resize": test_ops_resize.CASES,
-    "unary_math": test_ops_unary_math.CASES,
+    "activation": activation.CASES,
+    "creation": creation.CASES,
+    "ecosystem": ecosystem.CASES,
+    "elementwise": elementwise.CASES,
+    "index": index.CASES,
+    "linalg": linalg.CASES,
+    "manipulation": manipulation.CASES,
+    "nn": nn.CASES,
+    "reduce": reduce.CASES,
+    "resize": resize.CASES,
+    "unary_math": unary_math.CASES,
 }
 
 

@@ -9,7 +9,6 @@ one of full length). Variants graphgate cannot reproduce exactly are refused wit
 from __future__ import annotations
 
 import itertools
-from collections.abc import Callable
 from functools import cache
 from typing import Any, Final
 
@@ -29,90 +28,16 @@ from tests.conformance.paddle_util import (
     paddle,
     run_paddle,
 )
+from tests.conformance.rnn import BATCHES, HIDDEN, INPUT, LAYERS, rnn_feeds, rnn_program
 from validator import ValidationFailed, validate
 from validator.diagnostics import Code
 
 pytestmark = pytest.mark.paddle
 
-INPUT, HIDDEN = 4, 3
-LAYERS: Final[dict[str, Callable[..., Any]]] = {
-    "LSTM": lambda **kw: paddle.nn.LSTM(INPUT, HIDDEN, **kw),
-    "GRU": lambda **kw: paddle.nn.GRU(INPUT, HIDDEN, **kw),
-    "RNN_TANH": lambda **kw: paddle.nn.SimpleRNN(INPUT, HIDDEN, **kw),
-    "RNN_RELU": lambda **kw: paddle.nn.SimpleRNN(INPUT, HIDDEN, activation="relu", **kw),
-}
-# (batch, steps, lengths): batch 1 with an odd step count, batch 3 with an even one, where one
-# row is empty (Paddle keeps its initial state) and one is full.
-BATCHES: Final = ((1, 5, [3]), (3, 4, [4, 0, 2]))
-
-
-def _state_names(mode: str) -> list[str]:
-    return ["h0", "c0"] if mode == "LSTM" else ["h0"]
-
-
-def _build(
-    mode: str,
-    layers: int,
-    bidirec: bool,
-    with_lengths: bool,
-    with_initial: bool,
-    *,
-    time_major: bool = False,
-    dropout: float = 0.0,
-    lengths_dtype: str = "int64",
-) -> Callable[[], tuple[list[Any], list[Any]]]:
-    """Batch and time dims are -1 in the program; fetches Out and every final state."""
-    rows = layers * (2 if bidirec else 1)
-
-    def build() -> tuple[list[Any], list[Any]]:
-        x = paddle.static.data("x", [-1, -1, INPUT], "float32")
-        feeds = [x]
-        net = LAYERS[mode](
-            num_layers=layers,
-            direction="bidirect" if bidirec else "forward",
-            time_major=time_major,
-            dropout=dropout,
-        )
-        initial = None
-        if with_initial:
-            states = [
-                paddle.static.data(n, [rows, -1, HIDDEN], "float32") for n in _state_names(mode)
-            ]
-            feeds += states
-            initial = tuple(states) if mode == "LSTM" else states[0]
-        lengths = None
-        if with_lengths:
-            lengths = paddle.static.data("lengths", [-1], lengths_dtype)
-            feeds.append(lengths)
-        out, final = net(x, initial, sequence_length=lengths)
-        return feeds, [out, *(final if mode == "LSTM" else [final])]
-
-    return build
-
 
 @cache
 def _saved(mode: str, layers: int, bidirec: bool, with_lengths: bool, with_initial: bool) -> Saved:
-    return build_and_save(_build(mode, layers, bidirec, with_lengths, with_initial))
-
-
-def _feeds(
-    saved: Saved,
-    mode: str,
-    rows: int,
-    batch: int,
-    steps: int,
-    lengths: list[int],
-    *,
-    time_major: bool = False,
-    lengths_dtype: Any = np.int64,
-) -> dict[str, np.ndarray]:
-    rng = np.random.default_rng(batch * 10 + steps)
-    x_shape = (steps, batch, INPUT) if time_major else (batch, steps, INPUT)
-    feeds = {"x": rng.standard_normal(x_shape).astype(np.float32)}
-    for name in _state_names(mode):
-        feeds[name] = rng.standard_normal((rows, batch, HIDDEN)).astype(np.float32)
-    feeds["lengths"] = np.asarray(lengths, lengths_dtype)
-    return {name: feeds[name] for name in saved.feeds}
+    return build_and_save(rnn_program(mode, layers, bidirec, with_lengths, with_initial))
 
 
 VARIANTS: Final = [
@@ -133,27 +58,27 @@ def test_rnn_variant_equals_paddle(
     assert dims_differences(validate(saved.program, saved.params), saved.program) == []
     rows = layers * (2 if bidirec else 1)
     for batch, steps, row_lengths in BATCHES:
-        feeds = _feeds(saved, mode, rows, batch, steps, row_lengths)
+        feeds = rnn_feeds(saved, mode, rows, batch, steps, row_lengths)
         assert_parity(saved, feeds)
 
 
 def test_time_major_lstm_has_no_transposes_and_equals_paddle() -> None:
-    saved = build_and_save(_build("LSTM", 2, True, True, True, time_major=True))
+    saved = build_and_save(rnn_program("LSTM", 2, True, True, True, time_major=True))
     assert "transpose2" not in op_types(saved.program)
-    feeds = _feeds(saved, "LSTM", 4, 3, 6, [6, 1, 3], time_major=True)
+    feeds = rnn_feeds(saved, "LSTM", 4, 3, 6, [6, 1, 3], time_major=True)
     assert_parity(saved, feeds)
 
 
 def test_int32_sequence_length_equals_paddle() -> None:
-    saved = build_and_save(_build("GRU", 2, True, True, True, lengths_dtype="int32"))
-    assert_parity(saved, _feeds(saved, "GRU", 4, 3, 5, [2, 5, 0], lengths_dtype=np.int32))
+    saved = build_and_save(rnn_program("GRU", 2, True, True, True, lengths_dtype="int32"))
+    assert_parity(saved, rnn_feeds(saved, "GRU", 4, 3, 5, [2, 5, 0], lengths_dtype=np.int32))
 
 
 def test_dropout_between_layers_is_skipped_in_inference() -> None:
     # save_inference_model sets is_test, and the kernel then ignores dropout_prob.
-    saved = build_and_save(_build("LSTM", 3, True, False, False, dropout=0.5))
+    saved = build_and_save(rnn_program("LSTM", 3, True, False, False, dropout=0.5))
     assert _rnn_attrs(saved.program)["dropout_prob"].f == pytest.approx(0.5)
-    assert_parity(saved, _feeds(saved, "LSTM", 6, 2, 5, []))
+    assert_parity(saved, rnn_feeds(saved, "LSTM", 6, 2, 5, []))
 
 
 def _rnn_attrs(program: bytes) -> dict[str, pb.OpDesc.Attr]:
@@ -183,13 +108,13 @@ def _assert_refused(saved: Saved, code: Code, message: str) -> None:
 
 
 def test_training_mode_without_dropout_equals_paddle() -> None:
-    saved = _training_mode(build_and_save(_build("GRU", 2, True, True, False)))
-    assert_parity(saved, _feeds(saved, "GRU", 4, 3, 5, [5, 3, 1]))
+    saved = _training_mode(build_and_save(rnn_program("GRU", 2, True, True, False)))
+    assert_parity(saved, rnn_feeds(saved, "GRU", 4, 3, 5, [5, 3, 1]))
 
 
 def test_training_dropout_is_refused() -> None:
-    saved = _training_mode(build_and_save(_build("LSTM", 2, False, False, False, dropout=0.5)))
-    feeds = _feeds(saved, "LSTM", 2, 2, 5, [])
+    saved = _training_mode(build_and_save(rnn_program("LSTM", 2, False, False, False, dropout=0.5)))
+    feeds = rnn_feeds(saved, "LSTM", 2, 2, 5, [])
     assert len(run_paddle(saved, feeds)) == 3  # a program Paddle runs, with random dropout
     _assert_refused(
         saved,

@@ -12,12 +12,10 @@ from typing import Any
 import numpy as np
 import pytest
 
-from tests.conformance import models
-from tests.conformance import test_control_flow as control_flow
-from tests.conformance import test_ops_rnn as rnn
-from tests.conformance import test_text_classifier as text
+from tests.conformance import control_flow, models, rnn
+from tests.conformance import text_classifier as text
 from tests.conformance.paddle_util import Saved, paddle, random_feeds
-from tests.conformance.pir_util import assert_pir_parity, save_pir
+from tests.conformance.pir_util import assert_pir_parity, save_pir, vision_build
 from validator import validate
 
 pytestmark = pytest.mark.paddle
@@ -25,23 +23,9 @@ pytestmark = pytest.mark.paddle
 Build = Callable[[], tuple[Sequence[Any], Sequence[Any]]]
 
 
-def _vision(name: str, size: int = 32, channels: int = 3) -> Build:
-    """paddle.vision.models.<name>() in eval mode on a [-1, channels, size, size] image; every
-    output fetched (GoogLeNet's three heads)."""
-
-    def build() -> tuple[Sequence[Any], Sequence[Any]]:
-        image = paddle.static.data("image", [-1, channels, size, size], "float32")
-        net = getattr(paddle.vision.models, name)()
-        net.eval()
-        out = net(image)
-        return [image], list(out) if isinstance(out, (tuple, list)) else [out]
-
-    return build
-
-
 @cache
 def vision(name: str, size: int = 32, channels: int = 3) -> Saved:
-    return save_pir(_vision(name, size, channels))
+    return save_pir(vision_build(name, size, channels))
 
 
 # Small inputs, as in models.py.
@@ -86,14 +70,14 @@ def test_resnet18_pir_at_batch_1_and_2(batch: int) -> None:
 
 @pytest.mark.parametrize("k", [-1.0, 1.0])
 def test_cond_with_branches_of_different_shapes_as_pir(k: float) -> None:
-    saved = save_pir(control_flow._cond_with_different_shapes)
+    saved = save_pir(control_flow.cond_with_different_shapes)
     x = np.random.default_rng(1).standard_normal((2, 4)).astype(np.float32) + k
     assert_pir_parity(saved, {"x": x})
 
 
 @pytest.mark.parametrize("n", [0, 1, 7])
 def test_while_counting_to_n_as_pir(n: int) -> None:
-    saved = save_pir(control_flow._while_counting_to_n)
+    saved = save_pir(control_flow.while_counting_to_n)
     x = np.random.default_rng(4).standard_normal((2, 3)).astype(np.float32)
     ours = assert_pir_parity(saved, {"x": x, "n": np.asarray(n, np.int64)})
     assert any(v.shape == () and int(v) == n for v in ours.values())
@@ -144,31 +128,31 @@ RNN_VARIANTS = [
     [pytest.param(*v, id="-".join(map(str, v))) for v in RNN_VARIANTS],
 )
 def test_rnn_as_pir(mode: str, layers: int, bidirec: bool, lengths: bool, initial: bool) -> None:
-    saved = save_pir(rnn._build(mode, layers, bidirec, lengths, initial))
+    saved = save_pir(rnn.rnn_program(mode, layers, bidirec, lengths, initial))
     names = [spec.name for spec in validate(saved.program, saved.params).inputs]
     rows = layers * (2 if bidirec else 1)
     for batch, steps, valid in rnn.BATCHES:
-        feeds = rnn._feeds(replace(saved, feeds=names), mode, rows, batch, steps, valid)
+        feeds = rnn.rnn_feeds(replace(saved, feeds=names), mode, rows, batch, steps, valid)
         assert_pir_parity(saved, feeds)
 
 
 @pytest.mark.parametrize(("batch", "steps"), text.SHAPES)
 def test_text_classifier_as_pir(batch: int, steps: int) -> None:
-    ours = assert_pir_parity(save_pir(text.network), text._feeds(batch, steps))
+    ours = assert_pir_parity(save_pir(text.network), text.classifier_feeds(batch, steps))
     probabilities = next(iter(ours.values()))
     np.testing.assert_allclose(probabilities.sum(axis=1), np.ones(batch), rtol=1e-5)
 
 
 @pytest.mark.parametrize("a", [2.5, 0.5, -1.5], ids=["true-true", "true-false", "false"])
 def test_nested_cond_as_pir(a: float) -> None:
-    saved = save_pir(control_flow._nested_cond)
+    saved = save_pir(control_flow.nested_cond)
     x = np.random.default_rng(2).standard_normal((2, 3)).astype(np.float32)
     assert_pir_parity(saved, {"x": x, "a": np.asarray(a, np.float32)})
 
 
 @pytest.mark.parametrize("k", [5, 1])
 def test_zero_d_cond_as_pir(k: int) -> None:
-    saved = save_pir(control_flow._cond_on_zero_d_values)
+    saved = save_pir(control_flow.cond_on_zero_d_values)
     x = np.random.default_rng(3).standard_normal((4, 3)).astype(np.float32)
     ours = assert_pir_parity(saved, {"x": x, "k": np.asarray(k, np.int64)})
     assert [o.shape for o in ours.values()] == [(), ()]
@@ -176,28 +160,28 @@ def test_zero_d_cond_as_pir(k: int) -> None:
 
 @pytest.mark.parametrize("ids", [[3, 4], [0, 1]], ids=["true", "false"])
 def test_cond_returning_several_dtypes_as_pir(ids: list[int]) -> None:
-    saved = save_pir(control_flow._cond_returning_several_values)
+    saved = save_pir(control_flow.cond_returning_several_values)
     x = np.random.default_rng(9).standard_normal((2, 3)).astype(np.float32)
     assert_pir_parity(saved, {"x": x, "ids": np.asarray(ids, np.int64)})
 
 
 @pytest.mark.parametrize("n", [0, 3, 9])
 def test_while_with_cond_in_body_as_pir(n: int) -> None:
-    saved = save_pir(control_flow._while_with_cond_in_body)
+    saved = save_pir(control_flow.while_with_cond_in_body)
     x = np.random.default_rng(6).random((2, 3)).astype(np.float32)
     assert_pir_parity(saved, {"x": x, "n": np.asarray([n], np.int64)})
 
 
 @pytest.mark.parametrize("n", [0, 4])
 def test_nested_while_as_pir(n: int) -> None:
-    saved = save_pir(control_flow._nested_while)
+    saved = save_pir(control_flow.nested_while)
     x = np.random.default_rng(7).standard_normal((2, 2)).astype(np.float32)
     assert_pir_parity(saved, {"x": x, "n": np.asarray(n, np.int64)})
 
 
 @pytest.mark.parametrize("n", [0, 3])
 def test_while_growing_a_tensor_as_pir(n: int) -> None:
-    saved = save_pir(control_flow._while_growing_a_tensor)
+    saved = save_pir(control_flow.while_growing_a_tensor)
     x = np.random.default_rng(8).standard_normal((2, 2)).astype(np.float32)
     ours = assert_pir_parity(saved, {"x": x, "n": np.asarray(n, np.int64)})
     assert next(iter(ours.values())).shape == (2 + n, 2)
@@ -205,7 +189,7 @@ def test_while_growing_a_tensor_as_pir(n: int) -> None:
 
 @pytest.mark.parametrize("scale", [0.001, 1.0, 300.0], ids=["zero-trips", "few", "many"])
 def test_while_until_values_converge_as_pir(scale: float) -> None:
-    saved = save_pir(control_flow._while_until_values_converge)
+    saved = save_pir(control_flow.while_until_values_converge)
     x = (np.random.default_rng(5).standard_normal((3, 2)) * scale).astype(np.float32)
     assert_pir_parity(saved, {"x": x})
 

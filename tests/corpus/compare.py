@@ -48,6 +48,32 @@ BUILD_SOURCES: Final = ("ecosystem.py", "export.py", "zoo.py")
 FLOAT64_FACTOR: Final = 2.0
 
 
+# Judged against a float64 run, and why: with random weights these models drive activations
+# far into float32's noise (Paddle's own float32 output moves by more than the tolerance when
+# the summation order changes), so a float32 comparison with Paddle says nothing.
+FLOAT64_JUDGED: Final[dict[str, str]] = {
+    "repvgg_a0": "22 un-normalised 3-branch blocks: activations grow to ~1e3 (Paddle vs float64 0.6 at batch 2)",
+    "resnet50": "16 bottlenecks at random weights: Paddle float32 1.6e-3 from float64, graphgate 5.8e-4",
+    "cspdarknet53": "float32 noise: Paddle float32 0.057 from float64, graphgate 0.023",
+    "bisenetv2": "float32 noise above atol: Paddle float32 1.1e-5 from float64, graphgate 7.5e-6",
+    "shufflenet_v2_x0_25": "float32 noise above atol: Paddle float32 2.9e-5 from float64, graphgate 2.8e-5",
+    "dla34": "float32 noise above atol: Paddle's float32 output is 5.3e-5 from float64, graphgate's 3.1e-5",
+    "ghostnet_x0_5": "random SE gates and ghost branches: Paddle float32 0.20 from float64, graphgate 0.07",
+    "res2net50_26w_4s": "16 bottlenecks of 4 chained 26-wide branches: Paddle float32 0.025 from float64, graphgate 0.011 (3.8x tol from Paddle, Paddle2ONNX bit-identical to graphgate)",
+    "hrnet_w18_c": "4 un-normalised branches summed per stage: Paddle float32 2.1e3 from float64, graphgate 646",
+}
+
+# Models Paddle 3.3.1 cannot save as PIR programs from the ecosystem code as it is, and why:
+# they xfail while Paddle's export fails, and fail once it works (remove them then).
+PIR_NOT_EXPORTABLE: Final[dict[str, str]] = dict.fromkeys(
+    ("ppyoloe_plus_s_nms", "picodet_lcnet_nms", "yolov3_mobilenet_v1_nms"),
+    "ppdet 2.6's multiclass_nms appends a legacy op outside dygraph (no PIR path)",
+) | {
+    "conformer_encoder": "paddlespeech's `if mask.shape[2] > 0` becomes a PIR cond whose branch "
+    "outputs differ (Paddle 3.3.1's cond update_output fails)",
+}
+
+
 def cache_key() -> str:
     digest = hashlib.sha256()
     digest.update(ecosystem.versions().encode())

@@ -2,9 +2,9 @@
 saved by Paddle 3.3.1 as legacy programs and as PIR programs, must give Paddle's answers.
 
 Each model runs at batch 1 and 2 against Paddle's Executor on its legacy program: within
-rtol 1e-4 / atol 1e-5, or, for the models in FLOAT64_JUDGED, against a float64 run of the same
-program (compare.in_float64): graphgate's distance from it must be at most 2x Paddle's own
-float32 distance. The PIR program (same seed, same weights) is checked against the same Paddle
+rtol 1e-4 / atol 1e-5, or, for the models in compare.FLOAT64_JUDGED, against a float64 run of
+the same program (compare.in_float64): graphgate's distance from it must be at most 2x Paddle's
+own float32 distance. The PIR program (same seed, same weights) is checked against the same Paddle
 answers.
 
 By default (the CI run) only REPRESENTATIVE runs: one or two models per category, a few minutes
@@ -40,21 +40,6 @@ REPRESENTATIVE: Final = (
     "conformer_encoder",  # speech encoder
 )
 
-# Judged against a float64 run, and why: with random weights these models drive activations
-# far into float32's noise (Paddle's own float32 output moves by more than the tolerance when
-# the summation order changes), so a float32 comparison with Paddle says nothing.
-FLOAT64_JUDGED: Final[dict[str, str]] = {
-    "repvgg_a0": "22 un-normalised 3-branch blocks: activations grow to ~1e3 (Paddle vs float64 0.6 at batch 2)",
-    "resnet50": "16 bottlenecks at random weights: Paddle float32 1.6e-3 from float64, graphgate 5.8e-4",
-    "cspdarknet53": "float32 noise: Paddle float32 0.057 from float64, graphgate 0.023",
-    "bisenetv2": "float32 noise above atol: Paddle float32 1.1e-5 from float64, graphgate 7.5e-6",
-    "shufflenet_v2_x0_25": "float32 noise above atol: Paddle float32 2.9e-5 from float64, graphgate 2.8e-5",
-    "dla34": "float32 noise above atol: Paddle's float32 output is 5.3e-5 from float64, graphgate's 3.1e-5",
-    "ghostnet_x0_5": "random SE gates and ghost branches: Paddle float32 0.20 from float64, graphgate 0.07",
-    "res2net50_26w_4s": "16 bottlenecks of 4 chained 26-wide branches: Paddle float32 0.025 from float64, graphgate 0.011 (3.8x tol from Paddle, Paddle2ONNX bit-identical to graphgate)",
-    "hrnet_w18_c": "4 un-normalised branches summed per stage: Paddle float32 2.1e3 from float64, graphgate 646",
-}
-
 # Models graphgate refuses today: name -> the codes expected (ops still missing, see
 # docs/handover/corpus-findings-11c.md). They xfail with graphgate's message and fail once accepted (remove them then).
 KNOWN_REJECTIONS: Final[dict[str, frozenset[str]]] = {}
@@ -62,17 +47,6 @@ KNOWN_REJECTIONS: Final[dict[str, frozenset[str]]] = {}
 # (Empty: nn.LSTM's dropout state, a parameter op Paddle marks non-persistable and leaves out
 # of .pdiparams, was counted as a parameter until graph_proto/pir.py read the flag.)
 KNOWN_PIR_REJECTIONS: Final[dict[str, frozenset[str]]] = {}
-
-
-# Models Paddle 3.3.1 cannot save as PIR programs from the ecosystem code as it is, and why:
-# they xfail while Paddle's export fails, and fail once it works (remove them then).
-PIR_NOT_EXPORTABLE: Final[dict[str, str]] = dict.fromkeys(
-    ("ppyoloe_plus_s_nms", "picodet_lcnet_nms", "yolov3_mobilenet_v1_nms"),
-    "ppdet 2.6's multiclass_nms appends a legacy op outside dygraph (no PIR path)",
-) | {
-    "conformer_encoder": "paddlespeech's `if mask.shape[2] > 0` becomes a PIR cond whose branch "
-    "outputs differ (Paddle 3.3.1's cond update_output fails)",
-}
 
 
 def _selected() -> list[str]:
@@ -85,13 +59,13 @@ def _check(name: str, fmt: str) -> None:
     legacy = compare.files_of(name, "legacy")
     assert not isinstance(legacy, str), f"{name}: Paddle could not export it: {legacy}"
     files = legacy if fmt == "legacy" else compare.files_of(name, fmt)
-    if fmt == "pir" and name in PIR_NOT_EXPORTABLE:
+    if fmt == "pir" and name in compare.PIR_NOT_EXPORTABLE:
         assert isinstance(files, str), (
-            f"{name} exports as PIR now: remove it from PIR_NOT_EXPORTABLE"
+            f"{name} exports as PIR now: remove it from compare.PIR_NOT_EXPORTABLE"
         )
-        pytest.xfail(f"{PIR_NOT_EXPORTABLE[name]}: {files.splitlines()[-1][:200]}")
+        pytest.xfail(f"{compare.PIR_NOT_EXPORTABLE[name]}: {files.splitlines()[-1][:200]}")
     assert not isinstance(files, str), f"{name}: Paddle could not export it as {fmt}: {files}"
-    result = compare.verdict(name, files, name in FLOAT64_JUDGED, reference=legacy)
+    result = compare.verdict(name, files, name in compare.FLOAT64_JUDGED, reference=legacy)
     known = (KNOWN_REJECTIONS if fmt == "legacy" else KNOWN_PIR_REJECTIONS).get(name)
     if known is not None:
         assert result.status == "REJECTED", (

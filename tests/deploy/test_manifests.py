@@ -28,7 +28,7 @@ import yaml
 
 from server.cli.main import app as cli
 from server.settings import Settings
-from tests.server.test_serve_process import Server
+from tests.support.served import Server
 
 ROOT = Path(__file__).resolve().parents[2]
 DEPLOY = ROOT / "deploy"
@@ -583,10 +583,8 @@ def test_the_healthcheck_asks_the_ready_route_on_the_served_port(name: str) -> N
 
 @pytest.fixture(scope="module")
 def real_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Server]:
-    server = Server(tmp_path_factory.mktemp("deploy") / "data")
-    server.start()
-    yield server
-    server.stop()
+    with Server(tmp_path_factory.mktemp("deploy") / "data") as server:
+        yield server
 
 
 def _port_nothing_listens_on() -> int:

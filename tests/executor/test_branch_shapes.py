@@ -17,7 +17,7 @@ from executor.runtime_checks import BRANCH_MASK_PREFIX
 from graph_proto import framework_pb2 as pb
 from graph_proto.builder import Attr, ProgramBuilder
 from graph_proto.types import DType
-from tests.validator.test_control_flow_bad import branch
+from tests.support.control_flow import branch
 from validator import ValidatedProgram, validate
 from validator.ops import TensorType
 from validator.runtime import reinfer

@@ -17,7 +17,7 @@ from executor.gate import GateError
 from executor.lower import IR_VERSION, ONNX_OPSET, LoweringError
 from executor.session import _session
 from graph_proto.types import DType
-from tests.builders import CONV2D_ATTRS, FP32, GraphBuilder, V, mlp, weights
+from tests.support.builders import CONV2D_ATTRS, FP32, GraphBuilder, V, mlp, weights
 from validator import Code, ValidatedProgram, validate
 from validator.ops import REGISTRY, Registry
 

@@ -12,7 +12,7 @@ from executor import SessionOptions, compile
 from executor.device import CPU, CUDA
 from executor.session import cuda_provider_options, device_of
 from server.settings import Settings
-from tests.builders import FP32, GraphBuilder, V
+from tests.support.builders import FP32, GraphBuilder, V
 from validator import Policy, validate
 
 

@@ -10,7 +10,7 @@ import pytest
 from executor import SessionOptions, compile
 from executor.errors import TensorTooLarge
 from graph_proto.types import DType
-from tests.builders import GraphBuilder, V
+from tests.support.builders import GraphBuilder, V
 from validator import DEFAULT_POLICY, Code, validate
 
 INT64 = DType.INT64

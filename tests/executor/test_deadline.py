@@ -11,23 +11,8 @@ import pytest
 
 from executor import CompiledModel, RunCancel, SessionOptions, compile
 from executor.errors import DeadlineExceeded, RequestOverBudget, RunCancelled
-from tests.builders import FP32, GraphBuilder, V
+from tests.support.builders import matmul_chain
 from validator import Policy, validate
-
-
-def matmul_chain(links: int) -> GraphBuilder:
-    """h = x @ x @ x ... (`links` matmuls) over x[-1, -1]: cost grows with n^3 per link."""
-    g = GraphBuilder()
-    x = g.feed("x", FP32, [-1, -1])
-    h = x
-    for i in range(links):
-        out = V(f"h{i}", [-1, -1])
-        g.node(
-            "matmul_v2", {"X": [h], "Y": [x]}, {"Out": [out]}, {"trans_x": False, "trans_y": False}
-        )
-        h = out.name
-    g.fetch(h)
-    return g
 
 
 def _compiled(links: int, policy: Policy | None = None) -> CompiledModel:

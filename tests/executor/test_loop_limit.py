@@ -13,7 +13,7 @@ from executor.convert import lower
 from executor.errors import LoopTripLimitExceeded, TensorTooLarge, WrongShape
 from executor.runtime_checks import LOOP_BOUND_EXCEEDED
 from graph_proto.builder import ProgramBuilder, set_attr
-from tests.validator.test_control_flow_bad import branch, counting_loop
+from tests.support.control_flow import branch, counting_loop
 from validator import Policy, validate
 
 

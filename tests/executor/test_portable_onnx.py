@@ -3,7 +3,7 @@ are exactly the program's fetches (none of the hidden outputs graphgate's own se
 initializer goes unread, and a model with loops states the loop bound policy in its metadata.
 
 Every model of the conformance suite (tests/conformance/models.py) and control-flow programs of
-tests/conformance/test_control_flow.py are converted by convert.export (what the command calls),
+tests/conformance/control_flow.py are converted by convert.export (what the command calls),
 loaded into a plain onnxruntime.InferenceSession, and compared with the serving path
 (CompiledModel.run) on the same feeds."""
 
@@ -20,23 +20,23 @@ import pytest
 from executor import CompiledModel, SessionOptions, compile
 from executor.convert import MAX_LOOP_TRIPS_KEY, MAX_TENSOR_BYTES_KEY, export, lower
 from executor.runtime_checks import BRANCH_MASK_PREFIX, LOOP_FLAG_OUTPUTS
+from tests.conformance.control_flow import (
+    cond_with_different_shapes,
+    nested_while,
+    while_counting_to_n,
+    while_with_cond_in_body,
+)
 from tests.conformance.models import MODELS
 from tests.conformance.paddle_util import Saved, build_and_save, random_feeds
-from tests.conformance.test_control_flow import (
-    _cond_with_different_shapes,
-    _nested_while,
-    _while_counting_to_n,
-    _while_with_cond_in_body,
-)
 from validator import Policy, ValidatedProgram, validate
 
 pytestmark = pytest.mark.paddle
 
 CONTROL_FLOW: dict[str, Callable[[], Saved]] = {
-    "cond-with-branches-of-different-shapes": lambda: build_and_save(_cond_with_different_shapes),
-    "while-counting-to-n": lambda: build_and_save(_while_counting_to_n),
-    "while-with-a-cond-in-its-body": lambda: build_and_save(_while_with_cond_in_body),
-    "nested-while": lambda: build_and_save(_nested_while),
+    "cond-with-branches-of-different-shapes": lambda: build_and_save(cond_with_different_shapes),
+    "while-counting-to-n": lambda: build_and_save(while_counting_to_n),
+    "while-with-a-cond-in-its-body": lambda: build_and_save(while_with_cond_in_body),
+    "nested-while": lambda: build_and_save(nested_while),
 }
 PROGRAMS: dict[str, Callable[[], Saved]] = {**MODELS, **CONTROL_FLOW}
 POLICY = Policy(max_loop_trips=50)

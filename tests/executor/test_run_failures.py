@@ -25,7 +25,7 @@ from executor.runtime_checks import HostIndexCheck, IndexCheck, RuntimeChecks
 from graph_proto import framework_pb2 as pb
 from graph_proto.builder import Attr
 from graph_proto.types import DType
-from tests.builders import FP32, GraphBuilder, V, weights
+from tests.support.builders import FP32, GraphBuilder, V, weights
 from validator import validate
 
 INT32, INT64 = DType.INT32, DType.INT64

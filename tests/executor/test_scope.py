@@ -19,7 +19,7 @@ from executor.errors import (
     WrongShape,
 )
 from graph_proto.types import DType
-from tests.builders import FP32, GraphBuilder, V, affine, mlp, weights
+from tests.support.builders import FP32, GraphBuilder, V, affine, mlp, weights
 from validator import validate
 
 INT64 = DType.INT64

@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 
 from executor import CompiledModel, SessionOptions, compile
-from tests.builders import conv, mlp
+from tests.support.builders import conv, mlp
 from validator import validate
 
 THREADS: Final = 8

@@ -9,7 +9,7 @@ from graph_proto import framework_pb2 as pb
 from graph_proto.errors import FormatError
 from graph_proto.program import DEFAULT_MAX_PROGRAM_BYTES, parse_program, require_upb_backend
 from graph_proto.types import DType
-from tests.builders import BOOKKEEPING_ATTRS, GraphBuilder, V, affine, conv, varint
+from tests.support.builders import BOOKKEEPING_ATTRS, GraphBuilder, V, affine, conv, varint
 
 
 def program_bytes() -> bytes:

@@ -15,7 +15,7 @@ import pytest
 
 from executor.lower import BOUNDARY_OPS
 from tests.ops.cases import decoded_attrs, tensor_type
-from tests.ops.test_lowering import run_lowered
+from tests.ops.lowered import run_lowered
 from validator.batch import output_axes
 from validator.infer import infer_values
 from validator.ops import REGISTRY, BatchView, Case, Couples, GraphError, OpDef, TensorType

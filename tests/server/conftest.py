@@ -4,7 +4,7 @@ Every test that asks for `backend` (directly, or through `settings`, `make_setti
 `backend_env` and everything built on them) runs once per backend: `embedded` (SQLite and the
 artifacts folder in the data directory) and `postgres_s3` (a fresh database cloned from a
 migrated template on a real PostgreSQL, and a fresh key prefix in a real SeaweedFS bucket, both
-started once per session by tests/realservers.py). A module opts out only by being listed in
+started once per session by tests/support/realservers.py). A module opts out only by being listed in
 SINGLE_BACKEND with its reason; `@pytest.mark.embedded_only` keeps one test that looks inside
 the data directory itself (the SQLite file, the artifacts folder) on the first.
 `backend` is module-scoped, so a module-scoped `graphgate serve` fixture can take it too.
@@ -13,8 +13,7 @@ the data directory itself (the SQLite file, the artifacts folder) on the first.
 from __future__ import annotations
 
 import os
-import uuid
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -25,16 +24,11 @@ from pydantic import SecretStr
 from server.db.engine import create, migrate
 from server.main import create_app
 from server.settings import Settings
-from tests import realservers
+from tests.support import realservers
+from tests.support.api import ADMIN_TOKEN, new_tenant
+from tests.support.backends import SettingsFactory, backend_environment, backend_locations
 
-ADMIN_TOKEN = "test-admin-token-0123456789abcdef0123456789"
 Servers = tuple[realservers.Server, realservers.Server]
-SettingsFactory = Callable[..., Settings]
-
-
-def auth(key: str) -> dict[str, str]:
-    return {"Authorization": f"Bearer {key}"}
-
 
 BACKENDS = ("embedded", "postgres_s3")
 # Modules that stay on `embedded`, and why. Every other module in tests/server runs each test
@@ -106,38 +100,6 @@ def migrated_template(postgres_s3: Servers) -> str:
     return url.rsplit("/", 1)[-1]
 
 
-def backend_locations(backend: str, request: pytest.FixtureRequest) -> dict[str, Any]:
-    """Settings fields that put a fresh, empty metadata database and artifact store on
-    `backend` (none for `embedded`: the data directory holds both)."""
-    if backend == "embedded":
-        return {}
-    postgres, _s3 = request.getfixturevalue("postgres_s3")
-    template = request.getfixturevalue("migrated_template")
-    return {
-        "database_url": SecretStr(realservers.new_database(postgres, template=template)),
-        "artifacts_url": f"s3://{realservers.S3_BUCKET}/{uuid.uuid4().hex}",
-    }
-
-
-def backend_environment(backend: str, request: pytest.FixtureRequest) -> dict[str, str]:
-    """The same as environment variables, for a `graphgate serve` process."""
-    locations = backend_locations(backend, request)
-    if not locations:
-        return {}
-    return {
-        **realservers.s3_environment(request.getfixturevalue("postgres_s3")[1]),
-        "GRAPHGATE_DATABASE_URL": locations["database_url"].get_secret_value(),
-        "GRAPHGATE_ARTIFACTS_URL": locations["artifacts_url"],
-    }
-
-
-def database_bytes(settings: Settings) -> bytes:
-    """What the metadata database holds at rest: the SQLite file, or PostgreSQL's rows."""
-    if settings.database_url is None:
-        return (settings.data_dir / "graphgate.db").read_bytes()
-    return realservers.dump(settings.database_url.get_secret_value())
-
-
 @pytest.fixture
 def make_settings(tmp_path: Path, backend: str, request: pytest.FixtureRequest) -> SettingsFactory:
     """Settings(**values) on this test's backend; each call gets its own fresh database and
@@ -166,14 +128,6 @@ def backend_env(backend: str, request: pytest.FixtureRequest) -> dict[str, str]:
 def client(settings: Settings) -> Iterator[TestClient]:
     with TestClient(create_app(settings)) as c:  # `with` runs the lifespan
         yield c
-
-
-def new_tenant(client: TestClient, name: str) -> str:
-    """Creates a tenant through the admin API; returns its key."""
-    response = client.post("/v1/admin/tenants", json={"name": name}, headers=auth(ADMIN_TOKEN))
-    assert response.status_code == 201, response.text
-    key: str = response.json()["key"]
-    return key
 
 
 @pytest.fixture

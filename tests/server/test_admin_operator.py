@@ -6,8 +6,9 @@ from typing import Any
 
 from fastapi.testclient import TestClient
 
-from tests.builders import affine
-from tests.server.conftest import ADMIN_TOKEN, auth, new_tenant
+from tests.support.api import ADMIN_TOKEN, assert_error, auth, new_tenant
+from tests.support.builders import affine
+from tests.support.uploads import post_upload
 
 ADMIN = auth(ADMIN_TOKEN)
 
@@ -17,11 +18,6 @@ def create_admin(client: TestClient, name: str, role: str) -> str:
     assert response.status_code == 201, response.text
     key: str = response.json()["key"]
     return key
-
-
-def assert_error(response: Any, status: int, code: str) -> None:
-    assert response.status_code == status, response.text
-    assert response.json()["code"] == code
 
 
 def test_root_and_named_admins_listed_without_secrets(client: TestClient) -> None:
@@ -140,10 +136,9 @@ def test_rejections_kept_newest_first_and_capped(client: TestClient, settings: A
     key = new_tenant(client, "acme")
     client.put("/v1/admin/tenants/acme/policy", json={"max_ops": 1}, headers=ADMIN)
     built = affine().built()
-    files = {"program": built.program, "params": built.params or b""}
     keep = settings.rejections_kept
     for i in range(keep + 2):
-        response = client.post("/v1/models", data={"name": f"m{i}"}, files=files, headers=auth(key))
+        response = post_upload(client, key, f"m{i}", built)
         assert response.status_code == 422
     kept = client.get("/v1/admin/tenants/acme/rejections", headers=ADMIN).json()["rejections"]
     assert len(kept) == keep

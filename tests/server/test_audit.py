@@ -10,15 +10,11 @@ from fastapi.testclient import TestClient
 from sqlalchemy import text
 
 from server.errors import Unauthorized
-from tests.builders import affine, conv
-from tests.server.conftest import ADMIN_TOKEN, auth
+from tests.support.api import ADMIN_TOKEN, auth
+from tests.support.builders import Built, conv
+from tests.support.uploads import post_upload
 
 ADMIN = auth(ADMIN_TOKEN)
-
-
-def upload(client: TestClient, key: str, name: str, built: Any) -> Any:
-    files = {"program": built.program, "params": built.params or b""}
-    return client.post("/v1/models", data={"name": name}, files=files, headers=auth(key))
 
 
 def test_every_state_change_is_audited_once_without_key_material(client: TestClient) -> None:
@@ -31,11 +27,8 @@ def test_every_state_change_is_audited_once_without_key_material(client: TestCli
     ).json()["key"]
     alice = auth(alice_key)
     cnn = conv().built()
-    assert upload(client, tenant_key, "cnn", cnn).status_code == 201
-    assert (
-        upload(client, tenant_key, "bad", affine().built().__class__(b"junk", None)).status_code
-        == 422
-    )
+    assert post_upload(client, tenant_key, "cnn", cnn).status_code == 201
+    assert post_upload(client, tenant_key, "bad", Built(b"junk", None)).status_code == 422
     no_conv = [
         op
         for op in client.get("/v1/admin/tenants/acme/policy", headers=alice).json()["policy"][

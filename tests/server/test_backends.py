@@ -17,7 +17,7 @@ from collections.abc import Callable, Iterator
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import ExitStack
 from pathlib import Path
-from typing import Protocol
+from typing import Any, Protocol
 
 import numpy as np
 import pytest
@@ -32,9 +32,10 @@ from server.services.limits import TooManyConcurrent
 from server.services.limits_redis import RedisConcurrencyLimiter, RedisRateLimiter
 from server.settings import Settings
 from server.storage.s3 import S3Artifacts
-from tests import realservers
-from tests.builders import Built, affine
-from tests.server.conftest import ADMIN_TOKEN, auth, new_tenant
+from tests.support import realservers
+from tests.support.api import ADMIN_TOKEN, auth, new_tenant
+from tests.support.builders import affine
+from tests.support.uploads import post_upload, upload
 
 X = np.arange(8, dtype=np.float32).reshape(2, 4)
 Servers = tuple[realservers.Server, realservers.Server]
@@ -86,14 +87,6 @@ def replicas(
         yield start
 
 
-def upload(client: TestClient, key: str, built: Built, name: str = "m") -> int:
-    files = {"program": built.program, "params": built.params or b""}
-    response = client.post("/v1/models", data={"name": name}, files=files, headers=auth(key))
-    assert response.status_code == 201, response.text
-    version: int = response.json()["version"]
-    return version
-
-
 def infer(client: TestClient, key: str, name: str = "m") -> np.ndarray:
     body = {
         "inputs": [{"name": "x", "datatype": "FP32", "shape": [2, 4], "data": X.ravel().tolist()}]
@@ -143,14 +136,13 @@ def test_concurrent_uploads_of_one_name_on_two_replicas_get_distinct_versions(
     replicas: Replicas,
 ) -> None:
     built = affine().built()  # the same bytes each time: the artifact references race too
-    files = {"program": built.program, "params": built.params or b""}
     one, two = replicas(2)
     key = new_tenant(one, "tenant-a")
     start = threading.Barrier(6)
 
     def post(client: TestClient) -> tuple[int, object]:
         start.wait(10)
-        response = client.post("/v1/models", data={"name": "m"}, files=files, headers=auth(key))
+        response = post_upload(client, key, built=built)
         return response.status_code, response.json().get("version", response.text)
 
     with ThreadPoolExecutor(6) as pool:
@@ -190,6 +182,20 @@ def test_start_up_sweep_on_s3_spares_young_orphans(postgres_s3: Servers, tmp_pat
         assert sha not in set(store.list())  # an orphan past the grace period is swept
 
 
+def _assert_unavailable_and_unchanged(down: Any, client: TestClient, key: str) -> None:
+    """The upload made while the store was down is 503 and left nothing: only version 1."""
+    assert down.status_code == 503, down.text
+    assert down.json()["code"] == "STORAGE_UNAVAILABLE"
+    listed = client.get("/v1/models/m", headers=auth(key)).json()
+    assert [v["version"] for v in listed["versions"]] == [1]  # nothing half-visible
+
+
+def _restart(own_s3: realservers.Server) -> None:
+    """SeaweedFS again on its folder and port: what it stored before is back."""
+    restarted = realservers.start_seaweedfs(own_s3.root, s3_port=own_s3.port)
+    own_s3.process = restarted.process
+
+
 def test_s3_down_fails_upload_with_503_and_nothing_visible_then_recovers(
     postgres_s3: Servers,
     own_s3: realservers.Server,
@@ -207,20 +213,13 @@ def test_s3_down_fails_upload_with_503_and_nothing_visible_then_recovers(
     first, second = affine().built(), affine().built()
     with TestClient(create_app(settings)) as client:
         key = new_tenant(client, "tenant-a")
-        assert upload(client, key, first) == 1
+        assert upload(client, key, built=first)["version"] == 1
         before = infer(client, key)
 
         own_s3.stop()
-        files = {"program": second.program, "params": second.params or b""}
-        down = client.post("/v1/models", data={"name": "m"}, files=files, headers=auth(key))
-        assert down.status_code == 503, down.text
-        assert down.json()["code"] == "STORAGE_UNAVAILABLE"
-        listed = client.get("/v1/models/m", headers=auth(key)).json()
-        assert [v["version"] for v in listed["versions"]] == [1]  # nothing half-visible
-
-        restarted = realservers.start_seaweedfs(own_s3.root, s3_port=own_s3.port)
-        own_s3.process = restarted.process
-        assert upload(client, key, second) == 2
+        _assert_unavailable_and_unchanged(post_upload(client, key, built=second), client, key)
+        _restart(own_s3)
+        assert upload(client, key, built=second)["version"] == 2
         after = infer(client, key)
     assert not np.allclose(before, after)  # version 2 is the new graph, served from S3
 
@@ -245,7 +244,7 @@ def test_s3_stopped_mid_upload_fails_it_with_503_and_leaves_nothing_then_recover
     store = S3Artifacts.from_url(str(settings.artifacts_url))
     with TestClient(create_app(settings)) as client:
         key = new_tenant(client, "tenant-a")
-        assert upload(client, key, first) == 1
+        assert upload(client, key, built=first)["version"] == 1
         before = infer(client, key)
         stored = set(store.list())
         stopped_mid_body = threading.Event()
@@ -264,19 +263,14 @@ def test_s3_stopped_mid_upload_fails_it_with_503_and_leaves_nothing_then_recover
         headers = {**auth(key), "Content-Type": "multipart/form-data; boundary=xx"}
         down = client.post("/v1/models", content=body(), headers=headers)
         assert stopped_mid_body.is_set()
-        assert down.status_code == 503, down.text
-        assert down.json()["code"] == "STORAGE_UNAVAILABLE"
-        listed = client.get("/v1/models/m", headers=auth(key)).json()
-        assert [v["version"] for v in listed["versions"]] == [1]  # nothing half-visible
-
-        restarted = realservers.start_seaweedfs(own_s3.root, s3_port=own_s3.port)
-        own_s3.process = restarted.process
+        _assert_unavailable_and_unchanged(down, client, key)
+        _restart(own_s3)
         # nothing of the failed upload stored, and nothing counted for it
         assert set(store.list()) == stored
         with create(database_url).connect() as connection:
             counted = set(connection.execute(text("SELECT sha256 FROM artifact_refs")).scalars())
         assert counted == stored
-        assert upload(client, key, second) == 2
+        assert upload(client, key, built=second)["version"] == 2
         assert not np.allclose(infer(client, key), before)  # the new graph, served from S3
 
 
@@ -311,12 +305,12 @@ def test_revocation_and_delete_reach_the_other_replica_before_its_caches_expire(
     # Long TTLs: only the published invalidation can make the other replica see the writes.
     one, two = replicas(2, auth_cache_ttl_s=300.0, model_lookup_ttl_s=300.0)
     key = new_tenant(one, "tenant-a")
-    upload(one, key, affine().built())
+    upload(one, key, built=affine().built())
     old = infer(two, key)  # cached on two: key, lookup and compiled session
 
     one.delete("/v1/models/m", headers=auth(key))
     assert _eventually(lambda: _status(two, key) == 404)
-    upload(one, key, affine().built())  # version 1 again, other bytes
+    upload(one, key, built=affine().built())  # version 1 again, other bytes
     assert _eventually(lambda: _status(two, key) == 200)
     assert np.allclose(infer(two, key), infer(one, key))
     assert not np.allclose(infer(two, key), old)  # never the deleted graph
@@ -332,7 +326,7 @@ def test_policy_quota_and_suspension_reach_the_other_replica_before_its_caches_e
 ) -> None:
     one, two = replicas(2, auth_cache_ttl_s=300.0, model_lookup_ttl_s=300.0)
     key = new_tenant(one, "tenant-a")
-    upload(one, key, affine().built())
+    upload(one, key, built=affine().built())
     assert _status(two, key) == 200  # cached on two: key, lookup and compiled session
 
     # a policy tightened on one blocks the version on two (its cached lookup is dropped)
@@ -364,9 +358,7 @@ def _admin_put(client: TestClient, what: str, **changes: object) -> int:
 
 
 def _upload_status(client: TestClient, key: str, name: str) -> tuple[int, str]:
-    built = affine().built()
-    files = {"program": built.program, "params": built.params or b""}
-    response = client.post("/v1/models", data={"name": name}, files=files, headers=auth(key))
+    response = post_upload(client, key, name, affine().built())
     return response.status_code, response.json().get("code", "")
 
 

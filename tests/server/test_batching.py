@@ -1,8 +1,8 @@
 """The dynamic batcher (server/dispatch/batching.py) against real worker processes.
 
 Which programs batch is the validator's batch-independence proof (`report.batchable`): the
-equality test runs conformance models the proof marks batchable (tests/validator/
-test_batchable.py's BATCHABILITY), through the server's own `Batchers`. TEST-ONLY OVERRIDE
+equality test runs conformance models the proof marks batchable (tests/conformance/
+batchability.py's BATCHABILITY), through the server's own `Batchers`. TEST-ONLY OVERRIDE
 (`assume_batchable`) only where a test needs a program the proof refuses.
 """
 
@@ -22,12 +22,12 @@ from executor import SessionOptions, session_device
 from server.dispatch import Cancel, PoolSettings, RemoteModel, WorkerPool
 from server.dispatch.batching import Batcher, Batchers, BatchPolicy, proven_batchable
 from server.settings import Settings
-from tests.builders import FP32, Built, GraphBuilder, V
 from tests.conformance import models
+from tests.conformance.batchability import BATCHABILITY
 from tests.conformance.paddle_util import Saved
-from tests.server.conftest import ADMIN_TOKEN, auth, new_tenant
-from tests.server.test_models_api import upload
-from tests.validator.test_batchable import BATCHABILITY
+from tests.support.api import ADMIN_TOKEN, auth, new_tenant
+from tests.support.builders import FP32, Built, GraphBuilder, V
+from tests.support.uploads import upload
 from validator import Policy, Report
 
 LABEL = ("tenant", "model", 1)

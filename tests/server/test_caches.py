@@ -21,9 +21,10 @@ from server.services.tenants import TenantService
 from server.services.types import Principal
 from server.settings import Settings
 from server.storage import open_artifacts
-from tests.builders import Built, mlp
-from tests.server.conftest import ADMIN_TOKEN, SettingsFactory, auth, new_tenant
-from tests.server.test_models_api import AFFINE, assert_error, upload
+from tests.support.api import ADMIN_TOKEN, assert_error, auth, new_tenant
+from tests.support.backends import SettingsFactory
+from tests.support.builders import Built, mlp
+from tests.support.uploads import AFFINE, upload
 from validator import validate
 
 HOUR = 3600.0  # a TTL that never runs out in a test: only invalidation can explain a change

@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import asyncio
 import json
-import os
 import socket
 import time
 from collections.abc import Iterator
@@ -21,8 +20,9 @@ import httpx2
 import pytest
 
 from server.services.limits import CompileQueue, Overloaded, TooManyCompiles
-from tests.server.conftest import auth
-from tests.server.test_serve_process import AFFINE, Server, post_tenant
+from tests.support.api import auth, post_tenant
+from tests.support.served import Server
+from tests.support.uploads import AFFINE, upload_files
 
 # The body deadline is far beyond the socket's: an answer that waited for the body never came
 # would be a timeout here, not a 408 there.
@@ -50,19 +50,8 @@ def served(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Server, s
         "GRAPHGATE_TENANT_MAX_CONCURRENT_UPLOADS": "1",
         "GRAPHGATE_BODY_TIMEOUT_S": str(BODY_TIMEOUT_S),
     }
-    saved = {name: os.environ.get(name) for name in env}
-    os.environ.update(env)
-    server = Server(tmp_path_factory.mktemp("refusal") / "data")
-    try:
-        server.start()
+    with Server(tmp_path_factory.mktemp("refusal") / "data", env) as server:
         yield server, post_tenant(server, "tenant-a")
-    finally:
-        server.stop()
-        for name, value in saved.items():
-            if value is None:
-                os.environ.pop(name, None)
-            else:
-                os.environ[name] = value
 
 
 def multipart(path: str) -> bytes:
@@ -167,7 +156,7 @@ def test_the_connection_serves_the_next_request_after_a_refusal_with_an_unread_b
 def test_the_slot_is_back_once_the_body_less_check_leaves(served: tuple[Server, str]) -> None:
     server, key = served
     hold_the_slot(server, key).close()  # a client leaving mid-body releases what it held
-    files = {"program": AFFINE.program, "params": AFFINE.params or b""}
+    files = upload_files(AFFINE)
     deadline = time.monotonic() + ANSWER_WITHIN_S
     with httpx2.Client(base_url=server.url, headers=auth(key), timeout=60) as client:
         while (answer := client.post("/v1/check", files=files)).status_code == 429:

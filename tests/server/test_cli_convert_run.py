@@ -10,7 +10,7 @@ import onnxruntime as ort
 from typer.testing import CliRunner
 
 from server.cli.main import app
-from tests.builders import affine
+from tests.support.builders import affine
 
 
 def _files(tmp_path: Path) -> tuple[Path, Path]:

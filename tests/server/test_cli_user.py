@@ -19,9 +19,10 @@ from server.cli.main import app as cli
 from server.cli.user import HEADER_LENGTH, decode_infer_response, encode_infer_request
 from server.dispatch.answer import AnswerSpec, Budget, BufferSink, OutputSpec, encode
 from server.v2 import codec
-from tests.builders import GraphBuilder, V, mlp
-from tests.server.conftest import backend_environment
-from tests.server.test_serve_process import ROOT, Server, post_tenant
+from tests.support.api import post_tenant
+from tests.support.backends import backend_environment
+from tests.support.builders import GraphBuilder, V, mlp
+from tests.support.served import ROOT, Server
 from validator import TensorSpec, validate
 
 MLP = mlp((8, 16, 4)).built()
@@ -34,12 +35,8 @@ def served(
 ) -> Iterator[tuple[Server, str]]:
     """A server with tenant `acme`; yields the server and acme's key."""
     env = backend_environment(backend, request)
-    server = Server(tmp_path_factory.mktemp("cli-user") / "data", env)
-    server.start()
-    try:
+    with Server(tmp_path_factory.mktemp("cli-user") / "data", env) as server:
         yield server, post_tenant(server, "acme")
-    finally:
-        server.stop()
 
 
 @pytest.fixture(scope="module")
@@ -60,6 +57,8 @@ def run(served: tuple[Server, str], *args: str, key: str | None = None) -> Resul
 
 
 def upload(served: tuple[Server, str], name: str, files: dict[str, Path]) -> Result:
+    # Not tests/support/uploads.py's helpers: what this module tests is the `graphgate upload`
+    # command, which reads the files from disk and posts them itself.
     return run(served, "upload", name, str(files["pdmodel"]), "--params", str(files["pdiparams"]))
 
 

@@ -20,8 +20,10 @@ from server.main import create_app, database_location
 from server.services.metrics import RING_BOUNDS, MinuteRing
 from server.settings import Settings
 from server.storage.artifacts import Artifacts
-from tests.builders import affine, mlp
-from tests.server.conftest import ADMIN_TOKEN, SettingsFactory, auth
+from tests.support.api import ADMIN_TOKEN, auth
+from tests.support.backends import SettingsFactory
+from tests.support.builders import affine, mlp
+from tests.support.uploads import upload_files
 
 
 def _settings(tmp_path: Path, **values: object) -> Settings:
@@ -132,7 +134,7 @@ def test_overview_shows_each_loaded_session_with_its_provider_and_memory(
     with TestClient(create_app(make_settings(workers=2))) as client:
         key = client.post("/v1/admin/tenants", json={"name": "acme"}, headers=auth(ADMIN_TOKEN))
         tenant = auth(key.json()["key"])
-        files = {"program": built.program, "params": built.params or b""}
+        files = upload_files(built)
         created = client.post("/v1/models", data={"name": "lin"}, files=files, headers=tenant)
         assert created.status_code == 201, created.text
         body = {"inputs": [{"name": "x", "datatype": "FP32", "shape": [1, 4], "data": [1] * 4}]}
@@ -163,7 +165,7 @@ def test_overview_counts_requests_and_errors_by_tenant_and_by_model(
                 "/v1/admin/tenants", json={"name": tenant}, headers=auth(ADMIN_TOKEN)
             )
             key = auth(made.json()["key"])
-            files = {"program": built.program, "params": built.params or b""}
+            files = upload_files(built)
             created = client.post("/v1/models", data={"name": "lin"}, files=files, headers=key)
             assert created.status_code == 201, created.text
             for width, times, status in ((4, good, 200), (5, bad, 400)):  # x is [batch, 4]
@@ -221,7 +223,7 @@ def test_tenants_page_sums_each_tenants_distinct_artifacts_without_reading_the_s
             key = auth(made.json()["key"])
             for built in uploads:  # lin twice: two versions naming one set of artifacts
                 name = "net" if built is net else "lin"
-                files = {"program": built.program, "params": built.params or b""}
+                files = upload_files(built)
                 created = client.post("/v1/models", data={"name": name}, files=files, headers=key)
                 assert created.status_code == 201, created.text
                 version = created.json()["version"]

@@ -4,7 +4,6 @@ running: the request is cancelled (its one worker is free again at the run's nex
 
 from __future__ import annotations
 
-import json
 import socket
 import threading
 import time
@@ -15,10 +14,11 @@ import httpx2
 import numpy as np
 import pytest
 
-from tests.builders import affine
-from tests.executor.test_deadline import matmul_chain
-from tests.server.conftest import ADMIN_TOKEN, auth
-from tests.server.test_serve_process import Server, post_tenant
+from tests.support.api import ADMIN_TOKEN, auth, post_tenant
+from tests.support.builders import affine, matmul_chain
+from tests.support.served import Server
+from tests.support.uploads import post_model
+from tests.support.v2 import binary_input, binary_request
 
 SLOW = matmul_chain(200).built()  # n=SLOW_N: many seconds of matmuls on one worker
 # 1024 ran in about 3 s on a quiet AVX-512 machine, racing the 3 s deadline; 2048 is 8x that.
@@ -31,43 +31,21 @@ def served(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Server, s
     """`graphgate serve` with one worker, its output kept for the test to read."""
     folder = Path(tmp_path_factory.mktemp("disconnect"))
     env = {"GRAPHGATE_WORKERS": "1", "GRAPHGATE_USE_CUDA": "false"}
-    server = Server(folder / "data", env, log=folder / "serve.log")
-    try:
-        server.start()
+    with Server(folder / "data", env, log=folder / "serve.log") as server:
         key = post_tenant(server, "acme")
         for name, built in (("slow", SLOW), ("tiny", TINY)):
-            files = {"program": built.program, "params": built.params or b""}
-            sent = httpx2.post(
-                f"{server.url}/v1/models",
-                data={"name": name},
-                files=files,
-                headers=auth(key),
-                timeout=60,
-            )
+            sent = post_model(server, key, name, built)
             assert sent.status_code == 201, sent.text
         yield server, key
-    finally:
-        server.stop()
 
 
 def _binary_request(server: Server, key: str, name: str, x: np.ndarray) -> bytes:
-    header = json.dumps(
-        {
-            "inputs": [
-                {
-                    "name": "x",
-                    "shape": list(x.shape),
-                    "datatype": "FP32",
-                    "parameters": {"binary_data_size": x.nbytes},
-                }
-            ]
-        }
-    ).encode()
-    body = header + x.tobytes()
+    body, headers = binary_request({"inputs": [binary_input(x)]}, [x])
     head = (
         f"POST /v2/models/{name}/infer HTTP/1.1\r\nHost: 127.0.0.1:{server.port}\r\n"
         f"Authorization: Bearer {key}\r\nContent-Type: application/octet-stream\r\n"
-        f"Inference-Header-Content-Length: {len(header)}\r\nContent-Length: {len(body)}\r\n\r\n"
+        f"Inference-Header-Content-Length: {headers['Inference-Header-Content-Length']}\r\n"
+        f"Content-Length: {len(body)}\r\n\r\n"
     )
     return head.encode() + body
 

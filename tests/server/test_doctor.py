@@ -17,8 +17,10 @@ import pytest
 from typer.testing import CliRunner
 
 from server.cli.main import app
-from tests.builders import affine, mlp
-from tests.server.test_serve_process import Server, post_model, post_tenant
+from tests.support.api import post_tenant
+from tests.support.builders import affine, mlp
+from tests.support.served import Server
+from tests.support.uploads import post_model
 
 ROOT = Path(__file__).resolve().parents[2]
 DEVICE = "device: "
@@ -200,7 +202,7 @@ def test_serve_says_it_once_however_many_models_its_workers_compile(tmp_path: Pa
     try:
         key = post_tenant(server, "t")
         for built in (affine().built(), mlp().built()):  # each compiled in a worker
-            assert post_model(server, key, built).status_code == 201
+            assert post_model(server, key, built=built).status_code == 201
     finally:
         server.stop()
     log = (tmp_path / "serve.log").read_text()

@@ -4,7 +4,6 @@ protocol (server/http/limits.py), and malformed requests answered 4xx with their
 from __future__ import annotations
 
 import contextlib
-import os
 import socket
 import threading
 import time
@@ -14,8 +13,9 @@ from pathlib import Path
 import httpx2
 import pytest
 
-from tests.server.conftest import auth
-from tests.server.test_serve_process import AFFINE, Server, post_model, post_tenant
+from tests.support.api import auth, post_tenant
+from tests.support.served import Server
+from tests.support.uploads import post_model
 
 SHORT = {
     "GRAPHGATE_KEEP_ALIVE_TIMEOUT_S": "1",
@@ -29,21 +29,10 @@ WAIT_S = 30.0
 
 @pytest.fixture(scope="module")
 def served(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Server, str]]:
-    saved = {k: os.environ.get(k) for k in SHORT}
-    os.environ.update(SHORT)
-    server = Server(Path(tmp_path_factory.mktemp("abuse")) / "data")
-    try:
-        server.start()
+    with Server(Path(tmp_path_factory.mktemp("abuse")) / "data", SHORT) as server:
         key = post_tenant(server, "acme")
-        assert post_model(server, key, AFFINE).status_code == 201
+        assert post_model(server, key).status_code == 201
         yield server, key
-    finally:
-        server.stop()
-        for k, v in saved.items():
-            if v is None:
-                os.environ.pop(k, None)
-            else:
-                os.environ[k] = v
 
 
 def _raw(server: Server, data: bytes, wait_s: float = WAIT_S) -> tuple[bytes, float]:

@@ -20,9 +20,10 @@ from server.services.limits import (
     RateLimiter,
     TooManyConcurrent,
 )
-from tests.server.conftest import ADMIN_TOKEN, SettingsFactory, auth, new_tenant
-from tests.server.test_models_api import AFFINE, assert_error, upload
-from tests.server.test_serve_process import Server, post_model, post_tenant
+from tests.support.api import ADMIN_TOKEN, assert_error, auth, new_tenant, post_tenant
+from tests.support.backends import SettingsFactory
+from tests.support.served import Server
+from tests.support.uploads import post_model, upload
 
 X = np.arange(8, dtype=np.float32).reshape(2, 4)
 INFER = {"inputs": [{"name": "x", "datatype": "FP32", "shape": [2, 4], "data": X.ravel().tolist()}]}
@@ -296,7 +297,7 @@ def test_serve_reads_limits_from_the_environment_and_counts_429s(
     server.start()
     try:
         key = post_tenant(server, "acme")
-        uploaded = post_model(server, key, AFFINE)
+        uploaded = post_model(server, key)
         assert uploaded.status_code == 201, uploaded.text
         assert (
             httpx2.post(

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 
 import numpy as np
@@ -13,9 +12,11 @@ from graph_proto.types import DType
 from server.main import create_app
 from server.services.limits import Limits
 from server.services.metrics import MAX_MODELS_PER_TENANT, OTHER_MODELS, Metrics
-from tests.builders import GraphBuilder, V, affine
-from tests.server.conftest import ADMIN_TOKEN, SettingsFactory, auth, new_tenant
-from tests.server.test_models_api import assert_error, upload
+from tests.support.api import ADMIN_TOKEN, assert_error, auth, new_tenant
+from tests.support.backends import SettingsFactory
+from tests.support.builders import GraphBuilder, V, affine
+from tests.support.uploads import upload
+from tests.support.v2 import binary_input, binary_request
 
 X = np.arange(8, dtype=np.float32).reshape(2, 4)
 JSON_INFER = {
@@ -51,20 +52,8 @@ def requests(tenant: str, model: str, protocol: str, status: int) -> tuple[str, 
 
 
 def _binary_infer(client: TestClient, key: str) -> int:
-    header = json.dumps(
-        {
-            "inputs": [
-                {
-                    "name": "x",
-                    "datatype": "FP32",
-                    "shape": [2, 4],
-                    "parameters": {"binary_data_size": 32},
-                }
-            ]
-        }
-    ).encode()
-    headers = {**auth(key), "Inference-Header-Content-Length": str(len(header))}
-    response = client.post("/v2/models/m/infer", content=header + X.tobytes(), headers=headers)
+    body, headers = binary_request({"inputs": [binary_input(X)]}, [X])
+    response = client.post("/v2/models/m/infer", content=body, headers={**auth(key), **headers})
     return response.status_code
 
 

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any
 
 import numpy as np
 import onnxruntime as ort
@@ -17,34 +16,9 @@ from server.main import create_app
 from server.services.types import Principal
 from server.settings import Settings
 from server.storage.artifacts import TMP_PREFIX
-from tests.builders import Built, affine
-from tests.server.conftest import (
-    ADMIN_TOKEN,
-    SettingsFactory,
-    auth,
-    database_bytes,
-    new_tenant,
-)
-
-AFFINE = affine().built()
-
-
-def upload(
-    client: TestClient, key: str, name: str = "m", built: Built = AFFINE
-) -> dict[str, object]:
-    files = {"program": built.program, **({"params": built.params} if built.params else {})}
-    response = client.post("/v1/models", data={"name": name}, files=files, headers=auth(key))
-    assert response.status_code == 201, response.text
-    body: dict[str, object] = response.json()
-    return body
-
-
-def assert_error(response: Any, status: int, code: str) -> None:
-    assert response.status_code == status, response.text
-    body = response.json()
-    assert body["code"] == code
-    assert isinstance(body["error"], str)
-    assert set(body) <= {"error", "code", "diagnostics"}
+from tests.support.api import ADMIN_TOKEN, assert_error, auth, new_tenant
+from tests.support.backends import SettingsFactory, database_bytes
+from tests.support.uploads import AFFINE, post_check, upload
 
 
 def test_upload_adds_versions_lists_gets_and_downloads(client: TestClient, key_a: str) -> None:
@@ -72,8 +46,7 @@ def test_upload_adds_versions_lists_gets_and_downloads(client: TestClient, key_a
 
 
 def test_check_validates_without_storing(client: TestClient, key_a: str) -> None:
-    files = {"program": AFFINE.program, "params": AFFINE.params or b""}
-    response = client.post("/v1/check", files=files, headers=auth(key_a))
+    response = post_check(client, key_a)
     assert response.status_code == 200
     assert response.json()["valid"] is True
     assert client.get("/v1/models", headers=auth(key_a)).json() == {"models": []}

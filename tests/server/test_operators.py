@@ -16,9 +16,9 @@ import httpx2
 import pytest
 
 from server.errors import ModelRejected
-from tests.builders import FP32, GraphBuilder, V, affine, mlp
-from tests.server.conftest import ADMIN_TOKEN, auth
-from tests.server.test_serve_process import Server
+from tests.support.api import ADMIN_TOKEN, auth
+from tests.support.builders import FP32, GraphBuilder, V, affine, mlp
+from tests.support.served import Server
 from validator import Diagnostic
 from validator.diagnostics import Code
 

@@ -24,11 +24,9 @@ from server.services.limits import (
     compile_threads,
 )
 from server.v2 import codec
-from tests.builders import affine
-from tests.server.conftest import SettingsFactory, auth, new_tenant
-
-AFFINE = affine().built()
-
+from tests.support.api import auth, new_tenant
+from tests.support.backends import SettingsFactory
+from tests.support.uploads import AFFINE, post_check, post_upload
 
 # -- CompileQueue on its own ---------------------------------------------------------------------
 
@@ -136,11 +134,10 @@ def test_a_full_compile_queue_is_503_overloaded_with_retry_after(
     app: FastAPI, client: TestClient
 ) -> None:
     key = new_tenant(client, "acme")
-    files = {"program": AFFINE.program, "params": AFFINE.params or b""}
     compiles: CompileQueue = app.state.limits.compiles
     compiles.slots.acquire("another-tenant")  # its check, still compiling
     try:
-        response = client.post("/v1/check", files=files, headers=auth(key))
+        response = post_check(client, key)
     finally:
         compiles.slots.release("another-tenant")
     assert response.status_code == 503, response.text
@@ -148,15 +145,14 @@ def test_a_full_compile_queue_is_503_overloaded_with_retry_after(
     assert int(response.headers["Retry-After"]) >= 1
     assert "expected at most 1 uploads, checks and model loads" in response.json()["error"]
     # the slot is back: the same check now compiles
-    assert client.post("/v1/check", files=files, headers=auth(key)).status_code == 200
+    assert post_check(client, key).status_code == 200
 
 
 def test_a_full_inference_queue_is_503_overloaded_with_retry_after(
     app: FastAPI, client: TestClient
 ) -> None:
     key = new_tenant(client, "acme")
-    files = {"program": AFFINE.program, "params": AFFINE.params or b""}
-    assert client.post("/v1/models", data={"name": "m"}, files=files, headers=auth(key)).is_success
+    assert post_upload(client, key).is_success
     body = _infer_body([1, 2, 3, 4])
     app.state.limits.concurrency.acquire("another-tenant")  # its inference, in flight
     try:
@@ -188,8 +184,7 @@ def test_a_60_mib_json_body_is_parsed_once(
     client: TestClient, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     key = new_tenant(client, "acme")
-    files = {"program": AFFINE.program, "params": AFFINE.params or b""}
-    assert client.post("/v1/models", data={"name": "m"}, files=files, headers=auth(key)).is_success
+    assert post_upload(client, key).is_success
     counting = _CountingOrjson()
     standard_calls: list[bytes] = []
     standard = codec._standard_loads

@@ -6,22 +6,12 @@ from typing import Any
 
 from fastapi.testclient import TestClient
 
-from tests.builders import Built, affine, conv
-from tests.server.conftest import ADMIN_TOKEN, auth
+from tests.support.api import ADMIN_TOKEN, auth
+from tests.support.builders import affine, conv
+from tests.support.uploads import AFFINE, post_check, post_upload
 
-AFFINE = affine().built()
 CNN = conv().built()
 ADMIN = auth(ADMIN_TOKEN)
-
-
-def post_upload(client: TestClient, key: str, name: str, built: Built) -> Any:
-    files = {"program": built.program, **({"params": built.params} if built.params else {})}
-    return client.post("/v1/models", data={"name": name}, files=files, headers=auth(key))
-
-
-def post_check(client: TestClient, key: str, built: Built) -> Any:
-    files = {"program": built.program, **({"params": built.params} if built.params else {})}
-    return client.post("/v1/check", files=files, headers=auth(key))
 
 
 def infer_affine(client: TestClient, key: str, name: str) -> Any:

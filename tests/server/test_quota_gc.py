@@ -13,8 +13,10 @@ from server.main import create_app
 from server.settings import Settings
 from server.storage import ArtifactStore, open_artifacts
 from server.storage.artifacts import Artifacts
-from tests.builders import Built, affine
-from tests.server.conftest import ADMIN_TOKEN, SettingsFactory, auth, new_tenant
+from tests.support.api import ADMIN_TOKEN, auth, new_tenant
+from tests.support.backends import SettingsFactory
+from tests.support.builders import affine
+from tests.support.uploads import post_upload
 
 SMALL = affine(4).built()
 LARGE = affine(64).built()
@@ -36,12 +38,6 @@ def _store(settings: Settings) -> ArtifactStore:
     return open_artifacts(settings.artifacts_url, settings.data_dir)
 
 
-def _upload(client: TestClient, key: str, name: str, built: Built) -> int:
-    files = {"program": built.program, "params": built.params or b""}
-    response = client.post("/v1/models", data={"name": name}, files=files, headers=auth(key))
-    return response.status_code if response.status_code != 201 else 201
-
-
 def _stored(settings: Settings) -> set[str]:
     return set(_store(settings).list())
 
@@ -49,9 +45,9 @@ def _stored(settings: Settings) -> set[str]:
 def test_artifacts_of_a_deleted_model_are_deleted_and_shared_ones_kept(base: Settings) -> None:
     with TestClient(create_app(_settings(base))) as client:
         a, b = new_tenant(client, "a"), new_tenant(client, "b")
-        assert _upload(client, a, "m", SMALL) == 201
-        assert _upload(client, b, "m", SMALL) == 201  # the same bytes: shared files
-        assert _upload(client, a, "big", LARGE) == 201
+        assert post_upload(client, a, "m", SMALL).status_code == 201
+        assert post_upload(client, b, "m", SMALL).status_code == 201  # the same bytes: shared files
+        assert post_upload(client, a, "big", LARGE).status_code == 201
         both = _stored(base)
         big_program = hashlib.sha256(LARGE.program).hexdigest()
         assert big_program in both
@@ -71,7 +67,7 @@ def test_artifacts_of_a_deleted_model_are_deleted_and_shared_ones_kept(base: Set
 def test_orphan_artifacts_are_swept_at_start(base: Settings) -> None:
     with TestClient(create_app(_settings(base))) as client:
         a = new_tenant(client, "a")
-        assert _upload(client, a, "m", SMALL) == 201
+        assert post_upload(client, a, "m", SMALL).status_code == 201
         kept = _stored(base)
     # What an upload killed between writing its files and its database row leaves behind.
     sha = _store(base).put(b"bytes no version names")
@@ -87,7 +83,7 @@ def test_orphan_artifacts_are_swept_at_start(base: Settings) -> None:
 def test_storing_an_artifact_again_restarts_its_age(base: Settings) -> None:
     with TestClient(create_app(_settings(base))) as client:
         a = new_tenant(client, "a")
-        assert _upload(client, a, "m", SMALL) == 201
+        assert post_upload(client, a, "m", SMALL).status_code == 201
         assert client.delete("/v1/models/m", headers=auth(a)).status_code == 204
     store = Artifacts(base.data_dir / "artifacts")
     sha = store.put(SMALL.program)  # an upload in flight, between its files and its row
@@ -103,8 +99,7 @@ def test_storing_an_artifact_again_restarts_its_age(base: Settings) -> None:
 def test_storage_quota_refuses_the_upload_that_crosses_it(base: Settings) -> None:
     with TestClient(create_app(_settings(base, quota=1))) as client:
         a = new_tenant(client, "acme")
-        files = {"program": SMALL.program, "params": SMALL.params or b""}
-        response = client.post("/v1/models", data={"name": "m"}, files=files, headers=auth(a))
+        response = post_upload(client, a, "m", SMALL)
         assert response.status_code == 413
         assert response.json()["code"] == "STORAGE_QUOTA"
         assert "expected at most 1 stored bytes for tenant acme, got" in response.json()["error"]
@@ -113,18 +108,17 @@ def test_storage_quota_refuses_the_upload_that_crosses_it(base: Settings) -> Non
         # the quota counts distinct artifacts: measure one upload, then allow exactly two
         created = client.post("/v1/admin/tenants", json={"name": "b"}, headers=auth(ADMIN_TOKEN))
         key = created.json()["key"]
-        assert _upload(client, key, "one", SMALL) == 201
+        assert post_upload(client, key, "one", SMALL).status_code == 201
         one = sum(_store(base).size(sha) for sha in _stored(base))
     with TestClient(create_app(_settings(base, quota=one + one // 2))) as client:
-        assert _upload(client, key, "again", SMALL) == 201  # the same bytes add nothing
-        response = client.post(
-            "/v1/models",
-            data={"name": "other"},
-            files={"program": OTHER.program, "params": OTHER.params or b""},
-            headers=auth(key),
-        )
+        assert (
+            post_upload(client, key, "again", SMALL).status_code == 201
+        )  # the same bytes add nothing
+        response = post_upload(client, key, "other", OTHER)
         assert response.status_code == 413, response.text
         assert response.json()["code"] == "STORAGE_QUOTA"
         assert client.delete("/v1/models/one", headers=auth(key)).status_code == 204
         assert client.delete("/v1/models/again", headers=auth(key)).status_code == 204
-        assert _upload(client, key, "other", OTHER) == 201  # deleting freed the room
+        assert (
+            post_upload(client, key, "other", OTHER).status_code == 201
+        )  # deleting freed the room

@@ -6,60 +6,30 @@ from __future__ import annotations
 
 import os
 import signal
-import subprocess
-import sys
 import threading
 import time
 import uuid
 from collections.abc import Callable, Iterator
-from pathlib import Path
 
 import httpx2
 import numpy as np
 import pytest
 
-from tests import realservers
-from tests.builders import Built, affine
-from tests.server.conftest import ADMIN_TOKEN, auth
+from tests.support import realservers
+from tests.support.api import ADMIN_TOKEN, auth, post_tenant
+from tests.support.builders import affine
+from tests.support.served import Server
+from tests.support.uploads import post_model
 
-ROOT = Path(__file__).resolve().parents[2]
 X = np.arange(8, dtype=np.float32).reshape(2, 4)
 INFER = {"inputs": [{"name": "x", "datatype": "FP32", "shape": [2, 4], "data": X.ravel().tolist()}]}
 Servers = tuple[realservers.Server, realservers.Server]
 
 
-class Replica:
-    def __init__(self, env: dict[str, str], data_dir: Path) -> None:
-        self.port = realservers.free_port()
-        self.url = f"http://{realservers.LOOPBACK}:{self.port}"
-        command = [sys.executable, "-m", "server.cli", "serve", "--port", str(self.port)]
-        data_dir.mkdir(parents=True)
-        self.log = data_dir / "serve.log"
-        with self.log.open("wb") as log:
-            self.process = subprocess.Popen(
-                [*command, "--data-dir", str(data_dir)],
-                cwd=ROOT,
-                env=env,
-                stdout=log,
-                stderr=subprocess.STDOUT,
-            )
-
-    def ready(self) -> bool:
-        try:
-            return httpx2.get(f"{self.url}/v2/health/ready", timeout=1).status_code == 200
-        except httpx2.HTTPError:
-            return False
-
-    def stop(self, sig: int = signal.SIGTERM) -> None:
-        if self.process.poll() is None:
-            self.process.send_signal(sig)
-            self.process.wait(timeout=30)
-
-
 @pytest.fixture(scope="module")
 def cluster(
     postgres_s3: Servers, tmp_path_factory: pytest.TempPathFactory
-) -> Iterator[tuple[list[Replica], str]]:
+) -> Iterator[tuple[list[Server], str]]:
     """Three replicas (rate 1/s, burst 200 per tenant) and nginx in front; yields them and
     nginx's URL."""
     postgres, s3 = postgres_s3
@@ -68,8 +38,6 @@ def cluster(
         env = {
             **os.environ,
             **realservers.s3_environment(s3),
-            "PYTHONPATH": str(ROOT),
-            "GRAPHGATE_ADMIN_TOKEN": ADMIN_TOKEN,
             "GRAPHGATE_DATABASE_URL": realservers.new_database(postgres),
             "GRAPHGATE_ARTIFACTS_URL": f"s3://{realservers.S3_BUCKET}/{uuid.uuid4().hex}",
             "GRAPHGATE_REDIS_URL": f"redis://{realservers.LOOPBACK}:{redis_server.port}/0",
@@ -80,14 +48,16 @@ def cluster(
             "GRAPHGATE_WORKERS": "1",
         }
         data = tmp_path_factory.mktemp("replicas")
-        replicas = [Replica(env, data / f"r{i}") for i in range(3)]
+        replicas = [Server(data / f"r{i}", env, data / f"r{i}.log") for i in range(3)]
         nginx = None
         try:
+            for replica in replicas:
+                replica.launch()
             for replica in replicas:
                 try:
                     realservers.wait_until(replica.ready, "a graphgate replica", 180)
                 except TimeoutError:
-                    raise AssertionError(replica.log.read_text()[-3000:]) from None
+                    raise AssertionError(replica.log_tail()) from None
             nginx = realservers.start_nginx(root / "nginx", [r.port for r in replicas])
             yield replicas, f"http://{realservers.LOOPBACK}:{nginx.port}"
         finally:
@@ -99,21 +69,8 @@ def cluster(
 
 
 def new_tenant(url: str) -> str:
-    response = httpx2.post(
-        f"{url}/v1/admin/tenants",
-        json={"name": f"t-{uuid.uuid4().hex[:8]}"},
-        headers=auth(ADMIN_TOKEN),
-    )
-    assert response.status_code == 201, response.text
-    key: str = response.json()["key"]
-    return key
-
-
-def upload(url: str, key: str, built: Built, name: str) -> httpx2.Response:
-    files = {"program": built.program, "params": built.params or b""}
-    return httpx2.post(
-        f"{url}/v1/models", data={"name": name}, files=files, headers=auth(key), timeout=60
-    )
+    """A tenant of its own: the cluster and its database serve the whole module."""
+    return post_tenant(url, f"t-{uuid.uuid4().hex[:8]}")
 
 
 def infer(url: str, key: str, name: str) -> httpx2.Response:
@@ -133,11 +90,11 @@ def eventually(check: Callable[[], bool], within_s: float = 10.0) -> bool:
 
 
 def test_replicas_agree_on_outputs_deletes_and_revocations(
-    cluster: tuple[list[Replica], str],
+    cluster: tuple[list[Server], str],
 ) -> None:
     replicas, nginx = cluster
     key = new_tenant(nginx)
-    assert upload(replicas[0].url, key, affine().built(), "agree").status_code == 201
+    assert post_model(replicas[0].url, key, "agree", affine().built()).status_code == 201
     outputs = []
     for target in [r.url for r in replicas] + [nginx] * 3:
         response = infer(target, key, "agree")
@@ -158,7 +115,7 @@ def test_replicas_agree_on_outputs_deletes_and_revocations(
     )
 
 
-def test_rate_limit_is_one_budget_across_replicas(cluster: tuple[list[Replica], str]) -> None:
+def test_rate_limit_is_one_budget_across_replicas(cluster: tuple[list[Server], str]) -> None:
     replicas, _nginx = cluster
     key = new_tenant(replicas[0].url)
     started = time.monotonic()
@@ -172,10 +129,10 @@ def test_rate_limit_is_one_budget_across_replicas(cluster: tuple[list[Replica], 
     assert codes.count(429) == 240 - codes.count(200)
 
 
-def test_sigkill_mid_traffic_loses_nothing_acknowledged(cluster: tuple[list[Replica], str]) -> None:
+def test_sigkill_mid_traffic_loses_nothing_acknowledged(cluster: tuple[list[Server], str]) -> None:
     replicas, nginx = cluster
     key, reader = new_tenant(nginx), new_tenant(nginx)
-    assert upload(nginx, reader, affine().built(), "base").status_code == 201
+    assert post_model(nginx, reader, "base", affine().built()).status_code == 201
     acknowledged: list[str] = []
     reads: list[int] = []
     stop = threading.Event()
@@ -188,7 +145,7 @@ def test_sigkill_mid_traffic_loses_nothing_acknowledged(cluster: tuple[list[Repl
         for i in range(6):
             name = f"u{i}"
             try:
-                if upload(nginx, key, affine().built(), name).status_code == 201:
+                if post_model(nginx, key, name, affine().built()).status_code == 201:
                     acknowledged.append(name)
             except httpx2.HTTPError:
                 pass  # not acknowledged: may or may not exist, but never half

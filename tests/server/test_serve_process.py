@@ -3,14 +3,10 @@
 from __future__ import annotations
 
 import contextlib
-import os
 import signal
-import socket
-import subprocess
-import sys
 import threading
 import time
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterator
 from pathlib import Path
 
 import httpx2
@@ -19,74 +15,15 @@ from typer.testing import CliRunner
 
 from server.cli.main import app as cli
 from server.storage.artifacts import TMP_PREFIX
-from tests.builders import Built, affine
-from tests.server.conftest import ADMIN_TOKEN, auth
-
-ROOT = Path(__file__).resolve().parents[2]
-AFFINE = affine().built()
-
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port: int = s.getsockname()[1]
-        return port
-
-
-class Server:
-    """`graphgate serve` on a free port; `env` adds to its environment (the backend's
-    GRAPHGATE_DATABASE_URL / GRAPHGATE_ARTIFACTS_URL, from conftest's `backend_env`); with
-    `log`, its stdout and stderr go to that file for the test to read."""
-
-    def __init__(
-        self, data_dir: Path, env: Mapping[str, str] | None = None, log: Path | None = None
-    ) -> None:
-        self.data_dir = data_dir
-        self.env = dict(env or {})
-        self.log = log
-        self.port = _free_port()
-        self.url = f"http://127.0.0.1:{self.port}"
-        self.process: subprocess.Popen[bytes] | None = None
-
-    def start(self) -> None:
-        env = {**os.environ, **self.env, "GRAPHGATE_ADMIN_TOKEN": ADMIN_TOKEN}
-        env["PYTHONPATH"] = str(ROOT)
-        command = [sys.executable, "-m", "server.cli", "serve", "--port", str(self.port)]
-        output = None if self.log is None else self.log.open("wb")
-        try:
-            self.process = subprocess.Popen(
-                [*command, "--data-dir", str(self.data_dir)],
-                cwd=ROOT,
-                env=env,
-                stdout=output,
-                stderr=None if output is None else subprocess.STDOUT,
-            )
-        finally:
-            if output is not None:
-                output.close()  # the child holds its own descriptor
-        deadline = time.monotonic() + 90  # a wait, not a measure: a loaded CI box starts slowly
-        while time.monotonic() < deadline:
-            try:
-                if httpx2.get(f"{self.url}/v2/health/live", timeout=1).status_code == 200:
-                    return
-            except httpx2.HTTPError:
-                time.sleep(0.1)
-        self.stop(signal.SIGKILL)  # a server that never came up is not left running
-        raise AssertionError("graphgate serve did not come up")
-
-    def stop(self, sig: int = signal.SIGTERM) -> None:
-        if self.process is not None and self.process.poll() is None:
-            self.process.send_signal(sig)
-            self.process.wait(timeout=30)
-        self.process = None
+from tests.support.api import ADMIN_TOKEN, auth
+from tests.support.served import Server
+from tests.support.uploads import AFFINE, post_model
 
 
 @pytest.fixture
 def server(tmp_path: Path, backend_env: dict[str, str]) -> Iterator[Server]:
-    s = Server(tmp_path / "data", backend_env)
-    s.start()
-    yield s
-    s.stop()
+    with Server(tmp_path / "data", backend_env) as s:
+        yield s
 
 
 def _tenant(server: Server, name: str) -> str:
@@ -94,24 +31,6 @@ def _tenant(server: Server, name: str) -> str:
     result = CliRunner().invoke(cli, args)
     assert result.exit_code == 0, result.output
     return result.output.split()[-1]
-
-
-def post_tenant(server: Server, name: str) -> str:
-    """Creates a tenant through the admin REST API; returns its key."""
-    created = httpx2.post(
-        f"{server.url}/v1/admin/tenants", json={"name": name}, headers=auth(ADMIN_TOKEN)
-    )
-    assert created.status_code == 201, created.text
-    key: str = created.json()["key"]
-    return key
-
-
-def post_model(server: Server, key: str, built: Built = AFFINE) -> httpx2.Response:
-    """Uploads `built` as model `m` of the key's tenant."""
-    files = {"program": built.program, "params": built.params or b""}
-    return httpx2.post(
-        f"{server.url}/v1/models", data={"name": "m"}, files=files, headers=auth(key), timeout=60
-    )
 
 
 def test_cli_tenants_and_restart_keep_everything(server: Server) -> None:

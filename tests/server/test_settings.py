@@ -12,8 +12,9 @@ from pydantic import ValidationError
 
 from server.main import create_app
 from server.settings import Settings
-from tests.server.conftest import SettingsFactory, auth, new_tenant
-from tests.server.test_models_api import AFFINE, assert_error, upload
+from tests.support.api import assert_error, auth, new_tenant
+from tests.support.backends import SettingsFactory
+from tests.support.uploads import post_upload, upload
 from validator import DEFAULT_POLICY
 
 
@@ -53,8 +54,7 @@ def test_the_app_validates_and_runs_with_the_settings(
     settings = make_settings(data_dir=tmp_path, max_ops=1, use_cuda=False)
     with TestClient(create_app(settings)) as client:
         key = new_tenant(client, "acme")
-        files = {"program": AFFINE.program, "params": AFFINE.params}
-        rejected = client.post("/v1/models", data={"name": "m"}, files=files, headers=auth(key))
+        rejected = post_upload(client, key)
         assert_error(rejected, 422, "VALIDATION_FAILED")
         assert "TOO_MANY_OPS" in [d["code"] for d in rejected.json()["diagnostics"]]
 

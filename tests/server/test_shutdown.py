@@ -18,9 +18,10 @@ import httpx2
 import pytest
 
 from server.storage.artifacts import TMP_PREFIX
-from tests.builders import Built, affine, mlp
-from tests.server.conftest import auth
-from tests.server.test_serve_process import AFFINE, Server, post_model, post_tenant
+from tests.support.api import auth, post_tenant
+from tests.support.builders import Built, affine, mlp
+from tests.support.served import Server
+from tests.support.uploads import AFFINE, post_model, upload_files
 
 # 2 x 16 MiB of weights: writing and fsyncing them (and the ONNX) after the small program's
 # artifact gives a kill a window of tens of milliseconds between the first artifact and the row.
@@ -166,7 +167,7 @@ def test_upload_sigkilled_after_its_first_artifact_leaves_nothing_after_restart(
     key = post_tenant(server, "acme")
     program = _artifact(server.data_dir, BIG.program)
     params = _artifact(server.data_dir, BIG.params or b"")
-    files = {"program": BIG.program, "params": BIG.params or b""}
+    files = upload_files(BIG)
     request = httpx2.Request(
         "POST", f"{server.url}/v1/models", data={"name": "big"}, files=files, headers=auth(key)
     )
@@ -189,7 +190,7 @@ def test_upload_sigkilled_after_its_first_artifact_leaves_nothing_after_restart(
     stored = list((server.data_dir / "artifacts").glob("*/*"))
     assert [p for p in stored if p.name.startswith(TMP_PREFIX)] == []
     assert stored == []  # this tenant's only upload never registered: nothing stays
-    assert post_model(server, key, BIG).status_code == 201  # the same upload succeeds now
+    assert post_model(server, key, built=BIG).status_code == 201  # the same upload succeeds now
 
 
 def _send_quietly(client: httpx2.Client, request: httpx2.Request) -> None:

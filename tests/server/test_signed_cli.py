@@ -18,10 +18,10 @@ import pytest
 from typer.testing import CliRunner
 
 from server.cli.main import app as cli
-from tests.builders import affine
-from tests.server.conftest import ADMIN_TOKEN, auth
-from tests.server.test_serve_process import Server
-from tests.signing_material import (
+from tests.support.api import ADMIN_TOKEN, auth
+from tests.support.builders import affine
+from tests.support.served import Server
+from tests.support.signing_material import (
     ec_key_pair,
     issue_leaf,
     make_ca,

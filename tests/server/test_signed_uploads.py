@@ -14,9 +14,9 @@ from typing import Any
 import pytest
 from fastapi.testclient import TestClient
 
-from tests.builders import affine, conv
-from tests.server.conftest import ADMIN_TOKEN, auth
-from tests.signing_material import (
+from tests.support.api import ADMIN_TOKEN, auth
+from tests.support.builders import affine, conv
+from tests.support.signing_material import (
     KeyPair,
     ec_key_pair,
     issue_leaf,

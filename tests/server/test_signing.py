@@ -24,8 +24,8 @@ from server.errors import (
     SignatureMismatch,
     SignerUntrusted,
 )
-from tests.builders import affine
-from tests.signing_material import (
+from tests.support.builders import affine
+from tests.support.signing_material import (
     ec_key_pair,
     issue_leaf,
     make_ca,

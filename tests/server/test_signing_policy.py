@@ -8,8 +8,8 @@ from typing import Any
 
 from fastapi.testclient import TestClient
 
-from tests.server.conftest import ADMIN_TOKEN, auth
-from tests.signing_material import ec_key_pair, issue_leaf, make_ca
+from tests.support.api import ADMIN_TOKEN, auth
+from tests.support.signing_material import ec_key_pair, issue_leaf, make_ca
 
 ADMIN = auth(ADMIN_TOKEN)
 KEY = ec_key_pair()

@@ -13,9 +13,11 @@ from tritonclient.utils import InferenceServerException
 from executor import CompiledModel, SessionOptions, compile
 from graph_proto.types import DType
 from server.settings import Settings
-from tests.builders import Built, GraphBuilder, V, weights
-from tests.server.conftest import auth, backend_environment
-from tests.server.test_serve_process import Server, post_model, post_tenant
+from tests.support.api import auth, post_tenant
+from tests.support.backends import backend_environment
+from tests.support.builders import Built, GraphBuilder, V, weights
+from tests.support.served import Server
+from tests.support.uploads import post_model
 from validator import validate
 
 DEFAULTS = Settings()  # what `graphgate serve` runs with here (no GRAPHGATE_BATCH_* set)
@@ -50,15 +52,11 @@ def served(
 ) -> Iterator[tuple[Server, str]]:
     """A server with tenant `acme` owning model `m`; yields the server and acme's key."""
     env = backend_environment(backend, request)
-    server = Server(Path(tmp_path_factory.mktemp("triton")) / "data", env)
-    server.start()
-    try:
+    with Server(Path(tmp_path_factory.mktemp("triton")) / "data", env) as server:
         key = post_tenant(server, "acme")
-        uploaded = post_model(server, key, MODEL)
+        uploaded = post_model(server, key, built=MODEL)
         assert uploaded.status_code == 201, uploaded.text
         yield server, key
-    finally:
-        server.stop()
 
 
 @pytest.fixture

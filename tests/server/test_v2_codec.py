@@ -46,7 +46,8 @@ from server.v2.errors import (
     OutputDuplicate,
     OutputUnknown,
 )
-from tests.builders import GraphBuilder, V
+from tests.support.builders import GraphBuilder, V
+from tests.support.v2 import binary_request
 from validator import Policy
 
 # V2 datatype, dtype and values that reach each end of the type's range.
@@ -98,14 +99,6 @@ def pair() -> LoadedModel:
 
 def _json(doc: Mapping[str, Any]) -> bytes:
     return json.dumps(doc).encode()
-
-
-def binary_request(
-    doc: Mapping[str, Any], tensors: Sequence[np.ndarray]
-) -> tuple[bytes, dict[str, str]]:
-    header = _json(doc)
-    body = header + b"".join(t.tobytes() for t in tensors)
-    return body, {"Inference-Header-Content-Length": str(len(header))}
 
 
 def split_response(body: bytes, headers: Mapping[str, str]) -> tuple[dict[str, Any], bytes]:

@@ -11,9 +11,11 @@ from executor import SessionOptions, compile
 from graph_proto.types import DType
 from server.main import create_app
 from server.settings import Settings
-from tests.builders import Built, GraphBuilder, V, affine
-from tests.server.conftest import SettingsFactory, auth, new_tenant
-from tests.server.test_models_api import AFFINE, assert_error, upload
+from tests.support.api import assert_error, auth, new_tenant
+from tests.support.backends import SettingsFactory
+from tests.support.builders import Built, GraphBuilder, V, affine
+from tests.support.uploads import AFFINE, upload
+from tests.support.v2 import binary_input, binary_request
 from validator import validate
 
 X = np.arange(8, dtype=np.float32).reshape(2, 4)
@@ -78,22 +80,13 @@ def test_json_infer_equals_the_local_run(client: TestClient, key_a: str) -> None
 
 def test_binary_infer_without_content_type(client: TestClient, key_a: str) -> None:
     upload(client, key_a)
-    header = json.dumps(
-        {
-            "inputs": [
-                {
-                    "name": "x",
-                    "datatype": "FP32",
-                    "shape": [2, 4],
-                    "parameters": {"binary_data_size": 32},
-                }
-            ],
-            "outputs": [{"name": "y", "parameters": {"binary_data": True}}],
-        }
-    ).encode()
-    headers = {**auth(key_a), "Inference-Header-Content-Length": str(len(header))}
+    doc = {
+        "inputs": [binary_input(X)],
+        "outputs": [{"name": "y", "parameters": {"binary_data": True}}],
+    }
+    body, headers = binary_request(doc, [X])
     response = client.post(
-        "/v2/models/m/versions/1/infer", content=header + X.tobytes(), headers=headers
+        "/v2/models/m/versions/1/infer", content=body, headers={**auth(key_a), **headers}
     )
     assert response.status_code == 200, response.text
     assert response.headers["content-type"] == "application/octet-stream"

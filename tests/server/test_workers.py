@@ -25,11 +25,10 @@ from server.dispatch.worker import _Cancels, at_lower_priority
 from server.errors import WorkerOutOfMemory
 from server.main import create_app
 from server.storage import open_artifacts
-from tests.builders import Built, affine, mlp
-from tests.executor.test_deadline import matmul_chain
-from tests.server.conftest import ADMIN_TOKEN, SettingsFactory, auth, new_tenant
-from tests.server.test_fairness import large_program
-from tests.server.test_models_api import upload
+from tests.support.api import ADMIN_TOKEN, auth, new_tenant
+from tests.support.backends import SettingsFactory
+from tests.support.builders import Built, affine, large_program, matmul_chain, mlp
+from tests.support.uploads import post_upload, upload
 from validator import Policy
 
 SLOW = matmul_chain(200).built()  # n=1024: seconds of matmuls; n=4: microseconds
@@ -130,12 +129,7 @@ def test_a_compile_worker_killed_mid_upload_fails_that_upload_alone(client: Test
     key = new_tenant(client, "tenant-a")
     pool = _pool(client)
     answers: list[Any] = []
-    files = {"program": SLOW.program}
-    thread = threading.Thread(
-        target=lambda: answers.append(
-            client.post("/v1/models", data={"name": "m"}, files=files, headers=auth(key))
-        )
-    )
+    thread = threading.Thread(target=lambda: answers.append(post_upload(client, key, "m", SLOW)))
     thread.start()
     os.kill(_busy_worker(pool), signal.SIGKILL)
     thread.join(60)

@@ -10,7 +10,7 @@ from typing import Final
 import pytest
 
 from graph_proto.types import DType
-from tests.builders import FP32, GraphBuilder, V, weights
+from tests.support.builders import FP32, GraphBuilder, V, weights
 from validator import validate
 from validator.batch import output_axes
 from validator.ops import BatchView, Couples, TensorType

@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 
 from graph_proto.types import DType
-from tests.validator.test_control_flow_bad import branch
+from tests.support.control_flow import branch
 from validator import Code, Policy, ValidationFailed, validate
 
 TWO_BLOCKS = Policy(max_blocks=2)  # branch() has three: block 0 and one per branch

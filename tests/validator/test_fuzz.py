@@ -18,7 +18,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from graph_proto import framework_pb2 as pb
-from tests.builders import Built, affine, conv, mlp
+from tests.support.builders import Built, affine, conv, mlp
 from validator import Code, Policy, ValidatedProgram, ValidationFailed, validate
 from validator.ops import REGISTRY
 

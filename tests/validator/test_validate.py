@@ -10,7 +10,7 @@ import pytest
 from graph_proto import framework_pb2 as pb
 from graph_proto.builder import set_attr
 from graph_proto.types import DType
-from tests.builders import BOOKKEEPING_ATTRS, FP32, GraphBuilder, V, affine, conv, mlp
+from tests.support.builders import BOOKKEEPING_ATTRS, FP32, GraphBuilder, V, affine, conv, mlp
 from validator import (
     DEFAULT_POLICY,
     Code,

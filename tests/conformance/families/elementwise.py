@@ -1,6 +1,7 @@
 """Elementwise and comparison ops built by real Paddle: accepted, same dims, same numbers.
 
-CASES is checked by test_ops_parity.py (dims and outputs against Paddle's)."""
+This module holds the family's table, CASES, which test_ops_parity.py checks (dims and outputs
+against Paddle's)."""
 
 from __future__ import annotations
 

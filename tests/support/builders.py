@@ -128,6 +128,33 @@ def conv(channels: int = 3, filters: int = 8, size: int = 16, *, batch: int = -1
     return g
 
 
+def matmul_chain(links: int) -> GraphBuilder:
+    """h = x @ x @ x ... (`links` matmuls) over x[-1, -1]: cost grows with n^3 per link."""
+    g = GraphBuilder()
+    x = g.feed("x", FP32, [-1, -1])
+    h = x
+    for i in range(links):
+        out = V(f"h{i}", [-1, -1])
+        g.node(
+            "matmul_v2", {"X": [h], "Y": [x]}, {"Out": [out]}, {"trans_x": False, "trans_y": False}
+        )
+        h = out.name
+    g.fetch(h)
+    return g
+
+
+def large_program(ops: int) -> Built:
+    """A chain of `ops` relu ops over x[-1, 16]: a program of a few thousand ops to check."""
+    g = GraphBuilder()
+    h = g.feed("x", FP32, [-1, 16])
+    for i in range(ops):
+        out = V(f"h{i}", [-1, 16])
+        g.node("relu", {"X": [h]}, {"Out": [out]})
+        h = out.name
+    g.fetch(h)
+    return g.built()
+
+
 # Attributes as Paddle 3.3.1 writes them into a saved inference program (bookkeeping ones aside).
 CONV2D_ATTRS: Final[Mapping[str, Any]] = {
     "strides": [1, 1],

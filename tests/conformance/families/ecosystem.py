@@ -1,24 +1,21 @@
 """Ops the Paddle ecosystem's models need: meshgrid, roll, unfold, linear_interp_v2,
 pad, bitwise_not, masked_fill and set_value, built by real Paddle 3.3.1 as legacy programs.
 
-CASES is checked by test_ops_parity.py (dims and outputs against Paddle's). elementwise_floordiv
-is in test_ops_elementwise.py."""
+This module holds the family's table, CASES, which test_ops_parity.py checks (dims and outputs
+against Paddle's).
+
+elementwise_floordiv is in families/elementwise.py."""
 
 from __future__ import annotations
 
 from typing import Any, Final
 
 import numpy as np
-import pytest
-
-# Imported first: paddle_util switches Paddle to legacy programs before importing it.
-pytest.importorskip("tests.conformance.paddle_util")
 
 from tests.conformance import legacy_compat
 from tests.conformance.op_cases import Case, Feeds, Size, program
 from tests.conformance.paddle_util import paddle
 
-pytestmark = pytest.mark.paddle
 legacy_compat.install()  # paddle.roll traces to _C_ops only in 3.3.1
 F = paddle.nn.functional
 _SETITEM: Final[Any] = vars(paddle.static)["setitem"]  # x[index] = v in a static program
