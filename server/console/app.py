@@ -8,6 +8,7 @@ JavaScript: a POST answers with the page it changed (or a 303 back to it).
 from __future__ import annotations
 
 import secrets
+from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
@@ -40,7 +41,7 @@ from server.http.errors import status_of
 from server.http.params import KeyId, ModelName, TenantName, Version
 from server.services.audit import MAX_ID, AuditQuery, utc_moment
 from server.services.operators import Operator, OperatorService
-from server.services.policies import POLICY_FIELDS, QUOTA_FIELDS
+from server.services.policies import POLICY_FIELDS, QUOTA_FIELDS, TenantRulesView
 from server.services.types import Principal, check_name
 from server.settings import POLICY_FIELDS as SERVER_POLICY_FIELDS
 from validator.ops import REGISTRY
@@ -266,37 +267,37 @@ def _routes(app: FastAPI, templates: Jinja2Templates) -> None:
 
     @app.post("/tenants/{name}/policy")
     async def set_policy(request: Request, name: TenantName) -> HTMLResponse:
-        form = await request.form()
-        page = _writer(request, str(form.get("csrf", "")))
-        main = _main(request)
-        current = await run_in_threadpool(main.policies.show, name)
-        changes = _policy_changes(form, current.policy_json(), dict(current.policy_overrides))
-        who = _operator(request, page)
-        try:
-            change = await run_in_threadpool(_operators(request).set_policy, who, name, changes)
-        except InvalidRules as error:
-            return await run_in_threadpool(
-                _tenant_page, request, render, page, name, error, "policy", dict(form)
-            )
-        notice = _policy_notice(change.blocked, change.unblocked)
-        return await run_in_threadpool(
-            _tenant_page, request, render, page, name, None, "", None, notice
-        )
+        def changes(form: Any, current: TenantRulesView) -> dict[str, Any]:
+            return _policy_changes(form, current.policy_json(), dict(current.policy_overrides))
+
+        return await _set_policy_fields(request, name, "policy", changes)
 
     # Signed uploads: the signing fields of the policy, in a form of their own.
     @app.post("/tenants/{name}/signing")
     async def set_signing(request: Request, name: TenantName) -> HTMLResponse:
+        def changes(form: Any, current: TenantRulesView) -> dict[str, Any]:
+            return _signing_changes(form, current.signing.to_json())
+
+        return await _set_policy_fields(request, name, "signing", changes)
+
+    async def _set_policy_fields(
+        request: Request,
+        name: str,
+        section: str,
+        changes_of: Callable[[Any, TenantRulesView], dict[str, Any]],
+    ) -> HTMLResponse:
+        """One of the policy's forms: its changes set by the operator service (which audits
+        them and the versions they block or unblock); a bad value is shown by its field."""
         form = await request.form()
         page = _writer(request, str(form.get("csrf", "")))
-        main = _main(request)
-        current = await run_in_threadpool(main.policies.show, name)
-        changes = _signing_changes(form, current.signing.to_json())
+        current = await run_in_threadpool(_main(request).policies.show, name)
+        changes = changes_of(form, current)
         who = _operator(request, page)
         try:
             change = await run_in_threadpool(_operators(request).set_policy, who, name, changes)
         except InvalidRules as error:
             return await run_in_threadpool(
-                _tenant_page, request, render, page, name, error, "signing", dict(form)
+                _tenant_page, request, render, page, name, error, section, dict(form)
             )
         notice = _policy_notice(change.blocked, change.unblocked)
         return await run_in_threadpool(

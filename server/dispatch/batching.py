@@ -68,6 +68,16 @@ _SHARED_FAILURES: Final = (
 )
 
 
+def shared_rows(feeds: Feeds) -> int | None:
+    """The rows a request brings to a batch: the leading dim every feed has; None when the
+    feeds disagree on it or one is a scalar. Such a request is not rows of one batch: merged,
+    its outputs would be split by one feed's rows and hand other requests' rows back."""
+    leading = {int(array.shape[0]) if array.ndim else -1 for array in feeds.values()}
+    if len(leading) != 1 or -1 in leading:
+        return None
+    return leading.pop()
+
+
 @dataclass(frozen=True, slots=True)
 class BatchPolicy:
     """How one model version batches. `max_batch` counts rows (0: no batching)."""
@@ -155,7 +165,10 @@ class _Item:
         self.answer = answer
         self.deadline = deadline
         self.cancel = cancel
-        self.rows = int(next(iter(feeds.values())).shape[0])
+        rows = shared_rows(feeds)
+        if rows is None:  # our bug: the dispatcher runs such a request alone (shared_rows)
+            raise ValueError("expected feeds that agree on their batch dim, got another request")
+        self.rows = rows
         # What it counts for in the queue: a request of 0 rows still waits for a batch thread
         # (counted 0, no thread was ever woken for it, and it waited out its deadline).
         self.weight = max(self.rows, 1)

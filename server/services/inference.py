@@ -126,7 +126,8 @@ async def _answer(
     spec = answer_spec(model, decoded, dispatch.budget_of(model.tenant_id))
     batchers = dispatch.batchers()
     batcher = None
-    if batchers is not None:
+    # A request whose feeds disagree on their batch dim is not rows of a batch: it runs alone.
+    if batchers is not None and batching.shared_rows(decoded.feeds) is not None:
         batcher = batchers.for_model(model.compiled, model.label, model.batching)
     if batcher is not None:
         waiter = batcher.submit_answer(

@@ -195,6 +195,11 @@ def test_every_console_form_refuses_a_viewer_and_audits_each_change_once(
         ("/admin/tenants/acme/suspend", {}, ["tenant.suspend"]),
         ("/admin/tenants/acme/resume", {}, ["tenant.resume"]),
         ("/admin/tenants/acme/policy", {"max_batch": "32"}, ["policy.set"]),
+        (
+            "/admin/tenants/acme/signing",
+            {"signing_identities": "build@acme.example"},
+            ["policy.set"],
+        ),
         ("/admin/tenants/acme/quota", {"max_models": "7"}, ["quota.set"]),
         ("/admin/models/acme/m/1/delete", {}, ["model.delete"]),
     ]

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Iterator
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import numpy as np
@@ -157,3 +158,35 @@ def test_infer_errors_reach_the_client(
         client.infer("m", [x, _inputs()[1]], headers=auth(served[1]))
     assert info.value.message() == "input 'x': expected shape [-1, 3], got [4, 2]"
     assert info.value.status() == "400"
+
+
+def test_requests_whose_feeds_disagree_on_rows_are_never_batched_with_others(
+    served: tuple[Server, str], local: CompiledModel
+) -> None:
+    """A request whose feeds have different leading dims (x of 1-3 rows, ids of 2) is not a
+    batch of rows: merged into a batch, its answers were split by x's rows and came back with
+    other requests' ids. 64 such requests at once, each with ids of its own: every answer is
+    its own request's."""
+    server, key = served
+
+    def one(i: int) -> tuple[int, dict[str, np.ndarray]]:
+        rows = 1 + i % 3
+        x = np.full((rows, 3), float(i), np.float32)
+        ids = np.array([i, -i - 1], np.int64)
+        inputs = [triton.InferInput("x", [rows, 3], "FP32"), triton.InferInput("ids", [2], "INT64")]
+        inputs[0].set_data_from_numpy(x)
+        inputs[1].set_data_from_numpy(ids)
+        c = triton.InferenceServerClient(url=f"127.0.0.1:{server.port}")
+        try:
+            result = c.infer("m", inputs, headers=auth(key))
+        finally:
+            c.close()
+        got = {name: result.as_numpy(name) for name in ("y", "ids_out")}
+        return i, {"x": x, "ids": ids, **got}
+
+    with ThreadPoolExecutor(16) as pool:
+        answers = list(pool.map(one, range(64)))
+    for i, answer in answers:
+        want = local.run({"x": answer["x"], "ids": answer["ids"]})
+        np.testing.assert_array_equal(answer["ids_out"], want["ids_out"], err_msg=f"request {i}")
+        np.testing.assert_allclose(answer["y"], want["y"], rtol=1e-6, err_msg=f"request {i}")
