@@ -232,14 +232,18 @@ def serve(
     data_dir: Annotated[
         Path | None, typer.Option(help="Data directory (GRAPHGATE_DATA_DIR).")
     ] = None,
+    grpc_port: Annotated[
+        int | None, typer.Option(help="gRPC port (GRAPHGATE_GRPC_PORT; 0: no gRPC).")
+    ] = None,
 ) -> None:
-    """Run the service: the model API (/v1), admin REST (/v1/admin) and KServe V2 (/v2)."""
+    """Run the service: the model API (/v1), admin REST (/v1/admin), KServe V2 (/v2), and KServe
+    V2 over gRPC on its own port."""
     import uvicorn
 
     from server.main import create_app
     from server.settings import Settings
 
-    overrides = {"host": host, "port": port, "data_dir": data_dir}
+    overrides = {"host": host, "port": port, "data_dir": data_dir, "grpc_port": grpc_port}
     settings = Settings.model_validate({k: v for k, v in overrides.items() if v is not None})
     server = _draining_server(uvicorn.Config(create_app(settings), **uvicorn_options(settings)))
     server.run()

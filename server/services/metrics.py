@@ -161,20 +161,21 @@ class Metrics:
         r = self.registry
         self.requests = Counter(
             "graphgate_inference_requests",
-            "V2 inference requests by tenant, model, protocol (json or binary) and HTTP status.",
+            "V2 inference requests by tenant, model, protocol (json, binary or grpc) and status "
+            "(HTTP, or the gRPC status name).",
             ["tenant", "model", "protocol", "status"],
             registry=r,
         )
         self.failures = Counter(
             "graphgate_inference_failures",
-            "V2 inference requests answered with an error, by error code.",
-            ["tenant", "model", "code"],
+            "V2 inference requests answered with an error, by protocol and error code.",
+            ["tenant", "model", "protocol", "code"],
             registry=r,
         )
         self.latency = Histogram(
             "graphgate_inference_latency_seconds",
             "Time from the request's arrival to the end of its response, every outcome.",
-            ["tenant", "model"],
+            ["tenant", "model", "protocol"],
             buckets=LATENCY_BUCKETS,
             registry=r,
         )
@@ -223,19 +224,19 @@ class Metrics:
         tenant_id: str,
         model: str,
         *,
-        binary: bool,
-        status: int,
+        protocol: str,
+        status: str,
         code: str | None,
         seconds: float,
     ) -> None:
-        """One finished V2 inference request; `code` is the error code when it failed."""
+        """One finished V2 inference request over `protocol` (json, binary: REST; grpc); `code`
+        is the error code when it failed, None when it succeeded."""
         tenant = self.tenant_label(tenant_id)
-        protocol = "binary" if binary else "json"
-        self.requests.labels(tenant, model, protocol, str(status)).inc()
-        if status >= 400:
-            self.failures.labels(tenant, model, code or f"HTTP_{status}").inc()
-        self.latency.labels(tenant, model).observe(seconds)
-        self.minutes.record(seconds, status >= 400)
+        self.requests.labels(tenant, model, protocol, status).inc()
+        if code is not None:
+            self.failures.labels(tenant, model, protocol, code).inc()
+        self.latency.labels(tenant, model, protocol).observe(seconds)
+        self.minutes.record(seconds, code is not None)
 
     def throttle(self, tenant_id: str, reason: str) -> None:
         self.throttled.labels(self.tenant_label(tenant_id), reason).inc()
