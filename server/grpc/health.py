@@ -35,7 +35,7 @@ class HealthService:
         self._changed.set()
 
     def handler(self) -> grpc.GenericRpcHandler:
-        methods = {
+        methods: dict[str, grpc.RpcMethodHandler[Any, Any]] = {
             "Check": grpc.unary_unary_rpc_method_handler(
                 self.check, request_deserializer=None, response_serializer=_serialize
             ),

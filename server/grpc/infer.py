@@ -59,7 +59,10 @@ async def model_infer(
         body, answer_headers = await _answer(state, model, v2.body, headers, time_left_s, principal)
     if len(body) <= INLINE_MAX_ANSWER_BYTES:
         return translate.from_v2(body, answer_headers, v2.typed)
-    return await _in_thread(state, translate.from_v2, body, answer_headers, v2.typed)
+    response: pb.ModelInferResponse = await _in_thread(
+        state, translate.from_v2, body, answer_headers, v2.typed
+    )
+    return response
 
 
 async def _answer(

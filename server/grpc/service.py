@@ -123,7 +123,7 @@ class InferenceService:
 
     def _unary(
         self, kind: type[Request], method: Method, *, counted: bool = False
-    ) -> grpc.RpcMethodHandler:
+    ) -> grpc.RpcMethodHandler[Any, Any]:
         """The handler of one method: metadata caps, parsing, errors as statuses; a `counted`
         call is recorded in the metrics (protocol `grpc`) whatever its outcome."""
         cap = self.settings.max_infer_bytes if kind is pb.ModelInferRequest else SMALL_MESSAGE_BYTES

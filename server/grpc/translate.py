@@ -161,7 +161,7 @@ def _narrowed(name: str, datatype: str, values: Any, kind: type[np.generic]) -> 
     """`values` (a repeated field of 32 or 64-bit elements) as `kind`; integers must fit."""
     wide = np.asarray(values)
     if wide.size and np.issubdtype(kind, np.integer) and wide.dtype != kind:
-        limits = np.iinfo(kind)
+        limits = np.iinfo(np.dtype(kind))
         low, high = int(wide.min()), int(wide.max())
         if low < limits.min or high > limits.max:
             raise InputData(

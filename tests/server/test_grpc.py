@@ -235,7 +235,7 @@ def test_health_metadata_and_readiness(
             assert status == health_pb2.HealthCheckResponse.SERVING
         with pytest.raises(grpc.RpcError) as unknown:
             probe(health_pb2.HealthCheckRequest(service="nope").SerializeToString())
-        assert unknown.value.code() == grpc.StatusCode.NOT_FOUND  # type: ignore[attr-defined]
+        assert unknown.value.code() == grpc.StatusCode.NOT_FOUND
 
 
 def test_model_metadata(
@@ -335,8 +335,8 @@ def test_batching_model_under_64_concurrent_calls(
         want = local.run({"x": x, "ids": ids})
         np.testing.assert_allclose(result.as_numpy("y"), want["y"], rtol=1e-6, atol=0)
         np.testing.assert_array_equal(result.as_numpy("ids_out"), ids)
-    batches, rows = (a - b for a, b in zip(_batches(server), before, strict=True))
-    assert rows == sum(len(x) for x, _ in feeds)
+    batches, batched_rows = (a - b for a, b in zip(_batches(server), before, strict=True))
+    assert batched_rows == sum(rows)
     assert batches < len(feeds), "64 concurrent calls were expected to share batches"
 
 
@@ -362,7 +362,9 @@ def test_another_tenants_model_is_not_found(
     )
     assert (status, code) == (grpc.StatusCode.NOT_FOUND, "NOT_FOUND")
     # the same request with its owner's key runs
-    answer = infer(server.address, pb.ModelInferRequest.FromString(_tiny_request("secret", x)), globex)
+    answer = infer(
+        server.address, pb.ModelInferRequest.FromString(_tiny_request("secret", x)), globex
+    )
     assert answer.outputs[0].name == "y"
 
 
@@ -447,22 +449,19 @@ def test_deadlines_end_a_slow_run(lonely: tuple[GrpcServer, str]) -> None:
     )
     request.inputs.add(name="x", datatype="FP32", shape=[SLOW_N, SLOW_N])
     request.parameters["timeout"].int64_param = 500_000
-    status, code, _ = refused(server.address, "ModelInfer", request.SerializeToString(), bearer(key))
+    status, code, _ = refused(
+        server.address, "ModelInfer", request.SerializeToString(), bearer(key)
+    )
     assert (status, code) == (grpc.StatusCode.DEADLINE_EXCEEDED, "DEADLINE_EXCEEDED")
     _assert_worker_free(server, key)
 
 
 def test_a_cancelled_call_frees_its_worker(lonely: tuple[GrpcServer, str]) -> None:
     server, key = lonely
-    headers = {"authorization": f"Bearer {key}"}
     c = triton.InferenceServerClient(server.address)
-    ended: queue.Queue[Any] = queue.Queue()
     try:
         before = _cancelled(server)
-        pending = c.async_infer(
-            "slow", _slow_inputs(), callback=lambda result, error: ended.put(error), headers=headers
-        )
-        _wait_running(server, key)
+        pending, ended = _start_slow(server, key, c)
         pending.cancel()
         error = ended.get(timeout=60)
         assert isinstance(error, InferenceServerException)
@@ -473,28 +472,42 @@ def test_a_cancelled_call_frees_its_worker(lonely: tuple[GrpcServer, str]) -> No
     assert _cancelled(server) == before + 1
 
 
+def _start_slow(
+    server: GrpcServer, key: str, c: triton.InferenceServerClient
+) -> tuple[Any, queue.Queue[Any]]:
+    """The slow call, once it holds the tenant's only slot (a tiny call is then refused
+    TOO_MANY_CONCURRENT), and a moment more for its run to start on the worker. A probe may
+    take the slot first (the slow call is then refused): it is sent again."""
+    headers = {"authorization": f"Bearer {key}"}
+    probe = _tiny_request("tiny", TINY_X.tobytes())
+    for _attempt in range(10):
+        ended: queue.Queue[Any] = queue.Queue()
+        pending = c.async_infer(
+            "slow", _slow_inputs(), callback=functools.partial(_errors_to, ended), headers=headers
+        )
+        while ended.empty():
+            try:
+                call(server.address, "ModelInfer", probe, bearer(key))
+            except grpc.RpcError as e:
+                assert dict(e.trailing_metadata() or ()).get(CODE) == "TOO_MANY_CONCURRENT"
+                threading.Event().wait(1.0)  # decoded and sent to the worker meanwhile
+                return pending, ended
+            threading.Event().wait(0.05)
+        lost = ended.get()
+        assert isinstance(lost, InferenceServerException) and "concurrent" in lost.message()
+    raise AssertionError("the slow call never held the tenant's slot")
+
+
+def _errors_to(box: queue.Queue[Any], result: Any, error: Any) -> None:
+    box.put(error)
+
+
 def _assert_worker_free(server: GrpcServer, key: str) -> None:
     """The only worker answers a tiny call: the slow run (minutes) was stopped. The wait is a
     bound for a hung server, not a measure."""
     request = pb.ModelInferRequest.FromString(_tiny_request("tiny", TINY_X.tobytes()))
     raw = call(server.address, "ModelInfer", request.SerializeToString(), bearer(key), timeout=60)
     assert pb.ModelInferResponse.FromString(raw).outputs[0].shape == [2, 4]
-
-
-def _wait_running(server: GrpcServer, key: str) -> None:
-    """Until the slow call holds the tenant's only slot (a tiny call is refused
-    TOO_MANY_CONCURRENT), then a moment more for its run to start on the worker."""
-    payload = _tiny_request("tiny", TINY_X.tobytes())
-    for _ in range(1200):
-        try:
-            call(server.address, "ModelInfer", payload, bearer(key))
-        except grpc.RpcError as e:
-            trailers = dict(e.trailing_metadata() or ())  # type: ignore[attr-defined]
-            assert trailers.get(CODE) == "TOO_MANY_CONCURRENT", trailers
-            threading.Event().wait(1.0)  # decoded and sent to the worker meanwhile
-            return
-        threading.Event().wait(0.05)
-    raise AssertionError("the slow call never reached the server")
 
 
 def _cancelled(server: GrpcServer) -> float:
@@ -610,9 +623,12 @@ def test_an_oversized_message(served: tuple[GrpcServer, str, str], local: Compil
 def test_a_client_opening_a_thousand_streams(
     served: tuple[GrpcServer, str, str], local: CompiledModel
 ) -> None:
-    """One connection, 1,000 calls at once: each is answered (run, refused by the tenant's
-    slots with its code, or refused by the connection's stream cap), and others are served."""
+    """One connection, 1,000 calls at once: each is answered (run; refused by the tenant's rate
+    or slots, with its code; or refused by the connection's stream cap), and others are
+    served."""
     server, acme, _ = served
+    flooder = post_tenant(server, "flooder")  # its own rate and slots: acme's stay whole
+    upload(server, flooder, "m", MODEL)
     payload = _tiny_request("m", X.tobytes(), shape=(4, 3))
     message = pb.ModelInferRequest.FromString(payload)
     message.raw_input_contents.append(IDS.tobytes())
@@ -622,7 +638,7 @@ def test_a_client_opening_a_thousand_streams(
     async def flood() -> list[tuple[grpc.StatusCode, str | None]]:
         async with grpc.aio.insecure_channel(server.address) as channel:
             method = channel.unary_unary(METHOD + "ModelInfer")
-            calls = [method(payload, metadata=bearer(acme), timeout=120) for _ in range(1000)]
+            calls = [method(payload, metadata=bearer(flooder), timeout=120) for _ in range(1000)]
             outcomes = []
             for pending in calls:
                 try:
@@ -636,6 +652,7 @@ def test_a_client_opening_a_thousand_streams(
     allowed = {
         (grpc.StatusCode.OK, None),
         (grpc.StatusCode.RESOURCE_EXHAUSTED, "TOO_MANY_CONCURRENT"),
+        (grpc.StatusCode.RESOURCE_EXHAUSTED, "RATE_LIMITED"),
         (grpc.StatusCode.UNAVAILABLE, "OVERLOADED"),
         (grpc.StatusCode.UNAVAILABLE, None),  # REFUSED_STREAM: over the connection's cap
     }
@@ -733,3 +750,33 @@ def test_tls_with_client_certificates(tmp_path: Path) -> None:
         plaintext.close()
     finally:
         server.stop()
+
+
+# -- the command line -------------------------------------------------------------------------------
+
+
+def test_cli_infer_over_grpc(
+    served: tuple[GrpcServer, str, str], local: CompiledModel, tmp_path: Path
+) -> None:
+    server, acme, _ = served
+    np.save(tmp_path / "x.npy", X)
+    np.save(tmp_path / "ids.npy", IDS)
+    env = {
+        "GRAPHGATE_URL": server.url,
+        "GRAPHGATE_API_KEY": acme,
+        "GRAPHGATE_GRPC_URL": f"grpc://{server.address}",
+    }
+    args = ["infer", "m", "-i", f"x={tmp_path / 'x.npy'}", "-i", f"ids={tmp_path / 'ids.npy'}"]
+    out = tmp_path / "out.npz"
+    result = CliRunner().invoke(cli, [*args, "--grpc", "-o", str(out)], env=env)
+    assert result.exit_code == 0, result.output
+    want = local.run({"x": X, "ids": IDS})
+    with np.load(out) as got:
+        np.testing.assert_allclose(got["y"], want["y"], rtol=1e-6, atol=0)
+        np.testing.assert_array_equal(got["ids_out"], IDS)
+    missing = CliRunner().invoke(cli, ["infer", "secret", *args[2:], "--grpc"], env=env)
+    assert missing.exit_code == 2
+    assert "error [NOT_FOUND]: no model 'secret'" in missing.output
+    nobody = {**env, "GRAPHGATE_GRPC_URL": f"grpc://127.0.0.1:{_free_port()}"}
+    unreachable = CliRunner().invoke(cli, [*args, "--grpc"], env=nobody)
+    assert unreachable.exit_code == 2 and "graphgate: cannot reach 127.0.0.1:" in unreachable.output

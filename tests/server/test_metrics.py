@@ -123,17 +123,24 @@ def test_inference_counts_failures_and_latency_per_tenant_and_model(
     assert total == 7
 
     failures = "graphgate_inference_failures_total"
-    assert got[sample(failures, tenant="tenant-a", model="m", code="INPUT_DTYPE")] == 1
-    assert got[sample(failures, tenant="tenant-a", model="", code="NOT_FOUND")] == 1
-    assert got[sample(failures, tenant="", model="", code="UNAUTHORIZED")] == 1
+    assert (
+        got[sample(failures, tenant="tenant-a", model="m", protocol="json", code="INPUT_DTYPE")]
+        == 1
+    )
+    assert (
+        got[sample(failures, tenant="tenant-a", model="", protocol="json", code="NOT_FOUND")] == 1
+    )
+    assert got[sample(failures, tenant="", model="", protocol="json", code="UNAUTHORIZED")] == 1
     assert sum(v for (name, _), v in got.items() if name == failures) == 3
 
     latency = "graphgate_inference_latency_seconds"
-    assert got[sample(f"{latency}_count", tenant="tenant-a", model="m")] == 4
-    assert got[sample(f"{latency}_bucket", tenant="tenant-a", model="m", le="+Inf")] == 4
-    assert got[sample(f"{latency}_count", tenant="tenant-b", model="m")] == 1
-    assert got[sample(f"{latency}_count", tenant="tenant-a", model="")] == 1
-    assert got[sample(f"{latency}_sum", tenant="tenant-a", model="m")] > 0
+    a_m = {"tenant": "tenant-a", "model": "m"}
+    assert got[sample(f"{latency}_count", **a_m, protocol="json")] == 3
+    assert got[sample(f"{latency}_count", **a_m, protocol="binary")] == 1
+    assert got[sample(f"{latency}_bucket", **a_m, protocol="json", le="+Inf")] == 3
+    assert got[sample(f"{latency}_count", tenant="tenant-b", model="m", protocol="json")] == 1
+    assert got[sample(f"{latency}_count", tenant="tenant-a", model="", protocol="json")] == 1
+    assert got[sample(f"{latency}_sum", **a_m, protocol="json")] > 0
 
 
 def test_label_values_never_echo_what_the_caller_sent(client: TestClient, key_a: str) -> None:
@@ -192,8 +199,18 @@ def test_429s_are_counted_by_reason(client: TestClient, key_a: str, key_b: str) 
     # both were refused before the model resolved, so they carry no model label
     assert got[requests("tenant-a", "", "json", 429)] == 2
     failures = "graphgate_inference_failures_total"
-    assert got[sample(failures, tenant="tenant-a", model="", code="RATE_LIMITED")] == 1
-    assert got[sample(failures, tenant="tenant-a", model="", code="TOO_MANY_CONCURRENT")] == 1
+    assert (
+        got[sample(failures, tenant="tenant-a", model="", protocol="json", code="RATE_LIMITED")]
+        == 1
+    )
+    assert (
+        got[
+            sample(
+                failures, tenant="tenant-a", model="", protocol="json", code="TOO_MANY_CONCURRENT"
+            )
+        ]
+        == 1
+    )
 
 
 def test_each_app_has_its_own_registry(
