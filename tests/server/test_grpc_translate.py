@@ -13,12 +13,14 @@ from pydantic import ValidationError
 
 from executor.errors import DeadlineExceeded, OutputMismatch, RunCancelled
 from graph_proto.types import DType
+from server.console import overview
 from server.errors import NotFound, PayloadTooLarge, Unauthorized, WorkerCrashed
 from server.grpc import errors, regenerate, translate
 from server.grpc import grpc_predict_v2_pb2 as pb
 from server.http import errors as http_errors
 from server.http import limits as http_limits
 from server.services.limits import Overloaded, RateLimited, TooManyConcurrent
+from server.services.metrics import Metrics
 from server.settings import Settings
 from server.v2 import codec
 from server.v2.errors import (
@@ -202,3 +204,18 @@ def test_tls_settings_come_whole(tmp_path: Path) -> None:
     with pytest.raises(ValidationError, match="expected with grpc_tls_cert and grpc_tls_key"):
         Settings(grpc_tls_client_ca=pem)
     assert Settings(grpc_tls_cert=pem, grpc_tls_key=pem).grpc_tls_cert == pem
+
+
+def test_the_console_overview_counts_each_protocol() -> None:
+    metrics = Metrics()
+    for protocol, status, code in (
+        ("json", "200", None),
+        ("binary", "200", None),
+        ("binary", "400", "INPUT_SHAPE"),
+        ("grpc", "OK", None),
+        ("grpc", "NOT_FOUND", "NOT_FOUND"),
+        ("grpc", "OK", None),
+    ):
+        metrics.inference("", "m", protocol=protocol, status=status, code=code, seconds=0.001)
+    assert overview.by_protocol(metrics) == [("HTTP", 3, 1), ("gRPC", 3, 1)]
+    assert sum(p.requests for p in metrics.minutes.last_hour()) == 6
