@@ -220,7 +220,7 @@ def create_app(settings: Settings) -> FastAPI:
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
         start_services(app, settings)
         # the gRPC endpoint on this loop, over this app's services (server/grpc/server.py)
-        endpoint = await grpc_server.start(app.state, settings)
+        endpoint = app.state.grpc_endpoint = await grpc_server.start(app.state, settings)
         try:
             yield
         finally:

@@ -265,10 +265,21 @@ def _draining_server(config: Any) -> Any:
 
         def handle_exit(self, sig: int, frame: Any) -> None:
             super().handle_exit(sig, frame)
+            _begin_grpc_stop(self.config)
             if sig == signal.SIGTERM:
                 self._captured_signals.remove(sig)  # NOTE: private; what it re-raises at exit
 
     return DrainingServer(config)
+
+
+def _begin_grpc_stop(config: Any) -> None:
+    """The gRPC endpoint starts its graceful stop as uvicorn starts draining HTTP: both within
+    `shutdown_grace_s` (the app's lifespan would stop it only after HTTP's drain)."""
+    from server.grpc import server as grpc_server
+
+    endpoint = getattr(getattr(config.app, "state", None), "grpc_endpoint", None)
+    if isinstance(endpoint, grpc_server.Endpoint):
+        grpc_server.begin_stop(endpoint, config.timeout_graceful_shutdown or 0)
 
 
 def _freeze_startup_heap() -> None:

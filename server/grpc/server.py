@@ -16,6 +16,7 @@ in grpcio's core, where the bytes arrive:
 
 from __future__ import annotations
 
+import asyncio
 import logging
 from dataclasses import dataclass
 from typing import Any, Final
@@ -35,13 +36,16 @@ MESSAGE_SLACK_BYTES: Final = 1024 * 1024
 METADATA_CORE_FACTOR: Final = 8
 
 
-@dataclass(frozen=True, slots=True)
+@dataclass(slots=True)
 class Endpoint:
-    """A started gRPC endpoint: the server, its health service and the port it listens on."""
+    """A started gRPC endpoint: the server, its health service, the port it listens on, the
+    event loop it runs on and, once begun, its graceful stop."""
 
     server: aio.Server
     health: HealthService
     port: int
+    loop: asyncio.AbstractEventLoop
+    stopping: asyncio.Task[None] | None = None
 
 
 def options(settings: Settings) -> list[tuple[str, Any]]:
@@ -75,13 +79,26 @@ async def start(state: Any, settings: Settings) -> Endpoint | None:
     await server.start()
     scheme = "plaintext" if credentials is None else "TLS"
     log.info("gRPC (KServe V2) listening on %s (%s)", address, scheme)
-    return Endpoint(server, health, port)
+    return Endpoint(server, health, port, asyncio.get_running_loop())
+
+
+def begin_stop(endpoint: Endpoint, grace_s: float) -> None:
+    """Starts the graceful stop from any thread (`graphgate serve`'s SIGTERM handler: gRPC
+    drains while HTTP does, within the same grace period, not after it)."""
+    endpoint.loop.call_soon_threadsafe(_stopping, endpoint, grace_s)
 
 
 async def stop(endpoint: Endpoint, grace_s: float) -> None:
-    """Stops accepting calls and gives those in flight `grace_s` to finish."""
-    endpoint.health.shut_down()
-    await endpoint.server.stop(grace_s)
+    """Stops accepting calls and gives those in flight `grace_s` to finish (once: a stop begun
+    earlier is waited for)."""
+    await _stopping(endpoint, grace_s)
+
+
+def _stopping(endpoint: Endpoint, grace_s: float) -> asyncio.Task[None]:
+    if endpoint.stopping is None:
+        endpoint.health.shut_down()  # NOT_SERVING: balancers stop sending calls here
+        endpoint.stopping = endpoint.loop.create_task(endpoint.server.stop(grace_s))
+    return endpoint.stopping
 
 
 def _address(host: str, port: int) -> str:

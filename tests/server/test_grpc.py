@@ -8,6 +8,7 @@ from __future__ import annotations
 import asyncio
 import functools
 import queue
+import signal
 import subprocess
 import threading
 from collections.abc import Iterator, Sequence
@@ -473,7 +474,7 @@ def test_a_cancelled_call_frees_its_worker(lonely: tuple[GrpcServer, str]) -> No
 
 
 def _start_slow(
-    server: GrpcServer, key: str, c: triton.InferenceServerClient
+    server: GrpcServer, key: str, c: triton.InferenceServerClient, timeout_us: int | None = None
 ) -> tuple[Any, queue.Queue[Any]]:
     """The slow call, once it holds the tenant's only slot (a tiny call is then refused
     TOO_MANY_CONCURRENT), and a moment more for its run to start on the worker. A probe may
@@ -483,7 +484,11 @@ def _start_slow(
     for _attempt in range(10):
         ended: queue.Queue[Any] = queue.Queue()
         pending = c.async_infer(
-            "slow", _slow_inputs(), callback=functools.partial(_errors_to, ended), headers=headers
+            "slow",
+            _slow_inputs(),
+            callback=functools.partial(_errors_to, ended),
+            headers=headers,
+            timeout=timeout_us,
         )
         while ended.empty():
             try:
@@ -500,6 +505,51 @@ def _start_slow(
 
 def _errors_to(box: queue.Queue[Any], result: Any, error: Any) -> None:
     box.put(error)
+
+
+def test_sigterm_drains_an_in_flight_call_and_refuses_new_ones(tmp_path: Path) -> None:
+    env = {
+        "GRAPHGATE_WORKERS": "1",
+        "GRAPHGATE_USE_CUDA": "false",
+        "GRAPHGATE_INFER_TIMEOUT_S": "3600",
+        "GRAPHGATE_TENANT_MAX_CONCURRENT": "1",
+        "GRAPHGATE_MAX_INFER_BYTES": str(32 * 1024 * 1024),
+        "GRAPHGATE_SHUTDOWN_GRACE_S": "30",
+    }
+    server = GrpcServer(tmp_path / "data", env)
+    server.start()
+    try:
+        key = post_tenant(server, "acme")
+        upload(server, key, "slow", SLOW)
+        upload(server, key, "tiny", TINY)
+        with grpc.insecure_channel(server.address) as channel:
+            watch = channel.unary_stream("/grpc.health.v1.Health/Watch")(
+                health_pb2.HealthCheckRequest().SerializeToString()
+            )
+            states = (health_pb2.HealthCheckResponse.FromString(raw).status for raw in watch)
+            assert next(states) == health_pb2.HealthCheckResponse.SERVING
+            c = triton.InferenceServerClient(server.address)
+            # running when SIGTERM comes; the server ends it at its V2 timeout (5 s)
+            _pending, ended = _start_slow(server, key, c, timeout_us=5_000_000)
+            assert server.process is not None
+            server.process.send_signal(signal.SIGTERM)
+            assert next(states) == health_pb2.HealthCheckResponse.NOT_SERVING
+            with pytest.raises(InferenceServerException) as refused:  # a new call
+                c.infer("tiny", [_tiny_input()], headers={"authorization": f"Bearer {key}"})
+            assert refused.value.status() == "StatusCode.UNAVAILABLE"
+            error = ended.get(timeout=60)  # answered by the server, not cut by the stop
+            assert isinstance(error, InferenceServerException)
+            assert error.status() == "StatusCode.DEADLINE_EXCEEDED"
+            c.close()
+        assert server.process.wait(timeout=60) == 0
+    finally:
+        server.stop(signal.SIGKILL)
+
+
+def _tiny_input() -> triton.InferInput:
+    x = triton.InferInput("x", [2, 4], "FP32")
+    x.set_data_from_numpy(TINY_X)
+    return x
 
 
 def _assert_worker_free(server: GrpcServer, key: str) -> None:
