@@ -594,7 +594,8 @@ def write(
         "",
         f"`python benchmarks/bench_peers.py --rounds {args.rounds} --seconds {args.seconds} "
         f"--large-seconds {args.large_seconds} --models {args.models} --concurrency "
-        f"{args.concurrency}`; {os.cpu_count()} CPUs ({cpu}), Python {platform.python_version()}, "
+        f"{args.concurrency} --peers '{args.peers}' --protocols {args.protocols}`; "
+        f"{os.cpu_count()} CPUs ({cpu}), Python {platform.python_version()}, "
         f"onnxruntime {ort.__version__}, CPU provider, 1 intra-op thread per session, loopback.",
         "",
         "Medians over interleaved rounds (A B C ..., then ... C B A) of p50 / p99 latency and "
