@@ -79,6 +79,7 @@ INSTALL = {
     "kserve": ["kserve==0.21.0"],
 }
 DATATYPES = {"tensor(float)": "FP32", "tensor(int64)": "INT64", "tensor(int32)": "INT32"}
+CEILING: Final = "client ceiling (no-op server)"
 
 
 @dataclass(frozen=True)
@@ -550,11 +551,20 @@ def run(args: argparse.Namespace) -> None:
         noop_port = free_port()
         noop = [sys.executable, str(PEERS / "noop_server.py"), str(noop_port)]
         stack.enter_context(process(noop, f"http://127.0.0.1:{noop_port}/v2/health/ready"))
-        targets.append(Target("client ceiling (no-op server)", f"127.0.0.1:{noop_port}"))
+        ceilings = [Target(CEILING, f"127.0.0.1:{noop_port}")]
+        if "grpc" in protocols:
+            noop_grpc_port = free_port()
+            noop_grpc = [sys.executable, str(PEERS / "noop_grpc_server.py"), str(noop_grpc_port)]
+            # it has no HTTP to be asked on: `process` takes the HTTP no-op's (up already), and
+            # wait_ready asks this one over gRPC
+            stack.enter_context(process(noop_grpc, f"http://127.0.0.1:{noop_port}/v2/health/ready"))
+            ceilings.append(Target(f"{CEILING} gRPC", f"127.0.0.1:{noop_grpc_port}", grpc=True))
+            wait_ready(ceilings[-1], "noop")
         for case in chosen:
-            for target in targets[1:-1]:
+            for target in targets[1:]:
                 wait_ready(target, target.model(case.key))
                 check(target, case, sigs[case.key], raws[case.key])
+        targets += ceilings
         results: dict[tuple[str, int, str], list[Cell]] = {}
         # The client's own full garbage collections (onnxruntime, numpy, tritonclient and
         # gevent make a big heap) stalled all its threads for ~50 ms: a p99 of the client's,
@@ -660,7 +670,7 @@ def goals(
         row("p99 vs PyTriton+batching, ms (goal: lower)",
             lambda case, c: f"{m(case, c, batched).p99_ms:.1f} vs {m(case, c, peer).p99_ms:.1f}"),
         row("client ceiling (no-op server), req/s",
-            lambda case, c: f"{m(case, c, 'client ceiling (no-op server)').per_s:.0f}"),
+            lambda case, c: f"{m(case, c, CEILING).per_s:.0f}"),
         "",
     ]  # fmt: skip
 
@@ -687,6 +697,9 @@ def grpc_goals(
             lines.append(f"| c=1 p50: gRPC no worse than REST binary | {case.key} | "
                          f"{grpc.p50_ms:.2f} vs {rest.p50_ms:.2f} ms "
                          f"({grpc.p50_ms / rest.p50_ms:.2f}x) |")  # fmt: skip
+            floor, grpc_floor = m(case, 1, CEILING), m(case, 1, f"{CEILING} gRPC")
+            lines.append(f"| (the clients' own floor at c=1: no-op servers, p50) | {case.key} | "
+                         f"gRPC {grpc_floor.p50_ms:.2f} vs HTTP {floor.p50_ms:.2f} ms |")  # fmt: skip
         if 32 not in concurrencies:
             continue
         ours = m(case, 32, "graphgate+batching gRPC")
@@ -694,7 +707,11 @@ def grpc_goals(
             peer = m(case, 32, "pytriton+batching gRPC")
             lines.append(f"| c=32 req/s: >= 1.3x PyTriton+batching over gRPC | {case.key} | "
                          f"{ours.per_s / peer.per_s:.2f}x |")  # fmt: skip
-        peers = [t.name for t in targets if t.grpc and not t.name.startswith("graphgate")]
+        peers = [
+            t.name
+            for t in targets
+            if t.grpc and not t.name.startswith("graphgate") and not t.name.startswith(CEILING)
+        ]
         for name in peers:
             theirs = m(case, 32, name)
             lines.append(f"| c=32 p99 lower than {name} | {case.key} | "

@@ -9,10 +9,12 @@ server's total is reached). Another tenant's model is NOT_FOUND, like a missing 
 
 from __future__ import annotations
 
-import asyncio
 from collections.abc import AsyncIterator, Mapping
 from contextlib import asynccontextmanager
 from typing import Any
+
+# the threads REST's dependencies read the database in (anyio's limiter, shared by both)
+from starlette.concurrency import run_in_threadpool
 
 from server.errors import BadRequest, TenantSuspended, TooManyRequests, Unauthorized
 from server.services.limits import Limits
@@ -31,7 +33,7 @@ async def authenticate(state: Any, metadata: Mapping[str, str]) -> Principal:
     tenants: TenantService = state.tenants
     principal = tenants.cached_principal(key)
     if principal is None:  # not cached: a database read, off the event loop
-        principal = await asyncio.to_thread(tenants.authenticate, key)
+        principal = await run_in_threadpool(tenants.authenticate, key)
     if not principal.is_admin:
         if principal.tenant_id in state.policies.suspended:
             raise TenantSuspended("this tenant is suspended by an operator")
@@ -50,7 +52,7 @@ async def resolve(state: Any, principal: Principal, name: str, version: str) -> 
     models: ModelService = state.models
     loaded = models.cached_resolve(principal, name, number)
     if loaded is None:  # not cached: a database read, maybe a compile
-        loaded = await asyncio.to_thread(models.resolve, principal, name, number)
+        loaded = await run_in_threadpool(models.resolve, principal, name, number)
     return loaded
 
 

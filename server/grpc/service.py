@@ -175,7 +175,10 @@ class InferenceService:
             )
         if len(raw) <= INLINE_PARSE_BYTES:
             return _parsed(kind, raw)
-        return await asyncio.to_thread(_parsed, kind, raw)
+        # in the app's inference threads, as REST decodes its big bodies
+        loop = asyncio.get_running_loop()
+        parsed: Request = await loop.run_in_executor(self.state.infer_threads, _parsed, kind, raw)
+        return parsed
 
     def _record(
         self, notes: CallNotes, status: grpc.StatusCode, code: str | None, seconds: float
