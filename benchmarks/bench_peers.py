@@ -1,7 +1,8 @@
-"""graphgate against real peers on the same ONNX, driven by the same `tritonclient.http` client.
+"""graphgate against real peers on the same ONNX, driven by the same `tritonclient` client.
 
 Usage: python benchmarks/bench_peers.py [--rounds 4] [--seconds 2] [--large-seconds 5]
                                         [--models small,image,resnet50] [--no-install] [--out F]
+                                        [--protocols http,grpc] [--peers pytriton,mlserver,kserve]
 
 Serves, on loopback, the ONNX graphgate made of each model (downloaded from graphgate through
 `GET /v1/models/{name}/versions/1/onnx`) with:
@@ -23,6 +24,9 @@ A target's turn lasts the same time for every server (`--seconds`): every client
 until then (a fixed count per client would leave the fast ones idle while the last finish).
 Each of c client threads has its own tritonclient.http client (binary tensors where the server
 takes them; MLServer's and KServe's REST answer JSON, noted in the table).
+With `--protocols` naming grpc, every server that speaks KServe V2 over gRPC (graphgate on its
+GRAPHGATE_GRPC_PORT, PyTriton, MLServer and KServe on their HTTP port + 1) is also a target
+`<name> gRPC`, driven by `tritonclient.grpc` (raw tensor contents), in the same rounds.
 Writes benchmarks/results/peers.md.
 """
 
@@ -59,6 +63,7 @@ import gevent  # noqa: E402
 import httpx2  # noqa: E402
 import numpy as np  # noqa: E402
 import onnxruntime as ort  # noqa: E402
+import tritonclient.grpc as triton_grpc  # noqa: E402
 import tritonclient.http as triton_http  # noqa: E402
 from geventhttpclient.response import HTTPParseError  # noqa: E402
 
@@ -74,6 +79,7 @@ INSTALL = {
     "kserve": ["kserve==0.21.0"],
 }
 DATATYPES = {"tensor(float)": "FP32", "tensor(int64)": "INT64", "tensor(int32)": "INT32"}
+CEILING: Final = "client ceiling (no-op server)"
 
 
 @dataclass(frozen=True)
@@ -93,6 +99,12 @@ class Target:
     model: Callable[[str], str] = lambda key: key
     headers: dict[str, str] = field(default_factory=dict)
     binary: bool = True
+    grpc: bool = False  # KServe V2 over gRPC (tritonclient.grpc) instead of HTTP
+
+    def over_grpc(self, url: str) -> Target:
+        """The same server and models over gRPC at `url` (the key as `authorization`)."""
+        headers = {k.lower(): v for k, v in self.headers.items()}
+        return Target(f"{self.name} gRPC", url, self.model, headers, grpc=True)
 
 
 # -- setting up ----------------------------------------------------------------------------
@@ -209,10 +221,11 @@ def process(command: list[str], ready: str, env: dict[str, str] | None = None) -
             child.kill()
 
 
-def graphgate(stack: ExitStack, batching: bool, data: Path) -> tuple[str, str]:
-    """A `graphgate serve`, its dynamic batcher on or off."""
-    port = free_port()
+def graphgate(stack: ExitStack, batching: bool, data: Path) -> tuple[str, str, str]:
+    """A `graphgate serve`, its dynamic batcher on or off: its HTTP and gRPC addresses, the key."""
+    port, grpc_port = free_port(), free_port()
     env = {
+        "GRAPHGATE_GRPC_PORT": str(grpc_port),
         "GRAPHGATE_ADMIN_TOKEN": ADMIN_TOKEN,
         "GRAPHGATE_TENANT_RATE_PER_S": "0",
         "GRAPHGATE_BATCH_MAX_SIZE": "32" if batching else "0",
@@ -226,7 +239,7 @@ def graphgate(stack: ExitStack, batching: bool, data: Path) -> tuple[str, str]:
     admin = {"Authorization": f"Bearer {ADMIN_TOKEN}"}
     made = httpx2.post(f"http://{url}/v1/admin/tenants", json={"name": "bench"}, headers=admin)
     made.raise_for_status()
-    return url, made.json()["key"]
+    return url, f"127.0.0.1:{grpc_port}", made.json()["key"]
 
 
 def upload(url: str, key: str, case: Case) -> bytes:
@@ -304,12 +317,24 @@ class Caller:
         if not target.url:
             self._call: Callable[[], Any] = lambda: raw.run([output], {feed: case.x})[0]
             return
+        if target.grpc:
+            self._call = self._grpc_call(target, case, feed, output)
+            return
         self._client = triton_http.InferenceServerClient(target.url, network_timeout=300.0)
         given = triton_http.InferInput(feed, list(case.x.shape), "FP32")
         given.set_data_from_numpy(case.x, binary_data=target.binary)
         wanted = [triton_http.InferRequestedOutput(output, binary_data=target.binary)]
         model, client, headers = target.model(case.key), self._client, target.headers
         self._call = lambda: client.infer(model, [given], outputs=wanted, headers=headers)
+
+    def _grpc_call(self, target: Target, case: Case, feed: str, output: str) -> Callable[[], Any]:
+        """One request over gRPC: raw contents in and out (tritonclient.grpc's only way)."""
+        self._client = client = triton_grpc.InferenceServerClient(target.url)
+        given = triton_grpc.InferInput(feed, list(case.x.shape), "FP32")
+        given.set_data_from_numpy(case.x)
+        wanted = [triton_grpc.InferRequestedOutput(output)]
+        model, headers = target.model(case.key), target.headers
+        return lambda: client.infer(model, [given], outputs=wanted, headers=headers)
 
     def __call__(self) -> np.ndarray:
         try:
@@ -327,7 +352,9 @@ class Caller:
 
     def close(self) -> None:
         """Closes the connection and this thread's gevent hub (call it in the calling thread)."""
-        if self._client is not None:
+        if isinstance(self._client, triton_grpc.InferenceServerClient):
+            self._client.close()  # a grpc channel: no gevent hub of its own
+        elif self._client is not None:
             self._client.close()
             # gevent asks code using it from several native threads to destroy each thread's
             # hub (the client made this thread's): it holds an event loop's fds and a resolver
@@ -425,6 +452,16 @@ class Clients:
 def wait_ready(target: Target, model: str) -> None:
     """Until the server says `model` is ready (a peer may load its models one by one)."""
     deadline = time.monotonic() + 120
+    if target.grpc:
+        client = triton_grpc.InferenceServerClient(target.url)
+        try:
+            while not _grpc_ready(client, model, target.headers):
+                if time.monotonic() > deadline:
+                    raise SystemExit(f"{target.name}: {model} not ready after 120 s")
+                time.sleep(0.5)
+        finally:
+            client.close()
+        return
     url = f"http://{target.url}/v2/models/{model}/ready"
     # tritonclient adds its own entries (an int among them) to the headers it is given
     auth = {k: v for k, v in target.headers.items() if k == "Authorization"}
@@ -432,6 +469,13 @@ def wait_ready(target: Target, model: str) -> None:
         if time.monotonic() > deadline:
             raise SystemExit(f"{target.name}: {model} not ready after 120 s")
         time.sleep(0.5)
+
+
+def _grpc_ready(client: Any, model: str, headers: dict[str, str]) -> bool:
+    try:
+        return bool(client.is_model_ready(model, headers=headers))
+    except triton_grpc.InferenceServerException:  # not listening yet, or loading
+        return False
 
 
 def turn(make: Callable[[], Caller], c: int, seconds: float) -> Cell:
@@ -472,8 +516,9 @@ def run(args: argparse.Namespace) -> None:
     chosen = cases(args.seconds, args.large_seconds, which)
     with ExitStack() as stack, tempfile.TemporaryDirectory() as tmp:
         work = Path(tmp)
-        plain_url, plain_key = graphgate(stack, False, work / "plain")
-        batch_url, batch_key = graphgate(stack, True, work / "batch")
+        plain_url, plain_grpc, plain_key = graphgate(stack, False, work / "plain")
+        batch_url, batch_grpc, batch_key = graphgate(stack, True, work / "batch")
+        protocols = set(args.protocols.split(","))
         sigs: dict[str, dict[str, Any]] = {}
         raws: dict[str, ort.InferenceSession] = {}
         for case in chosen:
@@ -483,30 +528,43 @@ def run(args: argparse.Namespace) -> None:
             sigs[case.key] = signature(onnx)
             raws[case.key] = raw_session(onnx)
         (work / "models.json").write_text(json.dumps(sigs))
-        targets = [
-            Target("raw onnxruntime", ""),
-            Target("graphgate", plain_url, headers={"Authorization": f"Bearer {plain_key}"}),
-            Target("graphgate+batching", batch_url,
-                   headers={"Authorization": f"Bearer {batch_key}"}),
-        ]  # fmt: skip
+        plain = Target("graphgate", plain_url, headers={"Authorization": f"Bearer {plain_key}"})
+        batched = Target("graphgate+batching", batch_url,
+                         headers={"Authorization": f"Bearer {batch_key}"})  # fmt: skip
+        targets = [Target("raw onnxruntime", ""), plain, batched]
+        if "grpc" in protocols:
+            targets += [plain.over_grpc(plain_grpc), batched.over_grpc(batch_grpc)]
         for peer in filter(None, args.peers.split(",")):
             port = free_ports(3)
             python = str(venv(peer, not args.no_install))
             ready = f"http://127.0.0.1:{port}/v2/models/{chosen[0].key}/ready"
             command = [python, str(PEERS / f"{peer}_server.py"), str(work), str(port)]
             stack.enter_context(process(command, ready, shared_libpython(python)))
-            targets.append(Target(peer, f"127.0.0.1:{port}"))
+            peer_targets = [Target(peer, f"127.0.0.1:{port}")]
             if peer == "pytriton":
                 url = f"127.0.0.1:{port}"
-                targets.append(Target("pytriton+batching", url, model=lambda key: f"{key}_db"))
+                peer_targets.append(Target("pytriton+batching", url, model=lambda key: f"{key}_db"))
+            if "grpc" in protocols:  # every peer serves V2 gRPC on its HTTP port + 1
+                grpc_url = f"127.0.0.1:{port + 1}"
+                peer_targets += [t.over_grpc(grpc_url) for t in peer_targets]
+            targets += peer_targets
         noop_port = free_port()
         noop = [sys.executable, str(PEERS / "noop_server.py"), str(noop_port)]
         stack.enter_context(process(noop, f"http://127.0.0.1:{noop_port}/v2/health/ready"))
-        targets.append(Target("client ceiling (no-op server)", f"127.0.0.1:{noop_port}"))
+        ceilings = [Target(CEILING, f"127.0.0.1:{noop_port}")]
+        if "grpc" in protocols:
+            noop_grpc_port = free_port()
+            noop_grpc = [sys.executable, str(PEERS / "noop_grpc_server.py"), str(noop_grpc_port)]
+            # it has no HTTP to be asked on: `process` takes the HTTP no-op's (up already), and
+            # wait_ready asks this one over gRPC
+            stack.enter_context(process(noop_grpc, f"http://127.0.0.1:{noop_port}/v2/health/ready"))
+            ceilings.append(Target(f"{CEILING} gRPC", f"127.0.0.1:{noop_grpc_port}", grpc=True))
+            wait_ready(ceilings[-1], "noop")
         for case in chosen:
-            for target in targets[1:-1]:
+            for target in targets[1:]:
                 wait_ready(target, target.model(case.key))
                 check(target, case, sigs[case.key], raws[case.key])
+        targets += ceilings
         results: dict[tuple[str, int, str], list[Cell]] = {}
         # The client's own full garbage collections (onnxruntime, numpy, tritonclient and
         # gevent make a big heap) stalled all its threads for ~50 ms: a p99 of the client's,
@@ -546,11 +604,14 @@ def write(
         "",
         f"`python benchmarks/bench_peers.py --rounds {args.rounds} --seconds {args.seconds} "
         f"--large-seconds {args.large_seconds} --models {args.models} --concurrency "
-        f"{args.concurrency}`; {os.cpu_count()} CPUs ({cpu}), Python {platform.python_version()}, "
+        f"{args.concurrency} --peers '{args.peers}' --protocols {args.protocols}`; "
+        f"{os.cpu_count()} CPUs ({cpu}), Python {platform.python_version()}, "
         f"onnxruntime {ort.__version__}, CPU provider, 1 intra-op thread per session, loopback.",
         "",
         "Medians over interleaved rounds (A B C ..., then ... C B A) of p50 / p99 latency and "
-        "requests/s; each of c client threads has its own `tritonclient.http` client. "
+        "requests/s; each of c client threads has its own `tritonclient.http` client "
+        "(`tritonclient.grpc` for the `gRPC` rows; the ratio columns compare with graphgate's "
+        "REST rows). "
         "`graphgate+batching` runs graphgate's dynamic batcher (max batch 32, 200 us) on models "
         "the validator proves batchable (`batchable: true` in the upload report). "
         "Binary tensors where the server takes them "
@@ -573,6 +634,7 @@ def write(
                 )
         lines.append("")
     lines += goals(chosen, concurrencies, results)
+    lines += grpc_goals(chosen, concurrencies, targets, results)
     out = Path(args.out)
     out.write_text("\n".join(lines) + "\n")
     print(out.read_text())
@@ -608,9 +670,53 @@ def goals(
         row("p99 vs PyTriton+batching, ms (goal: lower)",
             lambda case, c: f"{m(case, c, batched).p99_ms:.1f} vs {m(case, c, peer).p99_ms:.1f}"),
         row("client ceiling (no-op server), req/s",
-            lambda case, c: f"{m(case, c, 'client ceiling (no-op server)').per_s:.0f}"),
+            lambda case, c: f"{m(case, c, CEILING).per_s:.0f}"),
         "",
     ]  # fmt: skip
+
+
+def grpc_goals(
+    chosen: list[Case],
+    concurrencies: list[int],
+    targets: list[Target],
+    results: dict[tuple[str, int, str], list[Cell]],
+) -> list[str]:
+    """The gRPC goals, from this run's medians, for the rows this run has."""
+    names = {t.name for t in targets}
+    if "graphgate gRPC" not in names:
+        return []
+
+    def m(case: Case, c: int, name: str) -> Cell:
+        return median(results[(case.key, c, name)])
+
+    lines = ["## KServe V2 over gRPC against the goals (this run)", "",
+             "| goal | model | measured |", "|---|---|---|"]  # fmt: skip
+    for case in chosen:
+        if 1 in concurrencies:
+            rest, grpc = m(case, 1, "graphgate"), m(case, 1, "graphgate gRPC")
+            lines.append(f"| c=1 p50: gRPC no worse than REST binary | {case.key} | "
+                         f"{grpc.p50_ms:.2f} vs {rest.p50_ms:.2f} ms "
+                         f"({grpc.p50_ms / rest.p50_ms:.2f}x) |")  # fmt: skip
+            floor, grpc_floor = m(case, 1, CEILING), m(case, 1, f"{CEILING} gRPC")
+            lines.append(f"| (the clients' own floor at c=1: no-op servers, p50) | {case.key} | "
+                         f"gRPC {grpc_floor.p50_ms:.2f} vs HTTP {floor.p50_ms:.2f} ms |")  # fmt: skip
+        if 32 not in concurrencies:
+            continue
+        ours = m(case, 32, "graphgate+batching gRPC")
+        if "pytriton+batching gRPC" in names:
+            peer = m(case, 32, "pytriton+batching gRPC")
+            lines.append(f"| c=32 req/s: >= 1.3x PyTriton+batching over gRPC | {case.key} | "
+                         f"{ours.per_s / peer.per_s:.2f}x |")  # fmt: skip
+        peers = [
+            t.name
+            for t in targets
+            if t.grpc and not t.name.startswith("graphgate") and not t.name.startswith(CEILING)
+        ]
+        for name in peers:
+            theirs = m(case, 32, name)
+            lines.append(f"| c=32 p99 lower than {name} | {case.key} | "
+                         f"{ours.p99_ms:.1f} vs {theirs.p99_ms:.1f} ms |")  # fmt: skip
+    return [*lines, ""]
 
 
 def main() -> None:
@@ -621,6 +727,7 @@ def main() -> None:
     parser.add_argument("--models", default="small,image,resnet50")
     parser.add_argument("--concurrency", default="1,8,32")
     parser.add_argument("--peers", default="pytriton,mlserver,kserve")
+    parser.add_argument("--protocols", default="http", help="http, or http,grpc")
     parser.add_argument("--no-install", action="store_true", help="fail if a venv is missing")
     parser.add_argument("--out", default=str(RESULTS), help="the table (a smoke run: elsewhere)")
     run(parser.parse_args())

@@ -19,6 +19,7 @@ from server.console import app as console
 from server.db.engine import DbPoolSettings, open_database
 from server.dispatch import PoolSettings, WorkerPool
 from server.dispatch.batching import Batchers, BatchPolicy
+from server.grpc import server as grpc_server
 from server.http import errors, paths
 from server.http.body_limit import BodyLimit
 from server.http.fast_path import InferFastPath
@@ -255,9 +256,13 @@ def create_app(settings: Settings) -> FastAPI:
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
         start_services(app, settings)
+        # the gRPC endpoint on this loop, over this app's services (server/grpc/server.py)
+        endpoint = app.state.grpc_endpoint = await grpc_server.start(app.state, settings)
         try:
             yield
         finally:
+            if endpoint is not None:
+                await grpc_server.stop(endpoint, settings.shutdown_grace_s)
             app.state.bus.close()
 
     app = GraphgateApp(

@@ -12,7 +12,7 @@ import re
 from pathlib import Path
 from typing import Final, Literal
 
-from pydantic import Field, SecretStr, field_validator
+from pydantic import Field, SecretStr, field_validator, model_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 from executor import SessionOptions
@@ -53,6 +53,13 @@ class Settings(BaseSettings):
     # -- the server ---------------------------------------------------------------------------
     host: str = Field(default="127.0.0.1", description="the address `graphgate serve` listens on")
     port: int = Field(default=8000, ge=1, le=65535, description="the port it listens on")
+    grpc_port: int = Field(
+        default=8001,  # Triton's
+        ge=0,
+        le=65535,
+        description="the port of the KServe V2 gRPC endpoint (`inference.GRPCInferenceService` "
+        "and `grpc.health.v1.Health`, on `host`, served by the same process); `0`: off",
+    )
     data_dir: Path = Field(
         default=Path("graphgate-data"),
         description="the SQLite database and the artifacts folder",
@@ -100,7 +107,8 @@ class Settings(BaseSettings):
     max_infer_bytes: int = Field(
         default=64 * 1024 * 1024,  # Triton's --http-max-input-size default
         ge=1,
-        description="bytes of a `/v2` inference body, and of it once decompressed",
+        description="bytes of a `/v2` inference body, and of it once decompressed; of a gRPC "
+        "message too (more is `PAYLOAD_TOO_LARGE`)",
     )
     max_request_bytes: int = Field(
         default=_SESSION.max_request_bytes,
@@ -160,10 +168,13 @@ class Settings(BaseSettings):
         default=64 * 1024,
         ge=1024,
         description="bytes of a request head (request line and headers); more is 431 "
-        "`HEADER_TOO_LARGE`",
+        "`HEADER_TOO_LARGE`; of a gRPC call's metadata too (RESOURCE_EXHAUSTED)",
     )
     max_headers: int = Field(
-        default=100, ge=1, description="headers in one request; more is 431 `TOO_MANY_HEADERS`"
+        default=100,
+        ge=1,
+        description="headers in one request; more is 431 `TOO_MANY_HEADERS`; entries of a gRPC "
+        "call's metadata too (RESOURCE_EXHAUSTED)",
     )
     max_request_line_bytes: int = Field(
         default=8 * 1024,
@@ -186,6 +197,25 @@ class Settings(BaseSettings):
         ge=1,
         description="seconds an idle connection (before its first request or between two) is "
         "kept open",
+    )
+    grpc_max_streams: int = Field(
+        default=100,
+        ge=1,
+        description="gRPC calls in flight on one connection (HTTP/2 streams); more are refused "
+        "(REFUSED_STREAM: the client sees UNAVAILABLE)",
+    )
+    grpc_tls_cert: Path | None = Field(
+        default=None,
+        description="the gRPC endpoint's TLS certificate chain (PEM); with `grpc_tls_key`, the "
+        "port speaks TLS only; unset, plaintext (TLS then ends at a proxy)",
+    )
+    grpc_tls_key: Path | None = Field(
+        default=None, description="the private key (PEM) of `grpc_tls_cert`"
+    )
+    grpc_tls_client_ca: Path | None = Field(
+        default=None,
+        description="CA certificates (PEM): with TLS on, every gRPC client must present a "
+        "certificate they signed (mutual TLS), besides its tenant key",
     )
     shutdown_grace_s: int = Field(
         default=30,
@@ -400,6 +430,14 @@ class Settings(BaseSettings):
         description="capture a CUDA graph per fixed-shape model (every input dim static): "
         "fewer kernel launches, the first run slower",
     )
+
+    @model_validator(mode="after")
+    def _grpc_tls_complete(self) -> Settings:
+        if (self.grpc_tls_cert is None) != (self.grpc_tls_key is None):
+            raise ValueError("grpc_tls_cert and grpc_tls_key: expected both or neither, got one")
+        if self.grpc_tls_client_ca is not None and self.grpc_tls_cert is None:
+            raise ValueError("grpc_tls_client_ca: expected with grpc_tls_cert and grpc_tls_key")
+        return self
 
     @field_validator("admin_token")
     @classmethod

@@ -29,6 +29,7 @@ from executor import SessionOptions, compile
 from graph_proto import framework_pb2 as pb
 from server.cli.main import app as cli
 from tests.support.api import auth
+from tests.support.realservers import free_port
 from tests.support.served import Server
 from validator import validate
 
@@ -186,10 +187,12 @@ def start_as_the_readme_says(tmp: Path) -> tuple[Server, str]:
     (serve,) = [words for words in expanded_commands(tmp) if words[:2] == ["graphgate", "serve"]]
     server = Server(Path(serve[serve.index("--data-dir") + 1]))
     env = {k: v for k, v in os.environ.items() if not k.startswith("GRAPHGATE_")}
+    server.env["GRAPHGATE_GRPC_PORT"] = str(free_port())  # the README's 8001, moved like --port
+    ports = ["--port", str(server.port), "--grpc-port", server.env["GRAPHGATE_GRPC_PORT"]]
     log = tmp / "serve.log"
     with log.open("wb") as output:
         server.process = subprocess.Popen(
-            [sys.executable, "-m", "server.cli", *serve[1:], "--port", str(server.port)],
+            [sys.executable, "-m", "server.cli", *serve[1:], *ports],
             cwd=ROOT, env={**env, "PYTHONPATH": str(ROOT)}, stdout=output, stderr=output,
         )  # fmt: skip
     live = is_live(server)
@@ -227,9 +230,17 @@ def walkthrough(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Serv
         server.stop()
 
 
+def grpc_url(server: Server) -> str:
+    return f"grpc://127.0.0.1:{server.env['GRAPHGATE_GRPC_PORT']}"
+
+
 def run_cli(walkthrough: tuple[Server, str], words: list[str]) -> Any:
     server, key = walkthrough
-    env = {"GRAPHGATE_URL": server.url, "GRAPHGATE_API_KEY": key}
+    env = {
+        "GRAPHGATE_URL": server.url,
+        "GRAPHGATE_API_KEY": key,
+        "GRAPHGATE_GRPC_URL": grpc_url(server),
+    }
     assert words[0] == "graphgate"
     return CliRunner().invoke(cli, words[1:], env=env)
 
@@ -290,7 +301,8 @@ def test_curl_json_request(uploaded: tuple[Server, str]) -> None:
 
 def test_cli_infer_commands(uploaded: tuple[Server, str], tmp_path: Path) -> None:
     commands = [words for words in expanded_commands(tmp_path) if words[1] == "infer"]
-    assert len(commands) == 2
+    assert len(commands) == 3
+    assert [words for words in commands if "--grpc" in words] == [commands[2]]
     with pytest.MonkeyPatch.context() as patch:
         patch.chdir(ROOT)
         for words in commands:
@@ -306,18 +318,30 @@ def test_cli_infer_commands(uploaded: tuple[Server, str], tmp_path: Path) -> Non
                 assert_paddle_output(got["probs"], folder)
 
 
+@pytest.mark.parametrize(
+    ("client", "variable", "default"),
+    [
+        ("tritonclient.http", "GRAPHGATE_URL", "http://127.0.0.1:8000"),
+        ("tritonclient.grpc", "GRAPHGATE_GRPC_URL", "grpc://127.0.0.1:8001"),
+    ],
+)
 def test_tritonclient_snippet(
     uploaded: tuple[Server, str],
     monkeypatch: pytest.MonkeyPatch,
     capsys: pytest.CaptureFixture[str],
+    client: str,
+    variable: str,
+    default: str,
 ) -> None:
-    """Run as written, at the server GRAPHGATE_URL names (the address is nowhere else)."""
+    """Run as written, at the server the variable names (the address is nowhere else)."""
     server, key = uploaded
-    (snippet,) = re.findall(r"```python\n(.*?)```", README, re.DOTALL)
-    assert snippet.count("127.0.0.1:8000") == 1
-    assert 'os.environ.get("GRAPHGATE_URL", "http://127.0.0.1:8000")' in snippet
+    snippets = re.findall(r"```python\n(.*?)```", README, re.DOTALL)
+    assert len(snippets) == 2
+    (snippet,) = [s for s in snippets if f"import {client} as " in s]
+    assert snippet.count(default.partition("://")[2]) == 1
+    assert f'os.environ.get("{variable}", "{default}")' in snippet
     monkeypatch.chdir(ROOT)
-    monkeypatch.setenv("GRAPHGATE_URL", server.url)
+    monkeypatch.setenv(variable, server.url if client == "tritonclient.http" else grpc_url(server))
     monkeypatch.setenv("GRAPHGATE_API_KEY", key)
     namespace: dict[str, Any] = {}
     exec(snippet, namespace)

@@ -52,11 +52,16 @@ def test_the_generated_tables_hold_what_the_code_defines() -> None:
     diagnostics = doc_tables.diagnostic_codes()
     assert all(f"| `{code}` | {code.meaning} |" in diagnostics for code in Code)
     services = doc_tables.service_error_codes()
-    # A class from each module that declares errors, with its status from server/http/errors.py.
-    assert f"| 429 | `{RateLimited.code}` |" in services
-    assert "| 400 | `INPUT_SHAPE` | a shape that does not fit the input's fixed dims" in services
+    # A class from each module that declares errors, with its status from server/http/errors.py
+    # and the gRPC status server/grpc/errors.py maps that to.
+    assert f"| 429 | RESOURCE_EXHAUSTED | `{RateLimited.code}` |" in services
+    assert (
+        "| 400 | INVALID_ARGUMENT | `INPUT_SHAPE` | a shape that does not fit the input's fixed dims"
+        in services
+    )
     assert InputShape.code == "INPUT_SHAPE"
-    assert "| 500 | `INTERNAL` |" in services
+    assert "| 500 | INTERNAL | `INTERNAL` |" in services
+    assert "| 405 | — | `METHOD_NOT_ALLOWED` |" in services  # no gRPC call meets it
     assert "| `GRAPHGATE_MAX_BATCH` | `32` |" in doc_tables.settings()
 
 

@@ -1,4 +1,5 @@
-"""KServe's ModelServer with a custom Model class running onnxruntime (V2 REST protocol).
+"""KServe's ModelServer with a custom Model class running onnxruntime (V2 REST protocol, and V2
+gRPC on HTTP_PORT + 1).
 Usage: kserve_server.py MODELS_DIR HTTP_PORT"""
 
 from __future__ import annotations
@@ -31,7 +32,7 @@ class OnnxModel(kserve.Model):
 def main() -> None:
     directory, port = args()
     served = [OnnxModel(name, path) for name, (path, _sig) in models(directory).items()]
-    kserve.ModelServer(http_port=port, grpc_port=port + 1, enable_grpc=False).start(served)
+    kserve.ModelServer(http_port=port, grpc_port=port + 1, enable_grpc=True).start(served)
 
 
 if __name__ == "__main__":

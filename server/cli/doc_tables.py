@@ -23,6 +23,7 @@ from pydantic_core import PydanticUndefined
 
 from server.console import sessions as console_sessions
 from server.errors import ServiceError, TooManyRequests
+from server.grpc import errors as grpc_errors
 from server.http import errors
 from server.http import limits as http_limits
 from server.services import limits
@@ -37,6 +38,9 @@ _BLOCK: Final = re.compile(
 )
 # Imported for what they declare: their error classes are subclasses found by the walk below.
 _ERROR_MODULES: Final = (limits, v2_errors, console_sessions)
+# HTTP statuses of codes no gRPC call can meet: a route, a method, a media type, the request line
+# and the HTTP read timeouts.
+HTTP_ONLY: Final = frozenset({405, 408, 414, 415})
 
 
 @dataclass(frozen=True, slots=True)
@@ -52,8 +56,18 @@ def diagnostic_codes() -> str:
 
 
 def service_error_codes() -> str:
-    rows = [f"| {e.status} | `{e.code}` | {e.meaning} |" for e in documented_errors()]
-    return _table(("status", "code", "meaning"), rows)
+    rows = [
+        f"| {e.status} | {_grpc_status(e.status)} | `{e.code}` | {e.meaning} |"
+        for e in documented_errors()
+    ]
+    return _table(("status", "gRPC", "code", "meaning"), rows)
+
+
+def _grpc_status(http_status: int) -> str:
+    """The gRPC status a code is answered with (server/grpc/errors.py), or "—" for a code
+    only HTTP has (a route, a method, a request line)."""
+    status = grpc_errors.GRPC_STATUS.get(http_status)
+    return "—" if status is None or http_status in HTTP_ONLY else status.name
 
 
 def throttling_codes() -> str:

@@ -326,14 +326,18 @@ def serve(
     data_dir: Annotated[
         Path | None, typer.Option(help="Data directory (GRAPHGATE_DATA_DIR).")
     ] = None,
+    grpc_port: Annotated[
+        int | None, typer.Option(help="gRPC port (GRAPHGATE_GRPC_PORT; 0: no gRPC).")
+    ] = None,
 ) -> None:
-    """Run the service: the model API (/v1), admin REST (/v1/admin) and KServe V2 (/v2)."""
+    """Run the service: the model API (/v1), admin REST (/v1/admin), KServe V2 (/v2), and KServe
+    V2 over gRPC on its own port."""
     import uvicorn
 
     from server.main import create_app
     from server.settings import Settings
 
-    overrides = {"host": host, "port": port, "data_dir": data_dir}
+    overrides = {"host": host, "port": port, "data_dir": data_dir, "grpc_port": grpc_port}
     settings = Settings.model_validate({k: v for k, v in overrides.items() if v is not None})
     server = _draining_server(uvicorn.Config(create_app(settings), **uvicorn_options(settings)))
     server.run()
@@ -355,10 +359,21 @@ def _draining_server(config: Any) -> Any:
 
         def handle_exit(self, sig: int, frame: Any) -> None:
             super().handle_exit(sig, frame)
+            _begin_grpc_stop(self.config)
             if sig == signal.SIGTERM:
                 self._captured_signals.remove(sig)  # NOTE: private; what it re-raises at exit
 
     return DrainingServer(config)
+
+
+def _begin_grpc_stop(config: Any) -> None:
+    """The gRPC endpoint starts its graceful stop as uvicorn starts draining HTTP: both within
+    `shutdown_grace_s` (the app's lifespan would stop it only after HTTP's drain)."""
+    from server.grpc import server as grpc_server
+
+    endpoint = getattr(getattr(config.app, "state", None), "grpc_endpoint", None)
+    if isinstance(endpoint, grpc_server.Endpoint):
+        grpc_server.begin_stop(endpoint, config.timeout_graceful_shutdown or 0)
 
 
 def _freeze_startup_heap() -> None:

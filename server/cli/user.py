@@ -1,7 +1,8 @@
 """`graphgate upload`, `graphgate models`, `graphgate infer`: a tenant's side of the service.
 
-Plain HTTP clients of /v1 (model API) and /v2 (KServe V2, binary tensor extension); they import
-nothing from the service itself, so they behave exactly like any other client. Exit status: 0 done,
+Plain HTTP clients of /v1 (model API) and /v2 (KServe V2, binary tensor extension), and with
+`infer --grpc` a plain gRPC client (server/cli/grpc_client.py); they import nothing from the
+service itself, so they behave exactly like any other client. Exit status: 0 done,
 1 the upload was rejected (every diagnostic printed), 2 usage, I/O or any other HTTP error.
 """
 
@@ -139,16 +140,42 @@ def infer(
     ] = None,
     url: UrlOpt = DEFAULT_URL,
     key: KeyOpt = "",
+    grpc: Annotated[
+        bool, typer.Option("--grpc", help="Over KServe V2 gRPC instead of HTTP.")
+    ] = False,
+    grpc_url: Annotated[
+        str | None,
+        typer.Option(
+            "--grpc-url",
+            envvar="GRAPHGATE_GRPC_URL",
+            help="grpc://HOST:PORT or grpcs://HOST:PORT (GRAPHGATE_GRPC_URL; default: the "
+            "--url host, port 8001, TLS if https).",
+        ),
+    ] = None,
 ) -> None:
-    """Runs a model on .npy inputs (KServe V2 binary tensors); prints the outputs or writes .npz."""
-    from urllib.parse import quote
-
+    """Runs a model on .npy inputs (KServe V2 binary tensors, over HTTP or gRPC); prints the
+    outputs or writes .npz."""
     feeds: dict[str, np.ndarray] = {}
     for spec in inputs:
         input_name, value = _load_input(spec)
         if input_name in feeds:
             _die(f"input {input_name!r}: expected once, got --input {input_name}=... twice")
         feeds[input_name] = value
+    if grpc:
+        outputs = _infer_grpc(grpc_url, url, key, name, version, feeds)
+    else:
+        outputs = _infer_http(url, key, name, version, feeds)
+    if output is not None:
+        _write_npz(output, outputs)
+        return
+    _print_outputs(outputs)
+
+
+def _infer_http(
+    url: str, key: str, name: str, version: int | None, feeds: Mapping[str, np.ndarray]
+) -> dict[str, np.ndarray]:
+    from urllib.parse import quote
+
     body, headers = encode_infer_request(feeds)
     path = f"/v2/models/{quote(name, safe='')}"
     path += f"/versions/{version}" if version is not None else ""
@@ -157,13 +184,36 @@ def infer(
     if response.status_code >= 400:
         _raise_for_error(response, _json(response))
     try:
-        outputs = decode_infer_response(response.content, response.headers.get(HEADER_LENGTH))
+        return decode_infer_response(response.content, response.headers.get(HEADER_LENGTH))
     except ValueError as e:
         _die(f"unexpected answer from the server: {e}")
-    if output is not None:
-        _write_npz(output, outputs)
-        return
-    _print_outputs(outputs)
+
+
+def _infer_grpc(
+    grpc_url: str | None,
+    url: str,
+    key: str,
+    name: str,
+    version: int | None,
+    feeds: Mapping[str, np.ndarray],
+) -> dict[str, np.ndarray]:
+    from server.cli import grpc_client
+
+    if not key:
+        _die("an API key is needed: --key or GRAPHGATE_API_KEY")
+    try:
+        address, tls = grpc_client.address_of(grpc_url, url)
+    except ValueError as e:
+        _die(str(e))
+    try:
+        return grpc_client.infer(
+            address, tls, key, name, version, feeds, DATATYPES, INFER_TIMEOUT_S
+        )
+    except grpc_client.GrpcFailure as failure:
+        if failure.code == "UNAVAILABLE":  # no answer of graphgate's: nothing listens there
+            _die(f"cannot reach {address}: {failure.message}")
+        typer.echo(f"error [{failure.code}]: {failure.message}", err=True)
+        raise typer.Exit(EXIT_ERROR) from None
 
 
 # -- the V2 binary tensor protocol, client side ----------------------------------------------

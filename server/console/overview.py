@@ -17,6 +17,8 @@ from server.services.models import ModelService
 
 TOP: Final = 5
 STARTED: Final = time.time()
+# The metrics' `protocol` label, as the overview names it: REST's JSON and binary bodies are HTTP.
+PROTOCOLS: Final = {"json": "HTTP", "binary": "HTTP", "grpc": "gRPC"}
 
 
 @dataclass(frozen=True, slots=True)
@@ -46,6 +48,7 @@ class Overview:
     errors_last_hour: int
     top_tenants: list[tuple[str, int, int]]  # (name, requests, errors) since start
     top_models: list[tuple[str, int, int]]  # ("tenant/model", requests, errors)
+    protocols: list[tuple[str, int, int]]  # ("HTTP" or "gRPC", requests, errors) since start
     providers: list[str]  # preferred first, as sessions are built
     running_on: list[str]  # the providers the loaded sessions really run on
     loaded: list[LoadedRow]
@@ -80,6 +83,7 @@ def overview(metrics: Metrics, models: ModelService, use_cuda: bool) -> Overview
         errors_last_hour=sum(p.errors for p in points),
         top_tenants=_top(tenants, tenant_errors),
         top_models=_top(models_seen, model_errors),
+        protocols=by_protocol(metrics),
         providers=choose_providers(use_cuda),
         running_on=sorted({row.provider for row in loaded if row.provider}),
         loaded=loaded,
@@ -132,6 +136,18 @@ def _by_tenant_and_model(counter: prometheus_client.Counter) -> tuple[Counter[st
                 if model:
                     models[f"{tenant}/{model}"] += int(sample.value)
     return tenants, models
+
+
+def by_protocol(metrics: Metrics) -> list[tuple[str, int, int]]:
+    """Inference requests and errors since start per protocol (HTTP, gRPC), both always shown."""
+    requests: Counter[str] = Counter()
+    errors: Counter[str] = Counter()
+    for counter, into in ((metrics.requests, requests), (metrics.failures, errors)):
+        for family in counter.collect():
+            for sample in family.samples:
+                if sample.name.endswith("_total"):
+                    into[PROTOCOLS.get(sample.labels["protocol"], "other")] += int(sample.value)
+    return [(name, requests[name], errors[name]) for name in ("HTTP", "gRPC")]
 
 
 def _top(seen: Counter[str], errors: Counter[str]) -> list[tuple[str, int, int]]:

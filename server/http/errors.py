@@ -85,7 +85,7 @@ HTTP_CODES: Final[Mapping[int, tuple[str, str]]] = {
         "not found either)",
     ),
     405: ("METHOD_NOT_ALLOWED", "the route exists, not with this method"),
-    413: ("PAYLOAD_TOO_LARGE", "an upload or request body over its byte cap"),
+    413: ("PAYLOAD_TOO_LARGE", "an upload or request body (gRPC: a message) over its byte cap"),
     415: ("UNSUPPORTED_MEDIA_TYPE", "a body in a content type the route does not take"),
     # nginx's convention: no client reads it, the metrics and the log count it apart from errors
     499: ("CLIENT_DISCONNECTED", "the client went away before its request body was read"),

@@ -40,9 +40,10 @@ BODY_TIMEOUT: Final = "BODY_TIMEOUT"
 CODES: Final = {
     HEAD_TOO_LARGE: (
         431,
-        "a request head (request line and headers) over `GRAPHGATE_MAX_HEADER_BYTES`",
+        "a request head (request line and headers; gRPC: metadata) over "
+        "`GRAPHGATE_MAX_HEADER_BYTES`",
     ),
-    TOO_MANY_HEADERS: (431, "more headers than `GRAPHGATE_MAX_HEADERS`"),
+    TOO_MANY_HEADERS: (431, "more headers (gRPC: metadata entries) than `GRAPHGATE_MAX_HEADERS`"),
     REQUEST_LINE_TOO_LONG: (414, "a request line over `GRAPHGATE_MAX_REQUEST_LINE_BYTES`"),
     HEAD_TIMEOUT: (408, "a request head not complete within `GRAPHGATE_HEADER_TIMEOUT_S`"),
     BODY_TIMEOUT: (

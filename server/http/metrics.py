@@ -56,12 +56,16 @@ def record_inference(metrics: Metrics, scope: Scope, status: int, seconds: float
     principal = state.get(request_state.PRINCIPAL)
     model = state.get(request_state.MODEL)
     code = state.get(request_state.ERROR_CODE)
+    if status < 400:
+        code = None
+    elif not isinstance(code, str):
+        code = "INTERNAL" if status == 500 else f"HTTP_{status}"
     metrics.inference(
         principal.tenant_id if isinstance(principal, Principal) else "",
         model.name if isinstance(model, LoadedModel) else NO_LABEL,
-        binary=any(name == BINARY_HEADER for name, _ in scope["headers"]),
-        status=status,
-        code=code if isinstance(code, str) else ("INTERNAL" if status == 500 else None),
+        protocol="binary" if any(name == BINARY_HEADER for name, _ in scope["headers"]) else "json",
+        status=str(status),
+        code=code,
         seconds=seconds,
     )
 

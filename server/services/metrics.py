@@ -172,20 +172,21 @@ class Metrics:
         r = self.registry
         self.requests = Counter(
             "graphgate_inference_requests",
-            "V2 inference requests by tenant, model, protocol (json or binary) and HTTP status.",
+            "V2 inference requests by tenant, model, protocol (json, binary or grpc) and status "
+            "(HTTP, or the gRPC status name).",
             ["tenant", "model", "protocol", "status"],
             registry=r,
         )
         self.failures = Counter(
             "graphgate_inference_failures",
-            "V2 inference requests answered with an error, by error code.",
-            ["tenant", "model", "code"],
+            "V2 inference requests answered with an error, by protocol and error code.",
+            ["tenant", "model", "protocol", "code"],
             registry=r,
         )
         self.latency = Histogram(
             "graphgate_inference_latency_seconds",
             "Time from the request's arrival to the end of its response, every outcome.",
-            ["tenant", "model"],
+            ["tenant", "model", "protocol"],
             buckets=LATENCY_BUCKETS,
             registry=r,
         )
@@ -234,28 +235,27 @@ class Metrics:
         tenant_id: str,
         model: str,
         *,
-        binary: bool,
-        status: int,
+        protocol: str,
+        status: str,
         code: str | None,
         seconds: float,
     ) -> None:
-        """One finished V2 inference request; `code` is the error code when it failed."""
+        """One finished V2 inference request over `protocol` (json, binary: REST; grpc); `code`
+        is the error code when it failed, None when it succeeded."""
         tenant = self.tenant_label(tenant_id)
         model = self._model_label(tenant, model)
-        protocol = "binary" if binary else "json"
-        status_label = str(status)
-        self.requests.labels(tenant, model, protocol, status_label).inc()
-        failed = code or f"HTTP_{status}"
-        if status >= 400:
-            self.failures.labels(tenant, model, failed).inc()
-        self.latency.labels(tenant, model).observe(seconds)
-        self.minutes.record(seconds, status >= 400)
-        if status >= 400 or (protocol, status_label) not in self._seen(tenant, model):
+        self.requests.labels(tenant, model, protocol, status).inc()
+        if code is not None:
+            self.failures.labels(tenant, model, protocol, code).inc()
+        self.latency.labels(tenant, model, protocol).observe(seconds)
+        self.minutes.record(seconds, code is not None)
+        # Each series this model has, kept so that deleting the model removes them all.
+        series = {("requests", protocol, status), ("latency", protocol)}
+        if code is not None:
+            series.add(("failures", protocol, code))
+        if not series <= self._seen(tenant, model):
             with self._series_lock:
-                seen = self._series.setdefault((tenant, model), set())
-                seen.add((protocol, status_label))
-                if status >= 400:
-                    seen.add(("failure", failed))
+                self._series.setdefault((tenant, model), set()).update(series)
 
     def _seen(self, tenant: str, model: str) -> set[tuple[str, ...]]:
         return self._series.get((tenant, model), set())
@@ -287,12 +287,13 @@ class Metrics:
         with self._series_lock:
             seen = self._series.pop((tenant, name), set())
             self._models_of.get(tenant, set()).discard(name)
-        for kind, value in seen:
-            if kind == "failure":
-                _remove(self.failures, tenant, name, value)
-            else:
-                _remove(self.requests, tenant, name, kind, value)
-        _remove(self.latency, tenant, name)
+        metrics: dict[str, Counter | Histogram] = {
+            "requests": self.requests,
+            "failures": self.failures,
+            "latency": self.latency,
+        }
+        for kind, *labels in seen:
+            _remove(metrics[kind], tenant, name, *labels)
 
     def throttle(self, tenant_id: str, reason: str) -> None:
         self.throttled.labels(self.tenant_label(tenant_id), reason).inc()

@@ -19,7 +19,7 @@ class InferRequestInvalid(BadRequest):
 
 
 class InferMalformed(InferRequestInvalid):
-    """Not JSON, or JSON not shaped like a V2 inference request."""
+    """Not JSON (over gRPC: not a protobuf message), or not shaped like a V2 inference request."""
 
     code = "INFER_MALFORMED"
 
@@ -73,7 +73,8 @@ class InputShape(InferRequestInvalid, WrongShape):
 
 
 class InputElementCount(InferRequestInvalid):
-    """JSON `data` whose element count differs from the product of `shape`."""
+    """JSON `data` (over gRPC: typed `contents`) whose element count differs from the product
+    of `shape`."""
 
     code = "INFER_ELEMENT_COUNT"
 
@@ -85,7 +86,8 @@ class InputData(InferRequestInvalid):
 
 
 class InputDataSource(InferRequestInvalid):
-    """Neither or both of `data` and `parameters.binary_data_size`."""
+    """Neither or both of `data` and `parameters.binary_data_size` (over gRPC: typed `contents`
+    in another datatype's field, or not one `raw_input_contents` entry per input)."""
 
     code = "INFER_DATA_SOURCE"
 

@@ -177,7 +177,10 @@ def test_probes_use_the_v2_health_routes_on_the_served_port(
     server = _server(objects)
     ports = {p["name"]: p["containerPort"] for p in server["ports"]}
     config = next(o for o in objects if o["kind"] == "ConfigMap")["data"]
-    assert ports == {"http": int(config["GRAPHGATE_PORT"])}
+    assert ports == {
+        "http": int(config["GRAPHGATE_PORT"]),
+        "grpc": int(config["GRAPHGATE_GRPC_PORT"]),
+    }
     assert server["livenessProbe"]["httpGet"] == {"path": "/v2/health/live", "port": "http"}
     assert server["readinessProbe"]["httpGet"] == {"path": "/v2/health/ready", "port": "http"}
     assert server["startupProbe"]["httpGet"] == {"path": "/v2/health/live", "port": "http"}
@@ -262,7 +265,9 @@ def test_service_pdb_hpa_and_policy_point_at_the_server_pods(
     service = _one(objects, "Service")
     assert selects(service["spec"]["selector"], pod_labels)
     assert not selects(service["spec"]["selector"], job_labels)
-    assert [p["targetPort"] for p in service["spec"]["ports"]] == ["http"]
+    assert [p["targetPort"] for p in service["spec"]["ports"]] == ["http", "grpc"]
+    grpc_port = next(p for p in service["spec"]["ports"] if p["name"] == "grpc")
+    assert grpc_port["appProtocol"] == "kubernetes.io/h2c"  # gRPC is HTTP/2 in plaintext
     assert selects(deployment["spec"]["selector"]["matchLabels"], pod_labels)
     pdb = _one(objects, "PodDisruptionBudget")
     assert selects(pdb["spec"]["selector"]["matchLabels"], pod_labels)
@@ -279,6 +284,8 @@ def test_service_pdb_hpa_and_policy_point_at_the_server_pods(
     assert selects(policy["spec"]["podSelector"]["matchLabels"], pod_labels)
     assert selects(policy["spec"]["podSelector"]["matchLabels"], job_labels)
     assert set(policy["spec"]["policyTypes"]) == {"Ingress", "Egress"}
+    [ingress] = policy["spec"]["ingress"]
+    assert [p["port"] for p in ingress["ports"]] == ["http", "grpc"]
 
 
 def test_the_service_monitor_scrapes_metrics_with_a_bearer_token_from_a_secret(
@@ -463,6 +470,22 @@ def test_nginx_balances_the_two_replicas() -> None:
     assert re.search(r"proxy_pass\s+http://graphgate;", _nginx())
 
 
+def test_nginx_passes_grpc_to_each_replicas_grpc_port() -> None:
+    upstream = re.search(r"upstream graphgate_grpc \{(.*?)\}", _nginx(), re.S)
+    assert upstream is not None
+    servers = re.findall(r"^\s*server\s+(\S+?):(\d+)", upstream[1], re.M)
+    port = _compose()["services"]["graphgate-1"]["environment"]["GRAPHGATE_GRPC_PORT"]
+    assert servers == [(name, port) for name in REPLICAS]
+    grpc_server = re.search(r"server \{\s*listen (\d+);\s*http2 on;(.*?)\n    \}", _nginx(), re.S)
+    assert grpc_server is not None, "expected a server block listening with http2 on"
+    assert re.search(r"grpc_pass\s+grpc://graphgate_grpc;", grpc_server[2])
+    published = _compose()["services"]["nginx"]["ports"]
+    assert f"127.0.0.1:{grpc_server[1]}:{grpc_server[1]}" in published
+    body = re.search(r"client_max_body_size\s+(\d+)m;", grpc_server[2])
+    assert body is not None  # above the app's cap: the app answers a bigger message with a code
+    assert int(body[1]) * 1024**2 > Settings.model_fields["max_infer_bytes"].default
+
+
 def test_nginx_body_limit_is_the_apps_upload_cap() -> None:
     found = re.search(r"client_max_body_size\s+(\d+)([kmg]?);", _nginx())
     assert found is not None
@@ -578,7 +601,8 @@ def test_the_healthcheck_asks_the_ready_route_on_the_served_port(name: str) -> N
     )
     assert command[0] == "python"
     assert f"http://127.0.0.1:{env['GRAPHGATE_PORT']}/v2/health/ready" in command[-1]
-    assert [a for op, a in _final_stage(name) if op == "EXPOSE"] == [env["GRAPHGATE_PORT"]]
+    exposed = [a for op, a in _final_stage(name) if op == "EXPOSE"]
+    assert exposed == [env["GRAPHGATE_PORT"], env["GRAPHGATE_GRPC_PORT"]]
 
 
 @pytest.fixture(scope="module")

@@ -113,17 +113,24 @@ def test_inference_counts_failures_and_latency_per_tenant_and_model(
     assert total == 7
 
     failures = "graphgate_inference_failures_total"
-    assert got[sample(failures, tenant="tenant-a", model="m", code="INPUT_DTYPE")] == 1
-    assert got[sample(failures, tenant="tenant-a", model="", code="NOT_FOUND")] == 1
-    assert got[sample(failures, tenant="", model="", code="UNAUTHORIZED")] == 1
+    assert (
+        got[sample(failures, tenant="tenant-a", model="m", protocol="json", code="INPUT_DTYPE")]
+        == 1
+    )
+    assert (
+        got[sample(failures, tenant="tenant-a", model="", protocol="json", code="NOT_FOUND")] == 1
+    )
+    assert got[sample(failures, tenant="", model="", protocol="json", code="UNAUTHORIZED")] == 1
     assert sum(v for (name, _), v in got.items() if name == failures) == 3
 
     latency = "graphgate_inference_latency_seconds"
-    assert got[sample(f"{latency}_count", tenant="tenant-a", model="m")] == 4
-    assert got[sample(f"{latency}_bucket", tenant="tenant-a", model="m", le="+Inf")] == 4
-    assert got[sample(f"{latency}_count", tenant="tenant-b", model="m")] == 1
-    assert got[sample(f"{latency}_count", tenant="tenant-a", model="")] == 1
-    assert got[sample(f"{latency}_sum", tenant="tenant-a", model="m")] > 0
+    a_m = {"tenant": "tenant-a", "model": "m"}
+    assert got[sample(f"{latency}_count", **a_m, protocol="json")] == 3
+    assert got[sample(f"{latency}_count", **a_m, protocol="binary")] == 1
+    assert got[sample(f"{latency}_bucket", **a_m, protocol="json", le="+Inf")] == 3
+    assert got[sample(f"{latency}_count", tenant="tenant-b", model="m", protocol="json")] == 1
+    assert got[sample(f"{latency}_count", tenant="tenant-a", model="", protocol="json")] == 1
+    assert got[sample(f"{latency}_sum", **a_m, protocol="json")] > 0
 
 
 def test_label_values_never_echo_what_the_caller_sent(client: TestClient, key_a: str) -> None:
@@ -182,8 +189,18 @@ def test_429s_are_counted_by_reason(client: TestClient, key_a: str, key_b: str) 
     # both were refused before the model resolved, so they carry no model label
     assert got[requests("tenant-a", "", "json", 429)] == 2
     failures = "graphgate_inference_failures_total"
-    assert got[sample(failures, tenant="tenant-a", model="", code="RATE_LIMITED")] == 1
-    assert got[sample(failures, tenant="tenant-a", model="", code="TOO_MANY_CONCURRENT")] == 1
+    assert (
+        got[sample(failures, tenant="tenant-a", model="", protocol="json", code="RATE_LIMITED")]
+        == 1
+    )
+    assert (
+        got[
+            sample(
+                failures, tenant="tenant-a", model="", protocol="json", code="TOO_MANY_CONCURRENT"
+            )
+        ]
+        == 1
+    )
 
 
 def test_each_app_has_its_own_registry(
@@ -216,8 +233,12 @@ def test_deleted_models_leave_metrics_and_a_tenant_s_model_series_are_bounded(
     metrics: Metrics = client.app.state.metrics  # type: ignore[attr-defined]
     tenant_id = client.app.state.tenants.authenticate(key_a).tenant_id  # type: ignore[attr-defined]
     for i in range(MAX_MODELS_PER_TENANT + 5):
-        metrics.inference(tenant_id, f"m{i}", binary=False, status=200, code=None, seconds=0.001)
-        metrics.inference(tenant_id, f"m{i}", binary=True, status=422, code="X", seconds=0.001)
+        metrics.inference(
+            tenant_id, f"m{i}", protocol="json", status="200", code=None, seconds=0.001
+        )
+        metrics.inference(
+            tenant_id, f"m{i}", protocol="binary", status="422", code="X", seconds=0.001
+        )
     page = client.get("/metrics", headers=auth(ADMIN_TOKEN)).text
     assert f'model="m{MAX_MODELS_PER_TENANT - 1}"' in page
     assert f'model="m{MAX_MODELS_PER_TENANT}"' not in page
