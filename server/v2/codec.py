@@ -240,9 +240,12 @@ def encode_response(
     results: Sequence[tuple[RequestedOutput, np.ndarray]],
 ) -> tuple[bytes, dict[str, str]]:
     """The response body and its Content-Type (and header length, when binary data follows)."""
-    entries: list[bytes] = []
+    # The header is written as pieces joined once: a JSON tensor's data is written apart, in C
+    # (json_tensors.encode_data), and spliced in as the last member of its entry.
+    pieces: list[bytes] = []
     chunks: list[bytes] = []
     for out, value in results:
+        pieces.append(b"," if pieces else b"[")
         entry: dict[str, Any] = {
             "name": out.spec.name,
             "datatype": DATATYPES[out.spec.dtype],
@@ -252,15 +255,15 @@ def encode_response(
             raw = np.ascontiguousarray(value, dtype=out.spec.dtype.numpy).tobytes()
             entry["parameters"] = {"binary_data_size": len(raw)}
             chunks.append(raw)
-            entries.append(_json_bytes(entry))
+            pieces.append(_json_bytes(entry))
         else:
             data = json_tensors.encode_data(out.spec.dtype, value)
-            entries.append(_with_last_member(_json_bytes(entry), b'"data":' + data))
+            pieces += [_json_bytes(entry)[:-1], b',"data":', data, b"}"]
     doc: dict[str, Any] = {"model_name": model_name, "model_version": model_version}
     if request_id is not None:
         doc["id"] = request_id
-    outputs = b"".join([b'"outputs":[', b",".join(entries), b"]"])
-    header = _with_last_member(_json_bytes(doc), outputs)
+    # NOTE: "outputs" is the document's last member, written before its closing brace.
+    header = b"".join([_json_bytes(doc)[:-1], b',"outputs":', *(pieces or [b"["]), b"]}"])
     if not chunks:
         return header, {"content-type": JSON_CONTENT}
     return b"".join([header, *chunks]), {
@@ -272,12 +275,6 @@ def encode_response(
 def _json_bytes(obj: dict[str, Any]) -> bytes:
     # NOTE: ensure_ascii keeps characters == bytes, which is what the header length counts.
     return json.dumps(obj, separators=(",", ":")).encode()
-
-
-def _with_last_member(obj: bytes, member: bytes) -> bytes:
-    """A JSON object's text with one more member, already written (`"key":value`), at its end;
-    the tensors' data is written apart, in C, and joined as text."""
-    return b"".join([obj[:-1], b"," if obj != b"{}" else b"", member, b"}"])
 
 
 # -- the request document ------------------------------------------------------------------
