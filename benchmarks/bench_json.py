@@ -218,7 +218,8 @@ def report(args: argparse.Namespace, codec_ms: dict[str, float], served: dict[st
         "# JSON tensors against binary tensors",
         "",
         f"Command: `python benchmarks/bench_json.py --runs {args.runs} --served-runs "
-        f"{args.served_runs}" + (" --before-source DIR`" if args.before_source else "`")
+        f"{args.served_runs}"
+        + (" --before-source DIR`" if args.before_source else "`")
         + (f" (DIR: {args.before_label})" if args.before_source else "")
         + f". Machine: {os.cpu_count()} CPUs, load average {args.load_before:.1f} before and "
         f"{load[0]:.1f} after (other work shares it: compare ratios within a run, not figures "

@@ -84,7 +84,7 @@ def conformance_models(keys: list[str]) -> list[Model]:
     for m in chosen:
         program, params = files[m.key]
         rng = np.random.default_rng(0)
-        by_batch = {}
+        by_batch: dict[int, dict[str, np.ndarray]] = {}
         for batch in BATCHES:
             if m.feed == "image":
                 by_batch[batch] = {"": rng.standard_normal((batch, 3, 224, 224), np.float32)}

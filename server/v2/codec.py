@@ -629,4 +629,3 @@ def _got(value: np.ndarray) -> str:
     ):
         return "integers outside the 64-bit range"
     return kinds.get(value.dtype.kind, "values that are not all numbers (null, objects, mixed)")
-

@@ -129,7 +129,9 @@ def _document(rng: random.Random) -> str:
     if rng.random() < 0.3:
         fields.append('"parameters": {"binary_data_output": true, "timeout": 1000}')
     if rng.random() < 0.3:
-        fields.append('"outputs": [{"name": "m"}, {"name": "y", "parameters": {"binary_data": false}}]')
+        fields.append(
+            '"outputs": [{"name": "m"}, {"name": "y", "parameters": {"binary_data": false}}]'
+        )
     rng.shuffle(fields)
     return "{" + ", ".join(fields) + "}"
 
@@ -138,10 +140,14 @@ def _document(rng: random.Random) -> str:
 MUTATIONS: list[Callable[[str, random.Random], str]] = [
     lambda doc, rng: doc,
     lambda doc, rng: doc,
-    lambda doc, rng: doc.replace("0.", "true", 1) if rng.random() < 0.5 else doc.replace("1", "null", 1),
+    lambda doc, rng: (
+        doc.replace("0.", "true", 1) if rng.random() < 0.5 else doc.replace("1", "null", 1)
+    ),
     lambda doc, rng: doc.replace(", ", ', "s", ', 1 + rng.randrange(40)),
     lambda doc, rng: doc.replace(", ", ", {}, ", 1),
-    lambda doc, rng: doc.replace(", 0", ", NaN, 0", 1) if "NaN" not in doc else doc.replace("1", "Infinity", 1),
+    lambda doc, rng: (
+        doc.replace(", 0", ", NaN, 0", 1) if "NaN" not in doc else doc.replace("1", "Infinity", 1)
+    ),
     lambda doc, rng: doc.replace("1", "-Infinity", 1),
     lambda doc, rng: doc.replace("5", ".5", 1),
     lambda doc, rng: doc.replace(", 1", ", 01", 1),
@@ -213,7 +219,11 @@ def test_every_numeric_datatype_reads_alike(dtype: DType, nested: bool) -> None:
     values = NUMERIC[dtype](rng).reshape(2, 1024)
     data = values.tolist() if nested else values.reshape(-1).tolist()
     body = json.dumps(
-        {"inputs": [{"name": "x", "datatype": codec.DATATYPES[dtype], "shape": [2, 1024], "data": data}]}
+        {
+            "inputs": [
+                {"name": "x", "datatype": codec.DATATYPES[dtype], "shape": [2, 1024], "data": data}
+            ]
+        }
     ).encode()
     assert _is_cut(body)
     fast, reference = decode_both(body, None, (spec,))
@@ -227,12 +237,19 @@ def test_binary_data_after_a_large_json_tensor_reads_alike() -> None:
     doc = {
         "inputs": [
             {"name": "x", "datatype": "FP32", "shape": [2, 3, 32, 32], "data": x.ravel().tolist()},
-            {"name": "mask", "datatype": "BOOL", "shape": [3], "parameters": {"binary_data_size": 3}},
+            {
+                "name": "mask",
+                "datatype": "BOOL",
+                "shape": [3],
+                "parameters": {"binary_data_size": 3},
+            },
         ]
     }
     header = json.dumps(doc).encode()
     for extra in (b"", b"\x00"):  # the right size, and one byte too many
-        fast, reference = decode_both(header + mask.tobytes() + extra, str(len(header)), (IMAGE, MASK))
+        fast, reference = decode_both(
+            header + mask.tobytes() + extra, str(len(header)), (IMAGE, MASK)
+        )
         assert_same(fast, reference)
     assert isinstance(reference, tuple) and reference[0].code == "INFER_BINARY_SIZE"
 
@@ -267,7 +284,9 @@ def test_written_data_reads_back_as_json_dumps_writes_it(dtype: DType) -> None:
     if dtype == DType.BOOL:
         value = rng.random(500) < 0.5
     elif dtype == DType.BF16:  # the upper halves of float32s, as a BF16 output holds them
-        value = (rng.standard_normal(500).astype(np.float32).view(np.uint32) >> 16).astype(np.uint16)
+        value = (rng.standard_normal(500).astype(np.float32).view(np.uint32) >> 16).astype(
+            np.uint16
+        )
     else:
         value = NUMERIC[dtype](rng)[:500].astype(dtype.numpy)
     if dtype in (DType.FP32, DType.FP64, DType.FP16):
@@ -299,7 +318,9 @@ def test_a_response_with_json_and_binary_outputs_reads_back_whole() -> None:
     doc = json.loads(body[:length])
     assert doc["model_name"] == "net" and doc["model_version"] == "2" and doc["id"] == "req-é"
     assert [o["name"] for o in doc["outputs"]] == ["y", "m"]
-    np.testing.assert_array_equal(np.array(doc["outputs"][0]["data"], np.float32).reshape(2, 300), y)
+    np.testing.assert_array_equal(
+        np.array(doc["outputs"][0]["data"], np.float32).reshape(2, 300), y
+    )
     assert doc["outputs"][1]["parameters"] == {"binary_data_size": 2}
     assert body[length:] == m.tobytes()
 
