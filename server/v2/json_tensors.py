@@ -46,6 +46,8 @@ MAX_NESTING: Final = 32
 # steps, than orjson's reading of it (data nested as [N, 2] with a large N): such an array
 # stays in the document.
 MAX_INNER_ARRAYS: Final = 4096
+# The Python steps one document may take (see _Walk): a request has a few dozen strings.
+MAX_WALK_STEPS: Final = 4 * MAX_INNER_ARRAYS
 # Without a quote, a JSON array can hold numbers, arrays, true, false, null and empty objects;
 # one with any of these bytes stays in the document, where the reference reading sees it.
 # (Anything else that is not a number, NaN for one, is invalid JSON, which orjson refuses.)
@@ -129,9 +131,10 @@ def _data_arrays(document: bytes) -> Iterator[tuple[int, int, int]]:
 
     Walks the document from string to string (bytes.find, in C): a quote outside a string
     opens one, and the array after a "data" key holds no quote, so it is found whole."""
+    walk = _Walk(document)
     pos = 0
     while (quote := document.find(b'"', pos)) >= 0:
-        close = _string_end(document, quote)
+        close = walk.string_end(quote)
         if close < 0:
             return  # an unterminated string: the document is invalid, nothing to cut
         pos = close + 1
@@ -141,7 +144,7 @@ def _data_arrays(document: bytes) -> Iterator[tuple[int, int, int]]:
         if colon is None or document[colon.end() : colon.end() + 1] != b"[":
             continue
         start = colon.end()
-        found = _array_end(document, start)
+        found = walk.array_end(start)
         if found is None:
             continue
         end, nesting = found
@@ -150,44 +153,65 @@ def _data_arrays(document: bytes) -> Iterator[tuple[int, int, int]]:
             yield start, end, nesting
 
 
-def _string_end(document: bytes, quote: int) -> int:
-    """Where the string opened at `quote` closes: the next quote not escaped (an odd run of
-    backslashes before it escapes it); -1 if none."""
-    pos = quote + 1
-    while (close := document.find(b'"', pos)) >= 0:
-        backslashes = 0
-        while document[close - 1 - backslashes] == 0x5C:
-            backslashes += 1
-        if backslashes % 2 == 0:
-            return close
-        pos = close + 1
-    return -1
+class _Walk:
+    """The steps taken in Python over one document (a string, an escaped quote, a backslash
+    before a quote, a closing bracket of nested data) are counted: past MAX_WALK_STEPS the
+    document goes to the reference reading whole (NotCut), so that a document of many strings
+    or escapes costs this path no more than a few milliseconds."""
 
+    __slots__ = ("document", "steps")
 
-def _array_end(document: bytes, start: int) -> tuple[int, int] | None:
-    """The end of the array opened at `start` (just past its closing bracket) and how deep it
-    nests, if it holds no string (no quote before its end), nests at most MAX_NESTING deep and
-    has at most MAX_INNER_ARRAYS arrays; None otherwise."""
-    limit = document.find(b'"', start)
-    limit = len(document) if limit < 0 else limit
-    first_close = document.find(b"]", start, limit)
-    if first_close >= 0 and document.find(b"[", start + 1, first_close) < 0:
-        return first_close + 1, 1  # flat, the usual case: found by two scans in C
-    depth = deepest = 0
-    pos = start
-    for _ in range(MAX_INNER_ARRAYS):
-        close = document.find(b"]", pos, limit)
-        if close < 0:
-            return None
-        depth += document.count(b"[", pos, close)
-        deepest = max(deepest, depth)
-        if deepest > MAX_NESTING:
-            return None
-        depth -= 1
-        pos = close + 1
-        if depth == 0:
-            return pos, deepest
-    return None
+    def __init__(self, document: bytes) -> None:
+        self.document = document
+        self.steps = MAX_WALK_STEPS
+
+    def step(self) -> None:
+        self.steps -= 1
+        if self.steps < 0:
+            raise NotCut
+
+    def string_end(self, quote: int) -> int:
+        """Where the string opened at `quote` closes: the next quote not escaped (an odd run
+        of backslashes before it escapes it); -1 if none."""
+        document = self.document
+        pos = quote + 1
+        self.step()
+        while (close := document.find(b'"', pos)) >= 0:
+            backslashes = 0
+            while document[close - 1 - backslashes] == 0x5C:
+                backslashes += 1
+                self.step()
+            if backslashes % 2 == 0:
+                return close
+            pos = close + 1
+        return -1
+
+    def array_end(self, start: int) -> tuple[int, int] | None:
+        """The end of the array opened at `start` (just past its closing bracket) and how deep
+        it nests, if it holds no string (no quote before its end), nests at most MAX_NESTING
+        deep and has at most MAX_INNER_ARRAYS arrays; None otherwise."""
+        document = self.document
+        limit = document.find(b'"', start)
+        limit = len(document) if limit < 0 else limit
+        first_close = document.find(b"]", start, limit)
+        if first_close >= 0 and document.find(b"[", start + 1, first_close) < 0:
+            return first_close + 1, 1  # flat, the usual case: found by two scans in C
+        depth = deepest = 0
+        pos = start
+        for _ in range(MAX_INNER_ARRAYS):
+            self.step()
+            close = document.find(b"]", pos, limit)
+            if close < 0:
+                return None
+            depth += document.count(b"[", pos, close)
+            deepest = max(deepest, depth)
+            if deepest > MAX_NESTING:
+                return None
+            depth -= 1
+            pos = close + 1
+            if depth == 0:
+                return pos, deepest
+        return None
 
 
 # -- reading one array ---------------------------------------------------------------------

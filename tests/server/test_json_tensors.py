@@ -267,6 +267,24 @@ def test_data_nested_in_many_small_arrays_stays_with_the_reference() -> None:
     assert_same(fast, reference)
 
 
+def test_a_document_of_many_strings_goes_to_the_reference_whole() -> None:
+    # Walking 20,000 strings in Python would cost more than orjson's reading of them.
+    x = np.random.default_rng(4).standard_normal((2, 3, 32, 32)).astype(np.float32)
+    doc = {
+        "parameters": {"tags": ["t"] * 20_000},
+        "inputs": [
+            {"name": "x", "datatype": "FP32", "shape": [2, 3, 32, 32], "data": x.ravel().tolist()},
+            {"name": "mask", "datatype": "BOOL", "shape": [1], "data": [True]},
+        ],
+    }
+    body = json.dumps(doc).encode()
+    with pytest.raises(json_tensors.NotCut):
+        json_tensors.cut(body)
+    fast, reference = decode_both(body, None, (IMAGE, MASK))
+    assert isinstance(reference, InferRequest)
+    assert_same(fast, reference)
+
+
 def test_a_cut_array_keeps_the_document_within_the_depth_limit() -> None:
     assert 3 + json_tensors.MAX_NESTING < codec.MAX_JSON_DEPTH
 
