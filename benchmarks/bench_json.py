@@ -36,6 +36,7 @@ from pathlib import Path
 from typing import Any
 
 ROOT = Path(__file__).resolve().parents[1]
+FINDINGS = "## Findings"
 RESULTS = ROOT / "benchmarks" / "results" / "json_tensors.md"
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "benchmarks"))
@@ -268,7 +269,9 @@ def main() -> None:
     served = end_to_end(args.served_runs, args.before_source)
     print(served, flush=True)
     text = report(args, codec_ms, served)
-    RESULTS.write_text(text)
+    # The findings below the tables are written by hand: a new run keeps them.
+    kept = RESULTS.read_text().partition(FINDINGS)[2] if RESULTS.exists() else ""
+    RESULTS.write_text(text + (f"\n{FINDINGS}{kept}" if kept else ""))
     print(text)
 
 

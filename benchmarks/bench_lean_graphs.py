@@ -35,6 +35,7 @@ from pathlib import Path
 from typing import Any
 
 ROOT = Path(__file__).resolve().parents[1]
+FINDINGS = "## Findings"
 RESULTS = ROOT / "benchmarks" / "results" / "lean_graphs.md"
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "benchmarks"))
@@ -245,7 +246,9 @@ def main() -> None:
     with tempfile.TemporaryDirectory() as tmp:
         rows = [measure(m, args.before_source, args, Path(tmp)) for m in models]
     text = report(args, rows, load)
-    RESULTS.write_text(text)
+    # The findings below the tables are written by hand: a new run keeps them.
+    kept = RESULTS.read_text().partition(FINDINGS)[2] if RESULTS.exists() else ""
+    RESULTS.write_text(text + (f"\n{FINDINGS}{kept}" if kept else ""))
     print(text)
 
 
