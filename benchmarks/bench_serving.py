@@ -158,18 +158,19 @@ def _free_port() -> int:
 
 
 @contextmanager
-def serve(data_dir: Path) -> Iterator[str]:
+def serve(data_dir: Path, source: Path = ROOT) -> Iterator[str]:
+    """`graphgate serve` on a free loopback port, run from the source tree `source`."""
     port = _free_port()
     url = f"http://127.0.0.1:{port}"
     env = {
         **os.environ,
         "GRAPHGATE_ADMIN_TOKEN": ADMIN_TOKEN,
         "GRAPHGATE_TENANT_RATE_PER_S": "0",
-        "PYTHONPATH": os.pathsep.join(filter(None, [str(ROOT), os.environ.get("PYTHONPATH")])),
+        "PYTHONPATH": os.pathsep.join(filter(None, [str(source), os.environ.get("PYTHONPATH")])),
     }
     command = [sys.executable, "-m", "server.cli", "serve", "--port", str(port)]
     process = subprocess.Popen(
-        [*command, "--data-dir", str(data_dir)], cwd=ROOT, env=env,
+        [*command, "--data-dir", str(data_dir)], cwd=source, env=env,
         stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
     )  # fmt: skip
     try:

@@ -16,6 +16,7 @@ import onnx
 from onnx import TensorProto, helper, numpy_helper
 
 from executor import gate
+from executor.fold import fold_constants, reads
 from executor.lower import (
     BOUNDARY_OPS,
     EMITTERS,
@@ -77,13 +78,14 @@ def lower(program: ValidatedProgram) -> Lowered:
         outputs.append(helper.make_tensor_value_info(name, TensorProto.BOOL, []))
     outputs.extend(control.branch_mask_outputs(b, masks))
     graph = helper.make_graph(b.nodes, "graphgate", inputs, outputs, initializers + b.initializers)
-    _prune_initializers(graph)
     model = helper.make_model(
         graph,
         opset_imports=[helper.make_opsetid("", ONNX_OPSET)],
         ir_version=IR_VERSION,
         producer_name="graphgate",
     )
+    fold_constants(model)
+    _prune_initializers(model.graph)
     if flags:  # every while raises a "trips" flag
         helper.set_model_props(model, _loop_policy(program))
     checks = RuntimeChecks(
@@ -140,26 +142,15 @@ def _live_nodes(graph: onnx.GraphProto) -> list[onnx.NodeProto]:
     for node in reversed(graph.node):
         if wanted.intersection(node.output):
             live.append(node)
-            wanted.update(_reads(node))
+            wanted.update(reads(node))
     return live[::-1]
-
-
-def _reads(node: onnx.NodeProto) -> set[str]:
-    """Every name the node reads, its subgraphs' reads of enclosing values included."""
-    names = set(node.input)
-    for attr in node.attribute:
-        for sub in ([attr.g] if attr.HasField("g") else []) + list(attr.graphs):
-            names.update(info.name for info in sub.output)
-            for inner in sub.node:
-                names.update(_reads(inner))
-    return names
 
 
 def _prune_initializers(graph: onnx.GraphProto) -> None:
     """Drops the initializers no node reads (onnxruntime warns about each it removes)."""
     used = {info.name for info in graph.output}
     for node in graph.node:
-        used.update(_reads(node))
+        used.update(reads(node))
     kept = [t for t in graph.initializer if t.name in used]
     if len(kept) != len(graph.initializer):
         del graph.initializer[:]

@@ -5,8 +5,6 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-import numpy as np
-
 from executor.lower._builder import OnnxBuilder, Value
 from graph_proto.types import DType
 from validator import TensorType
@@ -42,12 +40,6 @@ def dims(b: OnnxBuilder, x: Value, start: int, end: int) -> Piece:
 def may_be_empty(x: Value) -> bool:
     """Whether X can hold no element at run time (a 0 dim, or an unknown one)."""
     return any(d <= 0 for d in x.shape)
-
-
-def nonempty_flag(b: OnnxBuilder, x: Value) -> str:
-    """A 0-D int64: 1 when X has elements, 0 when it is empty."""
-    size = b.op("Size", x.name)
-    return b.cast(b.op("Greater", size, b.const(np.zeros((), np.int64))), DType.INT64)
 
 
 def as_int64(b: OnnxBuilder, t: Value) -> str:

@@ -18,7 +18,6 @@ from executor.lower._int_lists import (
     int_values,
     int_vector,
     may_be_empty,
-    nonempty_flag,
 )
 from graph_proto.types import UNKNOWN, DType
 from validator.ops import int_scalar, norm_axes, norm_axis
@@ -66,8 +65,8 @@ def _reshape2_emit(
     # (ONNX's allowzero=0 would always copy); -1 is left for ONNX to infer.
     n = len(values)
     copies = concat_ints(b, [dims(b, x, 0, min(n, x.rank)), [0] * max(0, n - x.rank)])
-    if may_be_empty(x):
-        copies = b.op("Mul", copies, nonempty_flag(b, x))
+    if may_be_empty(x):  # an empty X copies 0s: Min(dims, Size(X)), as in _copied_target
+        copies = b.op("Min", copies, b.op("Size", x.name))
     zero = b.op("Equal", spec, b.ints([0] * n))
     return _reshape(b, x, b.op("Where", zero, copies, spec))
 
@@ -114,6 +113,11 @@ def _flatten_contiguous_range_emit(b: OnnxBuilder, x: Value, a: FlattenAttrs) ->
         return _reshape(b, x, b.ints(out.shape))
     start = norm_axis(a.start_axis, x.rank)
     stop = norm_axis(a.stop_axis, x.rank) + 1
+    outer = [*x.shape[:start], *x.shape[stop:]]
+    if all(d > 0 for d in outer):
+        # The unknown dims are all in the merged range and no other dim is 0: ONNX infers the
+        # -1 (an empty X's too: 0 / the others), a constant target.
+        return _reshape(b, x, b.ints([*x.shape[:start], -1, *x.shape[stop:]]))
     merged = dims(b, x, start, stop)
     if isinstance(merged, str):
         # The product, not -1: ONNX cannot infer a -1 beside another 0 dim of an empty X.

@@ -81,3 +81,56 @@ def test_onnx_copies_the_dim_itself_when_only_the_copied_dim_can_make_x_empty() 
     assert onnx.helper.get_attribute_value(reshape.attribute[0]) == 0  # allowzero
     (target,) = [t for t in model.graph.initializer if t.name == reshape.input[1]]
     assert onnx.numpy_helper.to_array(target).tolist() == shape
+
+
+# X's declared dims, flatten's start and stop axes, X shapes fed (empty ones included)
+FLATTEN_CASES: dict[str, tuple[list[int], int, int, list[tuple[int, ...]]]] = {
+    "batch_into_tokens": ([-1, 3, 4], 0, 1, [(2, 3, 4), (0, 3, 4)]),
+    "two_unknown_merged": ([-1, -1, 4], 0, 1, [(2, 5, 4), (0, 5, 4), (2, 0, 4)]),
+    "unknown_in_the_middle": ([2, -1, 5], 1, 2, [(2, 3, 5), (2, 0, 5)]),
+    "unknown_outside": ([-1, 3, 4], 1, 2, [(2, 3, 4), (0, 3, 4)]),
+}
+
+
+@pytest.mark.parametrize(
+    ("dims", "start", "stop", "fed"), FLATTEN_CASES.values(), ids=list(FLATTEN_CASES)
+)
+def test_flatten_over_unknown_dims_matches_paddle_on_empty_and_non_empty_inputs(
+    dims: list[int], start: int, stop: int, fed: list[tuple[int, ...]]
+) -> None:
+    with building() as (main, startup):
+        x = paddle.static.data("x", dims, "float32")
+        out = paddle.flatten(x, start, stop)
+    saved = save(main, startup, [x], [out])
+    assert "flatten_contiguous_range" in op_types(saved.program)
+    rng = np.random.default_rng(0)
+    for x_shape in fed:
+        assert_parity(saved, {"x": rng.standard_normal(x_shape).astype(np.float32)})
+
+
+def test_flatten_with_only_the_merged_dims_unknown_has_a_constant_target() -> None:
+    dims, start, stop, _ = FLATTEN_CASES["two_unknown_merged"]
+    with building() as (main, startup):
+        x = paddle.static.data("x", dims, "float32")
+        out = paddle.flatten(x, start, stop)
+    saved = save(main, startup, [x], [out])
+    model = lower(validate(saved.program, saved.params)).model
+    counts = Counter(node.op_type for node in model.graph.node)
+    assert counts == Counter({"Reshape": 1, "Identity": 1})  # Identity: the fetch
+
+
+def test_a_shape_tensor_target_copies_like_paddle_on_empty_inputs() -> None:
+    """reshape(x, shape(y)): every element of the target is known at run time only, so each
+    may be a 0 that copies X's dim (0 when X is empty)."""
+    with building() as (main, startup):
+        x = paddle.static.data("x", [-1, 3, 8], "float32")
+        y = paddle.static.data("y", [-1, 3, 8], "float32")
+        out = paddle.reshape(x, paddle.shape(y))
+    saved = save(main, startup, [x, y], [out])
+    rng = np.random.default_rng(1)
+    for x_rows, y_rows in [(2, 2), (0, 0), (2, 0)]:
+        feeds = {
+            "x": rng.standard_normal((x_rows, 3, 8)).astype(np.float32),
+            "y": rng.standard_normal((y_rows, 3, 8)).astype(np.float32),
+        }
+        assert_parity(saved, feeds)
