@@ -133,8 +133,14 @@ def decode_request(
     if cut_tensors and len(body) >= json_tensors.MIN_DOCUMENT_BYTES:
         try:
             return _decode_cut(body, header_length, inputs, outputs)
-        except (json_tensors.NotCut, InferRequestInvalid):
-            pass  # the reference reading below decodes it, and words any refusal
+        except json_tensors.NotCut:
+            pass  # the reference reading below decodes it
+        except InferRequestInvalid:
+            # As below: a large document is refused once, never read a second time (a 60 MiB
+            # body sent over and over would cost twice its parse); a small one is read again,
+            # and the reference reading words its refusal.
+            if len(body) > REPARSE_MAX_BYTES:
+                raise
     try:
         return _decode_request(body, header_length, inputs, outputs, orjson.loads)
     except InferRequestInvalid as refused:
