@@ -18,7 +18,7 @@ from dataclasses import asdict, dataclass, field, fields, replace
 from datetime import datetime
 from typing import Any, Final
 
-from sqlalchemy import select
+from sqlalchemy import select, update
 from sqlalchemy.orm import Session, sessionmaker
 
 from server.db.models import ArtifactRef, Model, ModelVersion, Tenant, TenantRules, utcnow
@@ -228,7 +228,12 @@ class PolicyService:
         the tenant's row locked (FOR UPDATE; SQLite serializes writers anyway), the lock every
         policy or quota write takes too: an upload registers its version against these, and
         neither slips between the other's check and commit."""
-        s.scalars(select(Tenant.id).where(Tenant.id == tenant_id).with_for_update()).first()
+        # A write first, then the reads: SQLite ignores FOR UPDATE and its driver begins the
+        # transaction only at the first write, so a read before it could see the rules a policy
+        # write was about to replace (a version registered ready over the tightened policy,
+        # after its re-check had run). The write takes SQLite's write lock before the rules are
+        # read; under PostgreSQL it locks the tenant's row, as FOR UPDATE would.
+        s.execute(update(Tenant).where(Tenant.id == tenant_id).values(name=Tenant.name))
         row = s.get(TenantRules, tenant_id)
         policy = self._policy_from(json.loads(row.policy)) if row else self._default_policy
         quota = self._quota_from(json.loads(row.quota)) if row else self._default_quota
@@ -372,6 +377,8 @@ def _tenant(s: Session, name: str, *, lock: bool = False) -> Tenant:
     """The tenant named `name`; with `lock`, its row locked for the rest of the transaction
     (the lock an upload's registration takes: `rules_for_update`)."""
     check_name("tenant", name)
+    if lock:  # a write first, as in `rules_for_update`: SQLite's write lock before the reads
+        s.execute(update(Tenant).where(Tenant.name == name).values(name=Tenant.name))
     query = select(Tenant).where(Tenant.name == name)
     tenant = s.scalars(query.with_for_update() if lock else query).first()
     if tenant is None:
