@@ -14,6 +14,7 @@ import shutil
 import subprocess
 import sys
 import tempfile
+from collections.abc import Iterable
 from pathlib import Path
 
 PACKAGE_DIR = Path(__file__).resolve().parent
@@ -52,6 +53,22 @@ def generate(out_dir: Path) -> None:
     module.write_text(text)
 
 
+def sync_generated(
+    fresh_dir: Path, package_dir: Path, names: Iterable[str], check: bool
+) -> list[str]:
+    """The names whose committed file in `package_dir` differs from the one just generated in
+    `fresh_dir`; unless `check`, each of them is rewritten. Shared with server/grpc/regenerate.py."""
+    drifted = []
+    for name in names:
+        fresh = (fresh_dir / name).read_bytes()
+        target = package_dir / name
+        if not target.exists() or target.read_bytes() != fresh:
+            drifted.append(name)
+            if not check:
+                target.write_bytes(fresh)
+    return drifted
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--check", action="store_true", help="exit 1 if the committed files drift")
@@ -59,14 +76,7 @@ def main(argv: list[str] | None = None) -> int:
     with tempfile.TemporaryDirectory() as tmp:
         out_dir = Path(tmp)
         generate(out_dir)
-        drifted = []
-        for name in GENERATED:
-            fresh = (out_dir / "graph_proto" / name).read_bytes()
-            target = PACKAGE_DIR / name
-            if not target.exists() or target.read_bytes() != fresh:
-                drifted.append(name)
-                if not args.check:
-                    target.write_bytes(fresh)
+        drifted = sync_generated(out_dir / "graph_proto", PACKAGE_DIR, GENERATED, args.check)
     if args.check and drifted:
         sys.stderr.write(f"generated files drift from {PROTO}: {drifted}\n")
         return 1

@@ -21,6 +21,8 @@ import tempfile
 from pathlib import Path
 from typing import Final
 
+from graph_proto.regenerate import sync_generated
+
 PACKAGE_DIR: Final = Path(__file__).resolve().parent
 ROOT: Final = PACKAGE_DIR.parents[1]
 PROTOS: Final = ("server/grpc/grpc_predict_v2.proto", "server/grpc/health.proto")
@@ -72,17 +74,11 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=(__doc__ or "").splitlines()[0])
     parser.add_argument("--check", action="store_true", help="exit 1 if the committed files drift")
     args = parser.parse_args(argv)
-    drifted = []
     with tempfile.TemporaryDirectory() as tmp:
         out_dir = Path(tmp)
         generate(out_dir)
-        for name in generated_names():
-            fresh = (out_dir / "server" / "grpc" / name).read_bytes()
-            target = PACKAGE_DIR / name
-            if not target.exists() or target.read_bytes() != fresh:
-                drifted.append(name)
-                if not args.check:
-                    target.write_bytes(fresh)
+        fresh_dir = out_dir / "server" / "grpc"
+        drifted = sync_generated(fresh_dir, PACKAGE_DIR, generated_names(), args.check)
     if args.check and drifted:
         sys.stderr.write(f"generated files drift from {list(PROTOS)}: {drifted}\n")
         return 1
