@@ -49,7 +49,7 @@ import numpy as np
 
 from executor.errors import DeadlineExceeded, RunCancelled
 from server.dispatch.answer import Answer, AnswerSpec
-from server.dispatch.pool import Cancel, ModelLabel, RemoteModel
+from server.dispatch.pool import Cancel, ModelLabel, RemoteModel, without_frames
 from server.errors import ModelQuarantined, WorkerCrashed, WorkerOutOfMemory, WorkerUnavailable
 from server.settings import Settings
 from validator import Report
@@ -659,6 +659,8 @@ def _deliver(outcomes: list[_Outcome]) -> None:
     by_loop: dict[asyncio.AbstractEventLoop, list[_Outcome]] = {}
     for outcome in outcomes:
         item, ok, value = outcome
+        if isinstance(value, BaseException):  # raised on this thread: see without_frames
+            without_frames(value)
         if item.cancel is not None:  # its callback refers to the item (and its batch): a
             item.cancel.on_cancel(None)  # cycle per request, left to the garbage collector
         if item.loop is not None:

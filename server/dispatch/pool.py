@@ -178,6 +178,27 @@ def _taken(arena: Arena, encoded: Encoded, small: bool) -> Answer:
     return Answer(encoded.length, encoded.header_length, read=spill.pread, on_close=spill.close)
 
 
+def without_frames(error: BaseException) -> BaseException:
+    """`error` with its traceback dropped, and those of the errors it chains: for an error
+    handed from the thread that raised it to another (the event loop, a batch's waiter).
+
+    NOTE: those frames hold the request (its body, its feeds), and some hold the error too
+    (`_check`'s reply, a caller's outcome): a reference cycle, freed only when the cyclic
+    garbage collector next runs, which an idle server may not do for minutes (each cancelled
+    62 MB request left its body and feeds, 122 MB, behind). The receiver raises the error
+    without them anyway."""
+    pending: list[BaseException | None] = [error]
+    seen: set[int] = set()
+    while pending:
+        current = pending.pop()
+        if current is None or id(current) in seen:
+            continue
+        seen.add(id(current))
+        current.__traceback__ = None
+        pending += [current.__cause__, current.__context__]
+    return error
+
+
 def content_key(digests: Digests, policy: Policy) -> str:
     """What a worker keeps a compiled model under: its bytes' digests and the policy."""
     text = f"{digests.program}:{digests.params or ''}:{policy!r}"

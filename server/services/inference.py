@@ -30,6 +30,7 @@ from graph_proto.types import DType
 from server.dispatch import Cancel, batching
 from server.dispatch.answer import Answer, AnswerSpec, Budget, OutputSpec
 from server.dispatch.batching import Batchers
+from server.dispatch.pool import without_frames
 from server.errors import BadRequest
 from server.services.policies import Quota
 from server.services.types import LoadedModel, ModelMetadata
@@ -273,8 +274,8 @@ def _in_thread(
     def run() -> None:
         try:
             outcome: tuple[bool, object] = (True, held.pop()())
-        except BaseException as error:  # handed to the waiter, raised there
-            outcome = (False, error)
+        except BaseException as error:  # handed to the waiter, raised there without its frames
+            outcome = (False, without_frames(error))
         try:
             loop.call_soon_threadsafe(_settle, waiter, *outcome, late)
         except RuntimeError:  # the loop closed: nobody waits any more
