@@ -463,14 +463,18 @@ class WorkerPool:
         source: Callable[[], tuple[bytes, bytes | None]],
         digests: Digests | None = None,
         signature: SignatureCheck | None = None,
+        owner: str = "",
     ) -> RemoteModel:
         """Validates, lowers, gates and builds the session in a worker (which keeps it).
         Raises what check_servable raises, WorkerCrashed, or CompileTimeout. `source`: where
         another worker reads the program and params again (storage); `digests`: their hashes
         when the caller has them (else computed here); `signature`: verified first, in the
-        worker and within the compile's time (a SignatureRefused when it does not pass)."""
+        worker and within the compile's time (a SignatureRefused when it does not pass);
+        `owner`: the tenant compiling it (whose share of the worker's cache it counts in)."""
         key = content_key(digests or Digests.of(program, params), policy)
-        message = ("compile", next(self._seq), key, program, params, policy, options, signature)
+        message = (
+            "compile", next(self._seq), key, program, params, policy, options, signature, owner
+        )  # fmt: skip
         reply = self._call(message, self.settings.compile_timeout_s, label=None)
         report, onnx_bytes, provenance = reply[2]
         return RemoteModel(
@@ -489,7 +493,7 @@ class WorkerPool:
         """The outputs of one run, copied out of the worker's arena."""
         worker = self._worker_for(deadline, cancelled, label)
         with self._released_on_failure(worker, label):
-            reply = self._run_on(worker, model, feeds, deadline, cancelled, None, ())
+            reply = self._run_on(worker, model, feeds, deadline, cancelled, None, (), label)
         _, _, (out_layout, out_inline), arena_size, retire = reply
         worker.arena.ensure(arena_size)
         outputs = worker.arena.read(out_layout, out_inline, copy=True)
@@ -515,7 +519,9 @@ class WorkerPool:
         worker is free once this returns."""
         worker = self._worker_for(deadline, cancelled, label)
         with self._released_on_failure(worker, label):
-            reply = self._run_on(worker, model, feeds, deadline, cancelled, tuple(answers), rows)
+            reply = self._run_on(
+                worker, model, feeds, deadline, cancelled, tuple(answers), rows, label
+            )
             _, _, encoded, arena_size, retire = reply
             worker.arena.ensure(arena_size)
             small = sum(e.length for e in encoded if isinstance(e, Encoded)) <= COPY_MAX_BYTES
@@ -568,21 +574,27 @@ class WorkerPool:
         cancelled: Cancel | None,
         answers: tuple[AnswerSpec, ...] | None,
         rows: Sequence[int],
+        label: ModelLabel | None,
     ) -> tuple[Any, ...]:
         arena = worker.arena
         layout, inline, _ = arena.write(feeds)
         timeout = None if deadline is None else deadline - time.monotonic() + _HARD_STOP_GRACE_S
         seq = next(self._seq)
+        owner = "" if label is None else label[0]  # the tenant: its share of the worker's cache
         if cancelled is not None:
             cancelled.on_cancel(lambda: worker.cancel(seq))
         try:
             message = (
-                "run", seq, model.key, layout, inline, arena.size, deadline, answers, tuple(rows)
+                "run", seq, model.key, layout, inline, arena.size, deadline, answers, tuple(rows),
+                owner,
             )  # fmt: skip
             reply = worker.call(message, timeout)
             if reply[0] == "missing":
                 program, params = model.source()
-                load = ("load", seq, model.key, program, params, model.policy, model.options)
+                load = (
+                    "load", seq, model.key, program, params, model.policy, model.options, None,
+                    owner,
+                )  # fmt: skip
                 self._check(worker.call(load, self.settings.compile_timeout_s))
                 reply = worker.call(message, timeout)
         finally:

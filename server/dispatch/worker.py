@@ -69,30 +69,41 @@ def _peak_rss_bytes() -> int:
 
 class SessionCache:
     """Compiled models by content key, bounded in bytes: the ONNX size (its weights) plus the
-    RSS growth measured around its first run (onnxruntime's arena); least recently used
-    dropped first (the newest always stays). Growth around the compile is not counted: it is
-    mostly the allocator keeping transient copies (protobuf, lowering), and varies 2x run to run."""
+    RSS growth measured around its first run (onnxruntime's arena). Growth around the compile
+    is not counted: it is mostly the allocator keeping transient copies (protobuf, lowering),
+    and varies 2x run to run.
+
+    Shared fairly by the tenants whose requests the worker runs (every worker runs every
+    tenant's): each entry's owner is the tenant that last used it, each owner holding entries
+    has an equal share of the bytes, and a tenant over its share loses its own least recently
+    used session first, so one tenant cycling many models evicts its own, never another's
+    within its share (services/models.py shares the server's cache the same way, by count).
+    The newest session always stays. Identical bytes under an identical policy are one
+    session, whoever uploaded them (a session keeps nothing of a run)."""
 
     def __init__(self, cap_bytes: int) -> None:
         self.cap_bytes = cap_bytes
         self._models: OrderedDict[str, tuple[CompiledModel, int]] = OrderedDict()
+        self._owners: dict[str, str] = {}
         self._unmeasured_runs: set[str] = set()
         self.total = 0
 
-    def get(self, key: str) -> CompiledModel | None:
+    def get(self, key: str, owner: str = "") -> CompiledModel | None:
         hit = self._models.get(key)
         if hit is None:
             return None
         self._models.move_to_end(key)
+        self._owners[key] = owner
         return hit[0]
 
-    def put(self, key: str, model: CompiledModel) -> None:
+    def put(self, key: str, model: CompiledModel, owner: str = "") -> None:
         self._drop(key)
         cost = len(model.onnx_bytes)
         self._models[key] = (model, cost)
+        self._owners[key] = owner
         self._unmeasured_runs.add(key)
         self.total += cost
-        self._evict()
+        self._evict(owner)
 
     def measures_first_run(self, key: str) -> bool:
         return key in self._unmeasured_runs
@@ -105,7 +116,7 @@ class SessionCache:
         model, cost = self._models[key]
         self._models[key] = (model, cost + max(0, grown))
         self.total += max(0, grown)
-        self._evict()
+        self._evict(self._owners[key])
 
     def keys(self) -> list[str]:
         return list(self._models)
@@ -114,15 +125,33 @@ class SessionCache:
         """Content key -> (bytes it costs, the provider its session runs on)."""
         return {key: (cost, model.provider) for key, (model, cost) in self._models.items()}
 
+    def owners(self) -> dict[str, str]:
+        """Content key -> the tenant that last used it."""
+        return dict(self._owners)
+
     def _drop(self, key: str) -> None:
         if (old := self._models.pop(key, None)) is not None:
             self.total -= old[1]
+            del self._owners[key]
 
-    def _evict(self) -> None:
+    def _evict(self, adding: str) -> None:
         while self.total > self.cap_bytes and len(self._models) > 1:
-            key = next(iter(self._models))
+            key = self._evictee(adding)
             self._drop(key)
             self._unmeasured_runs.discard(key)
+
+    def _evictee(self, adding: str) -> str:
+        """Which session leaves as `adding`'s pushes the cache past its cap: the least recently
+        used of `adding`'s own when it holds more than its share, else of the tenant holding
+        the most bytes; never the newest."""
+        newest = next(reversed(self._models))
+        held: dict[str, int] = {}
+        for key, (_model, cost) in self._models.items():
+            held[self._owners[key]] = held.get(self._owners[key], 0) + cost
+        share = self.cap_bytes // len(held)
+        loser = adding if held.get(adding, 0) > share else max(held, key=held.__getitem__)
+        older = [key for key in self._models if key != newest]
+        return next((key for key in older if self._owners[key] == loser), older[0])
 
 
 class _Cancels:
@@ -219,6 +248,7 @@ class Worker:
         policy: Policy,
         options: SessionOptions,
         signature: SignatureCheck | None = None,
+        owner: str = "",
         *,
         nice: int = 0,
     ) -> tuple[Any, bytes, Provenance | None]:
@@ -233,7 +263,7 @@ class Worker:
             self.session_cpus |= _pinned_cpus(_thread_ids() - before, self.cpus)
         finally:
             _pin_this_thread(_left_to_the_caller(self.cpus, self.session_cpus))
-        self.cache.put(key, model)
+        self.cache.put(key, model, owner)
         return model.program.report, model.onnx_bytes, provenance
 
     def run(
@@ -246,10 +276,12 @@ class Worker:
         deadline: float | None,
         answers: tuple[AnswerSpec, ...] | None = None,
         rows: tuple[int, ...] = (),
+        owner: str = "",
     ) -> tuple[Any, ...]:
         """Runs a request (or a batch: `rows` per member). With `answers`, each member's answer
-        is encoded here, into the arena after the feeds (answer.py); else the outputs go there."""
-        model = self.cache.get(key)
+        is encoded here, into the arena after the feeds (answer.py); else the outputs go there.
+        `owner`: the tenant the request is for (whose share of the cache the session counts in)."""
+        model = self.cache.get(key, owner)
         if model is None:
             return ("missing", seq)
         self.arena.ensure(arena_bytes)

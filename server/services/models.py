@@ -136,7 +136,7 @@ class ModelService:
         when given), lowers and gates without storing anything; returns the report."""
         policy = self._policy_for(tenant_id) if tenant_id else self._policy
         digests = Digests.of(program, params)
-        compiled = self._compile(program, params, policy, digests, signature)
+        compiled = self._compile(program, params, policy, digests, signature, tenant_id)
         return CheckedModel(compiled.program.report, compiled.provenance)
 
     def upload(
@@ -155,7 +155,7 @@ class ModelService:
         _check_name(name)
         policy = self._policy_for(tenant)
         digests = digests or Digests.of(program, params)
-        compiled = self._compile(program, params, policy, digests, signature)
+        compiled = self._compile(program, params, policy, digests, signature, tenant)
         report = compiled.program.report
         provenance = compiled.provenance
         shas = (
@@ -197,7 +197,7 @@ class ModelService:
         it passes and that policy is still the tenant's when the status is written."""
         policy = self._policy_for(tenant)
         try:
-            compiled = self._compile(program, params, policy, digests)
+            compiled = self._compile(program, params, policy, digests, owner=tenant)
         except ModelRejected:
             return BLOCKED
         with self._register_lock, self._sessions.begin() as s:
@@ -345,7 +345,9 @@ class ModelService:
             build_lock = self._build_locks.setdefault(key, threading.Lock())
         with build_lock:  # one compile per program, however many requests wait for it
             if (hit := self._cached(key)) is None:
-                hit = self._compile_queue(model.tenant_id, lambda: self._rebuild(*key))
+                hit = self._compile_queue(
+                    model.tenant_id, lambda: self._rebuild(*key, owner=model.tenant_id)
+                )
             return self._settle(
                 lookup, LoadedModel(*found, hit, batching, provenance), key, generation
             )
@@ -380,11 +382,20 @@ class ModelService:
         policy: Policy,
         digests: Digests,
         signature: SignatureCheck | None = None,
+        owner: str = "",
     ) -> RemoteModel:
+        """`owner`: the tenant it is compiled for (whose share of the worker's cache it takes)."""
         # The one servability check, shared with `graphgate check`: what it passes, upload keeps.
         try:
             return self._pool.compile(
-                program, params, policy, self._options, self._source(digests), digests, signature
+                program,
+                params,
+                policy,
+                self._options,
+                self._source(digests),
+                digests,
+                signature,
+                owner,
             )
         except ValidationFailed as failed:
             diagnostics = list(failed.diagnostics)
@@ -396,11 +407,13 @@ class ModelService:
         get = self._artifacts.get
         return lambda: (get(program_sha), None if params_sha is None else get(params_sha))
 
-    def _rebuild(self, program_sha: str, params_sha: str | None, policy: Policy) -> RemoteModel:
+    def _rebuild(
+        self, program_sha: str, params_sha: str | None, policy: Policy, owner: str
+    ) -> RemoteModel:
         # NOTE: re-validated on load, so a stricter validator also applies to stored models.
         program = self._artifacts.get(program_sha)
         params = None if params_sha is None else self._artifacts.get(params_sha)
-        return self._compile(program, params, policy, Digests(program_sha, params_sha))
+        return self._compile(program, params, policy, Digests(program_sha, params_sha), owner=owner)
 
     def _register(
         self,

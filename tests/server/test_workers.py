@@ -3,25 +3,28 @@
 from __future__ import annotations
 
 import contextlib
+import gc
 import json
 import os
 import signal
 import threading
 import time
+import weakref
 from collections.abc import Iterator
+from dataclasses import dataclass
 from multiprocessing import Pipe
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 import numpy as np
 import pytest
 from fastapi.testclient import TestClient
 
-from executor import SessionOptions
-from executor.errors import RunCancelled
+from executor import CompiledModel, SessionOptions
+from executor.errors import DeadlineExceeded, RunCancelled
 from server.dispatch import PoolSettings, RemoteModel, WorkerPool
-from server.dispatch.pool import _POLL_S, _Handoff
-from server.dispatch.worker import _Cancels, at_lower_priority
+from server.dispatch.pool import _POLL_S, _Handoff, without_frames
+from server.dispatch.worker import SessionCache, _Cancels, at_lower_priority
 from server.errors import WorkerOutOfMemory
 from server.main import create_app
 from server.storage import open_artifacts
@@ -449,3 +452,68 @@ def test_a_quarantine_is_kept_in_the_database_across_a_restart_until_released(
             ("admin:root", "ok"),
             ("admin:vera", "denied"),
         ]
+
+
+def _raised_by_a_frame_holding(feeds: np.ndarray) -> DeadlineExceeded:
+    """A worker's error as the pool raises it: from a frame that holds the request's feeds
+    and the reply the error came in (pool._check)."""
+    reply = ("err", DeadlineExceeded("the request ran past its deadline and was stopped"))
+    try:
+        raise reply[1]
+    except DeadlineExceeded as error:
+        return error
+
+
+def test_an_error_handed_on_without_its_frames_frees_the_request_at_once() -> None:
+    """The cancelled conv's memory finding (tests/server/test_hostile_answers.py): what the
+    frames of a handed-on error held is freed by reference counting, not left to the cyclic
+    garbage collector (disabled here)."""
+    kept, freed = np.ones(1024, np.float32), np.ones(1024, np.float32)
+    kept_alive, freed_alive = weakref.ref(kept), weakref.ref(freed)
+    gc.disable()
+    try:
+        with_frames = _raised_by_a_frame_holding(kept)
+        handed = without_frames(_raised_by_a_frame_holding(freed))
+        del kept, freed, with_frames
+        assert kept_alive() is not None  # the cycle: error -> traceback -> frame -> error
+        assert freed_alive() is None
+        assert str(handed) == "the request ran past its deadline and was stopped"
+        assert handed.__traceback__ is None
+    finally:
+        gc.enable()
+        gc.collect()
+
+
+@dataclass(frozen=True)
+class _Sized:
+    """What a worker's session cache reads of a compiled model: its ONNX bytes (its cost)."""
+
+    onnx_bytes: bytes
+    provider: str = "CPUExecutionProvider"
+
+
+def _session(size: int) -> CompiledModel:
+    return cast(CompiledModel, _Sized(bytes(size)))
+
+
+def test_a_tenant_cycling_sessions_in_a_worker_evicts_its_own_not_another_tenants() -> None:
+    cache = SessionCache(cap_bytes=1000)  # two tenants: a share of 500 bytes each
+    cache.put("other-a", _session(200), "other")
+    cache.put("other-b", _session(200), "other")
+    for i in range(10):
+        cache.put(f"cycler-{i}", _session(200), "cycler")
+    assert cache.keys() == ["other-a", "other-b", "cycler-7", "cycler-8", "cycler-9"]
+    assert cache.total == 1000
+
+
+def test_a_tenant_under_its_share_takes_bytes_from_the_one_holding_the_most() -> None:
+    cache = SessionCache(cap_bytes=1000)
+    for i in range(5):
+        cache.put(f"cycler-{i}", _session(200), "cycler")  # the whole cache, alone
+    cache.put("other-a", _session(200), "other")
+    assert cache.keys() == ["cycler-1", "cycler-2", "cycler-3", "cycler-4", "other-a"]
+    # A session another tenant runs is counted in that tenant's share from then on.
+    assert cache.get("cycler-1", "other") is not None
+    cache.put("cycler-5", _session(200), "cycler")
+    assert cache.keys() == ["cycler-3", "cycler-4", "other-a", "cycler-1", "cycler-5"]
+    assert cache.owners()["cycler-1"] == "other"
