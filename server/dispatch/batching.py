@@ -136,11 +136,13 @@ DEFAULT_MAX_RUN_S: Final = 0.010
 # conservative figure for one onnxruntime thread (ResNet50's 8.2 GFLOPs per row run in ~40 ms
 # here, ~2e11/s), so an unmeasured model starts with small batches rather than large ones.
 NOMINAL_FLOPS_PER_S: Final = 2e10
-# Weight of one measured run in the seconds-per-row average; one run counts at most
-# OUTLIER_FACTOR times the average, so a run preempted by another process on a loaded
-# machine does not shrink the batches after it for long.
-COST_WEIGHT: Final = 0.25
+# Weight of one measured run in RowCost's moments; one run counts at most OUTLIER_FACTOR
+# times the seconds its line expects, so a run preempted by another process on a loaded
+# machine does not shrink the batches after it for long. Below MIN_ROWS_VARIANCE (rows^2)
+# the runs' sizes differ too little to draw a line through.
+COST_WEIGHT: Final = 0.1
 OUTLIER_FACTOR: Final = 2.0
+MIN_ROWS_VARIANCE: Final = 0.5
 
 
 def batch_cap(
@@ -164,25 +166,40 @@ def batch_cap(
 
 
 class RowCost:
-    """The seconds one row of a model takes in a worker: `prior` (from the validator's FLOPs)
-    until a run is measured, then an EWMA of the measured runs' seconds per row."""
+    """The seconds each row adds to a run of a model in a worker (what batching costs the
+    requests behind a batch: a run's fixed part, its round trip and the worker's wake-up, is
+    paid by a lone request too). `prior` (from the validator's FLOPs) until runs are measured;
+    then the slope of a least-squares line, seconds = fixed + rows x slope, through the runs
+    seen, each weighted COST_WEIGHT against the ones before (exponentially weighted moments).
+    While every run had the same rows (no slope to see), a run's seconds per row: an upper
+    bound of the slope."""
 
     def __init__(self, prior: float) -> None:
         self.seconds = prior
         self.measured = 0
+        self._rows = self._time = self._rows_var = self._covar = 0.0
 
     @classmethod
     def from_report(cls, report: Report) -> RowCost:
         return cls(report.flops_per_sample / NOMINAL_FLOPS_PER_S)
 
     def observe(self, rows: int, seconds: float) -> None:
-        """One run of `rows` rows took `seconds` (a float write: read without a lock)."""
-        per_row = seconds / max(rows, 1)
-        if self.measured:
-            per_row = min(per_row, OUTLIER_FACTOR * self.seconds)
-            per_row = self.seconds + COST_WEIGHT * (per_row - self.seconds)
-        self.seconds = per_row
+        """One run of `rows` rows took `seconds` (several threads may call it at once: a
+        lost update is a lost sample, and a float read is atomic)."""
+        expected = self._time + self.seconds * (rows - self._rows)
+        if self.measured and expected > 0:
+            seconds = min(seconds, OUTLIER_FACTOR * expected)
+        weight = COST_WEIGHT if self.measured else 1.0
+        d_rows, d_time = rows - self._rows, seconds - self._time
+        self._rows += weight * d_rows
+        self._time += weight * d_time
+        self._rows_var = (1 - weight) * (self._rows_var + weight * d_rows * d_rows)
+        self._covar = (1 - weight) * (self._covar + weight * d_rows * d_time)
         self.measured += 1
+        if self._rows_var >= MIN_ROWS_VARIANCE:
+            self.seconds = max(0.0, self._covar / self._rows_var)
+        else:
+            self.seconds = self._time / max(self._rows, 1.0)
 
 
 def proven_batchable(report: Report) -> bool:
@@ -396,7 +413,7 @@ class Batcher:
                 if delay:
                     self._wait_to_fill(delay)
                 dropped: list[_Outcome] = []
-                batch = self._take(dropped, self._cap())
+                batch = self._take(dropped, self._cap(self._tightest_deadline()))
             finally:
                 self._idle -= 1
             if self._rows:  # more than one batch is waiting: another idle thread takes it
@@ -415,19 +432,19 @@ class Batcher:
             if pressed is not None:
                 close_at = min(close_at, pressed - self.cost.seconds)
             left = close_at - time.monotonic()
-            if left <= 0 or self._rows >= min(self.policy.target, self._cap()):
+            if left <= 0 or self._rows >= min(self.policy.target, self._cap(pressed)):
                 return
             self._cond.wait(left)
 
     def _tightest_deadline(self) -> float | None:
+        """The earliest deadline among the queued requests (a scan: queues hold tens)."""
         return min(
             (i.deadline for q in self._queues.values() for i in q if i.deadline is not None),
             default=None,
         )
 
-    def _cap(self) -> int:
-        """batch_cap for the queue as it is now."""
-        pressed = self._tightest_deadline()
+    def _cap(self, pressed: float | None) -> int:
+        """batch_cap for the queue as it is now, `pressed` its earliest deadline."""
         return batch_cap(
             ready_rows=self._rows,
             max_rows=self.policy.max_batch,
