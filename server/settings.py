@@ -422,9 +422,9 @@ class Settings(BaseSettings):
         default=10.0,
         gt=0,
         le=60_000,
-        description="milliseconds a batch's run is expected to take at most (rows x the "
-        "model's measured seconds per row); also at most half the time left to the most "
-        "pressed queued request's deadline; a request always runs, alone if need be",
+        description="milliseconds a batch's rows are expected to add to its run at most "
+        "(rows x the seconds each row adds, measured per model); also at most half the time "
+        "the most pressed queued request has left; a request always runs, alone if need be",
     )
     cuda_mem_limit_mb: int = Field(
         default=0,

@@ -13,14 +13,15 @@ accumulate, so batches grow with load by themselves, with no timer per request.
 
 Cost (`batch_cap`): on CPU a batch costs about what its rows cost alone, and a request that
 arrives while every batch thread runs a batch waits out a whole one. So a batch takes at most
-the rows whose expected run fits `max_run_s` (GRAPHGATE_BATCH_MAX_RUN_MS) and half the time
-the most pressed queued request has left before its deadline; at least one row. When the
-ready rows cost more than that budget and other batch threads are idle, they are shared among
-the idle threads instead of one thread taking them all. The expected run is rows x this
-model's seconds per row (`RowCost`): the validator's FLOPs per row at a nominal rate until
-the first run, then an EWMA of its runs' measured seconds per row (per batcher: one model
-version at this server's worker count). Cheap models (the image classifier: ~0.1 ms a row)
-batch as before; a ResNet50 (~40 ms a row) runs one row at a time, as unbatched.
+the rows that add at most `max_run_s` (GRAPHGATE_BATCH_MAX_RUN_MS) to its run, and at most
+half the time the most pressed queued request has left before its deadline; at least one row.
+When the ready rows cost more than that budget and other batch threads are idle, they are
+shared among the idle threads instead of one thread taking them all. What a row adds
+(`RowCost`, per batcher: one model version at this server's worker count) is the validator's
+FLOPs per row at a nominal rate until the first run, then the slope of a line through the
+measured runs. Cheap models (the image classifier: well under 1 ms a row) batch as before; a
+ResNet50 (~40 ms a row) runs one row at a time, as unbatched. A queue delay
+(`max_queue_delay_us`) ends early enough for the most pressed request's deadline.
 
 Answers: each member's response is encoded by the worker that ran the batch (server/dispatch/
 answer.py), within the member's own answer budget; a batch's answers go back to the event loop
