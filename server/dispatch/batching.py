@@ -720,6 +720,12 @@ class Batchers:
             self._batchers[key] = batcher
             return batcher
 
+    def row_seconds(self) -> dict[ModelLabel, float]:
+        """What a row adds to a run, per batching version (RowCost; metrics)."""
+        with self._lock:
+            batchers = list(self._batchers.values())
+        return {b.label: b.cost.seconds for b in batchers if b.label is not None}
+
     def close(self) -> None:
         with self._lock:
             batchers, self._batchers = list(self._batchers.values()), {}

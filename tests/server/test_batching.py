@@ -332,10 +332,10 @@ BUCKETS = ["1", "2", "4", "8", "16", "32", "64", "128", "256", "512", "1024", "+
 
 
 def _batch_size_samples(exposition: str) -> dict[str, float]:
-    """`name{labels}` -> value of every graphgate_batch_size sample (labels sorted)."""
+    """`name{labels}` -> value of every graphgate_batch_* sample (labels sorted)."""
     samples = {}
     for line in exposition.splitlines():
-        if line.startswith("graphgate_batch_size"):
+        if line.startswith("graphgate_batch_"):
             name, value = line.rsplit(" ", 1)
             samples[name] = float(value)
     return samples
@@ -603,13 +603,15 @@ def test_many_clients_get_exact_answers_in_batches_their_budget_allows(
             t.join(120)
         sizes = _batch_size_samples(client.get("/metrics", headers=auth(ADMIN_TOKEN)).text)
     assert sorted(answers) == list(range(len(rows)))
+    labels = 'model="relu",tenant="acme",version="1"'
+    row_seconds = sizes[f"graphgate_batch_row_seconds{{{labels}}}"]  # what a row adds, measured
     for i, row in enumerate(rows):
         np.testing.assert_allclose(answers[i], np.maximum(row, 0), rtol=1e-6)
-    labels = 'model="relu",tenant="acme",version="1"'
     assert sizes[f"graphgate_batch_size_sum{{{labels}}}"] == len(rows)
     runs = sizes[f"graphgate_batch_size_count{{{labels}}}"]
     one_row_runs = sizes[f'graphgate_batch_size_bucket{{le="1",{labels}}}']
     if max_run_ms is not None:
+        assert row_seconds > max_run_ms / 1e3  # a row alone is over the budget: one per run
         assert one_row_runs == runs == len(rows)
     else:
         assert one_row_runs < runs < len(rows)
