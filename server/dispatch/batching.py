@@ -131,8 +131,8 @@ class BatchPolicy:
         return max(self.preferred_batch_sizes, default=self.max_batch) or self.max_batch
 
 
-# A batch's expected run at most this long by default (GRAPHGATE_BATCH_MAX_RUN_MS).
-DEFAULT_MAX_RUN_S: Final = 0.010
+# What a batch's rows may add to its run, by default (GRAPHGATE_BATCH_MAX_RUN_MS's default).
+DEFAULT_MAX_RUN_S: Final = Settings.model_fields["batch_max_run_ms"].default / 1e3
 # FLOPs a worker is taken to run per second before a model's first run is measured: a
 # conservative figure for one onnxruntime thread (ResNet50's 8.2 GFLOPs per row run in ~40 ms
 # here, ~2e11/s), so an unmeasured model starts with small batches rather than large ones.
@@ -155,8 +155,9 @@ def batch_cap(
     slack_s: float | None,
     idle_threads: int,
 ) -> int:
-    """Rows the next batch may take (module docstring, "Cost"): its expected run fits
-    `max_run_s` and half of `slack_s` (the time the most pressed queued request has left);
+    """Rows the next batch may take (module docstring, "Cost"): what its rows add to its run
+    (rows x `seconds_per_row`) fits `max_run_s` and half of `slack_s` (the time the most
+    pressed queued request has left);
     ready rows that cost more than `max_run_s` are shared among the `idle_threads` batch
     threads (this one included). Never below 1: a request always runs, alone if need be."""
     budget = max_run_s if slack_s is None else min(max_run_s, slack_s / 2)
