@@ -25,6 +25,7 @@ from server.dispatch.batching import (
     Batcher,
     Batchers,
     BatchPolicy,
+    BatchSizes,
     RowCost,
     batch_cap,
     proven_batchable,
@@ -565,19 +566,39 @@ def test_a_pressed_request_is_not_kept_behind_a_long_batch(
         np.testing.assert_allclose(result["y"], np.maximum(f["x"], 0), rtol=1e-6)
 
 
+def test_a_model_whose_row_is_over_the_budget_runs_unbatched(pool: WorkerPool) -> None:
+    """Its batch would be one row anyway: the request is not queued, its run is still
+    measured and counted as a batch of one."""
+    remote = _remote(pool, _relu().program_bytes(), None)
+    sizes = BatchSizes()
+    batcher = Batcher(remote, LABEL, BatchPolicy(max_batch=32), 1, sizes, max_run_s=0.010)
+    try:
+        batcher.cost.observe(1, 0.001)  # a row adds 1 ms: it queues and batches
+        assert batcher.alone_is_better(1) is None
+        batcher.cost = RowCost(0.040)  # 40 ms, over the 10 ms budget
+        ran = batcher.alone_is_better(1)
+        assert ran is not None
+        ran(0.050)
+        assert batcher.cost.seconds == pytest.approx(0.050)
+        assert sizes.snapshot()[LABEL] == ([1] + [0] * len(BatchSizes.BOUNDS), 1)
+    finally:
+        batcher.close()
+
+
 @pytest.mark.parametrize("max_run_ms", [0.001, None])
 def test_many_clients_get_exact_answers_in_batches_their_budget_allows(
     make_settings: SettingsFactory, max_run_ms: float | None
 ) -> None:
     """16 clients at once against `graphgate`'s app (real workers), the batch queue held open
-    200 ms so that they meet. With a 1 us budget (GRAPHGATE_BATCH_MAX_RUN_MS) every run is one
-    row, as /metrics reports: no request waits behind a batch; with the default budget the
-    same clients share runs."""
+    200 ms so that they meet. With a 1 us budget (GRAPHGATE_BATCH_MAX_RUN_MS) a row alone is
+    over it: every run is one row, as /metrics reports (the requests are not even queued), and
+    no request waits behind a batch; with the default budget the same clients share runs."""
     extra = {} if max_run_ms is None else {"batch_max_run_ms": max_run_ms}
     settings = make_settings(batch_max_queue_delay_us=200_000, **extra)
     clients, each = 16, 3
     rng = np.random.default_rng(11)
-    rows = rng.standard_normal((clients * each + 1, 16)).astype(np.float32)
+    warm = 5  # runs one by one first: the version's cost measured (a session's first is slow)
+    rows = rng.standard_normal((warm + clients * each, 16)).astype(np.float32)
     with TestClient(create_app(settings)) as client:
         key = new_tenant(client, "acme")
         upload(client, key, "relu", _relu_built())
@@ -590,10 +611,10 @@ def test_many_clients_get_exact_answers_in_batches_their_budget_allows(
             answer: list[float] = response.json()["outputs"][0]["data"]
             return answer
 
-        answers: dict[int, list[float]] = {0: ask(0)}  # a first run: its cost measured
+        answers = {i: ask(i) for i in range(warm)}
 
         def one_client(c: int) -> None:
-            for i in range(1 + c * each, 1 + (c + 1) * each):
+            for i in range(warm + c * each, warm + (c + 1) * each):
                 answers[i] = ask(i)
 
         threads = [threading.Thread(target=one_client, args=(c,)) for c in range(clients)]
