@@ -20,9 +20,9 @@ shared among the idle threads instead of one thread taking them all. What a row 
 (`RowCost`, per batcher: one model version at this server's worker count) is the validator's
 FLOPs per row at a nominal rate until the first run, then the slope of a line through the
 measured runs. Cheap models (the image classifier: well under 1 ms a row) batch as before; a
-model whose one row is over the budget (ResNet50, ~40 ms a row) is not queued at all: its
-requests run as unbatched ones do, their runs still measured (`alone_is_better`), and it
-batches again if its rows get cheaper. A queue delay (`max_queue_delay_us`) ends early enough
+model whose one row is over the budget, by its measured runs and by its FLOPs (ResNet50, ~40
+ms a row) is not queued at all: its requests run as unbatched ones do, their runs still
+measured (`alone_is_better`), and it batches again if its rows get cheaper. A queue delay (`max_queue_delay_us`) ends early enough
 for the most pressed request's deadline.
 
 Answers: each member's response is encoded by the worker that ran the batch (server/dispatch/
@@ -180,6 +180,7 @@ class RowCost:
     bound of the slope."""
 
     def __init__(self, prior: float) -> None:
+        self.prior = prior
         self.seconds = prior
         self.measured = 0
         self._rows = self._time = self._rows_var = self._covar = 0.0
@@ -621,8 +622,12 @@ class Batcher:
         the cost keeps being measured, and its run counted in the batch sizes; None when it
         should queue here. Such a batch would be one row anyway, and the batch thread's
         hand-offs between runs leave a worker idle (ResNet50 at 32 clients: 18-19 req/s
-        batched one row a run, against 22-24 unbatched, in the same run)."""
-        if self.cost.seconds <= self.max_run_s or self._rows:
+        batched one row a run, against 22-24 unbatched, in the same run). The validator's
+        FLOPs (at a nominal rate that overstates a row's time) must say so too: runs of one
+        row measure its fixed part as well, so a cheap model that a loaded machine slows
+        stays with the batcher."""
+        over = min(self.cost.seconds, self.cost.prior) > self.max_run_s
+        if not over or self._rows:
             return None
         self._observe(rows)
         return self._ran(rows)
