@@ -19,7 +19,8 @@ When the ready rows cost more than that budget and other batch threads are idle,
 shared among the idle threads instead of one thread taking them all. What a row adds
 (`RowCost`, per batcher: one model version at this server's worker count) is the validator's
 FLOPs per row at a nominal rate until the first run, then the slope of a line through the
-measured runs. Cheap models (the image classifier: well under 1 ms a row) batch as before; a
+measured runs (while they all had the same rows, the lower of their seconds per row and the
+FLOPs figure). Cheap models (the image classifier: well under 1 ms a row) batch as before; a
 model whose one row is over the budget, by its measured runs and by its FLOPs (ResNet50, ~40
 ms a row) is not queued at all: its requests run as unbatched ones do, their runs still
 measured (`alone_is_better`), and it batches again if its rows get cheaper. A queue delay (`max_queue_delay_us`) ends early enough
@@ -176,8 +177,9 @@ class RowCost:
     then the slope of a least-squares line, seconds = fixed + rows x slope, through the runs
     seen: the first ones alike, then each weighted COST_WEIGHT against the ones before
     (exponentially weighted moments).
-    While every run had the same rows (no slope to see), a run's seconds per row: an upper
-    bound of the slope."""
+    While every run had the same rows (no slope to see), a run's seconds per row or the prior,
+    whichever is lower: both are upper bounds of the slope (the first includes the run's fixed
+    part; the prior's nominal rate understates a worker's)."""
 
     def __init__(self, prior: float) -> None:
         self.prior = prior
@@ -206,8 +208,9 @@ class RowCost:
         self.measured += 1
         if self._rows_var >= MIN_ROWS_VARIANCE:
             self.seconds = max(0.0, self._covar / self._rows_var)
-        else:
-            self.seconds = self._time / max(self._rows, 1.0)
+        else:  # two upper bounds of what a row adds: the lower one (a cold first run of a
+            # session, slow, keeps no cheap model from batching)
+            self.seconds = min(self._time / max(self._rows, 1.0), self.prior)
 
 
 def proven_batchable(report: Report) -> bool:
@@ -626,7 +629,7 @@ class Batcher:
         FLOPs (at a nominal rate that overstates a row's time) must say so too: runs of one
         row measure its fixed part as well, so a cheap model that a loaded machine slows
         stays with the batcher."""
-        over = min(self.cost.seconds, self.cost.prior) > self.max_run_s
+        over = min(self.cost.seconds, self.cost.prior) > self.max_run_s  # see the docstring
         if not over or self._rows:
             return None
         self._observe(rows)
