@@ -3,6 +3,7 @@
 Usage: python benchmarks/bench_peers.py [--rounds 4] [--seconds 2] [--large-seconds 5]
                                         [--models small,image,resnet50] [--no-install] [--out F]
                                         [--protocols http,grpc] [--peers pytriton,mlserver,kserve]
+                                        [--baseline CHECKOUT]
 
 Serves, on loopback, the ONNX graphgate made of each model (downloaded from graphgate through
 `GET /v1/models/{name}/versions/1/onnx`) with:
@@ -10,7 +11,10 @@ Serves, on loopback, the ONNX graphgate made of each model (downloaded from grap
   - graphgate:     `graphgate serve`, batching off (GRAPHGATE_BATCH_MAX_SIZE=0)
   - graphgate+batching: `graphgate serve` with its dynamic batcher (max batch 32, 200 us); the
                    validator proves the benchmarked models batchable (the upload report says
-                   `batchable: true`, checked here), so they batch as any tenant's would
+                   `batchable: true`, checked here), so they batch as any tenant's would; the
+                   table says the rows per run it reached (its /metrics, per cell)
+  - graphgate+batching (before): with `--baseline CHECKOUT`, the same server run from another
+                   checkout's code (e.g. /work/wt-base), a "before" in the same rounds
   - pytriton / pytriton+db: nvidia-pytriton 0.7.0 (Triton's C++ HTTP frontend, onnxruntime in
                    the callable), without and with dynamic batching (max batch 32, 200 us)
   - mlserver:      MLServer 1.7.1 with a small custom onnxruntime runtime
@@ -221,8 +225,11 @@ def process(command: list[str], ready: str, env: dict[str, str] | None = None) -
             child.kill()
 
 
-def graphgate(stack: ExitStack, batching: bool, data: Path) -> tuple[str, str, str]:
-    """A `graphgate serve`, its dynamic batcher on or off: its HTTP and gRPC addresses, the key."""
+def graphgate(
+    stack: ExitStack, batching: bool, data: Path, root: Path = ROOT
+) -> tuple[str, str, str]:
+    """A `graphgate serve` of `root`'s code, its dynamic batcher on or off: its HTTP and gRPC
+    addresses, the key."""
     port, grpc_port = free_port(), free_port()
     env = {
         "GRAPHGATE_GRPC_PORT": str(grpc_port),
@@ -230,7 +237,7 @@ def graphgate(stack: ExitStack, batching: bool, data: Path) -> tuple[str, str, s
         "GRAPHGATE_TENANT_RATE_PER_S": "0",
         "GRAPHGATE_BATCH_MAX_SIZE": "32" if batching else "0",
         "GRAPHGATE_BATCH_MAX_QUEUE_DELAY_US": "200",
-        "PYTHONPATH": os.pathsep.join(filter(None, [str(ROOT), os.environ.get("PYTHONPATH")])),
+        "PYTHONPATH": os.pathsep.join(filter(None, [str(root), os.environ.get("PYTHONPATH")])),
     }
     command = [sys.executable, "-m", "server.cli", "serve", "--port", str(port),
                "--data-dir", str(data)]  # fmt: skip
@@ -296,6 +303,21 @@ class Retries:
 
 
 RETRIES = Retries()
+BEFORE: Final = "graphgate+batching (before)"
+
+
+def batch_rows(target: Target) -> tuple[float, float]:
+    """(rows, runs) the graphgate server behind `target` has batched so far, over every model
+    (its /metrics `graphgate_batch_size` sum and count)."""
+    admin = {"Authorization": f"Bearer {ADMIN_TOKEN}"}
+    text = httpx2.get(f"http://{target.url}/metrics", headers=admin, timeout=10).text
+    rows = runs = 0.0
+    for line in text.splitlines():
+        if line.startswith("graphgate_batch_size_sum"):
+            rows += float(line.rsplit(" ", 1)[1])
+        elif line.startswith("graphgate_batch_size_count"):
+            runs += float(line.rsplit(" ", 1)[1])
+    return rows, runs
 
 
 class Caller:
@@ -377,6 +399,8 @@ class Cell:
     p50_ms: float
     p99_ms: float
     per_s: float
+    rows: float = 0.0  # rows and runs the server batched in this turn (warm-up included)
+    runs: float = 0.0
 
 
 class Clients:
@@ -518,12 +542,18 @@ def run(args: argparse.Namespace) -> None:
         work = Path(tmp)
         plain_url, plain_grpc, plain_key = graphgate(stack, False, work / "plain")
         batch_url, batch_grpc, batch_key = graphgate(stack, True, work / "batch")
+        before = None
+        if args.baseline:
+            before_url, _, before_key = graphgate(stack, True, work / "before", args.baseline)
+            before = Target(BEFORE, before_url, headers={"Authorization": f"Bearer {before_key}"})
         protocols = set(args.protocols.split(","))
         sigs: dict[str, dict[str, Any]] = {}
         raws: dict[str, ort.InferenceSession] = {}
         for case in chosen:
             onnx = upload(plain_url, plain_key, case)
             upload(batch_url, batch_key, case)
+            if before is not None:
+                upload(before.url, before.headers["Authorization"].split()[1], case)
             (work / f"{case.key}.onnx").write_bytes(onnx)
             sigs[case.key] = signature(onnx)
             raws[case.key] = raw_session(onnx)
@@ -531,7 +561,7 @@ def run(args: argparse.Namespace) -> None:
         plain = Target("graphgate", plain_url, headers={"Authorization": f"Bearer {plain_key}"})
         batched = Target("graphgate+batching", batch_url,
                          headers={"Authorization": f"Bearer {batch_key}"})  # fmt: skip
-        targets = [Target("raw onnxruntime", ""), plain, batched]
+        targets = [Target("raw onnxruntime", ""), plain, batched, *filter(None, [before])]
         if "grpc" in protocols:
             targets += [plain.over_grpc(plain_grpc), batched.over_grpc(batch_grpc)]
         for peer in filter(None, args.peers.split(",")):
@@ -577,17 +607,25 @@ def run(args: argparse.Namespace) -> None:
                     order = targets if r % 2 == 0 else targets[::-1]
                     for t in order:
                         make = functools.partial(Caller, t, case, sigs[case.key], raws[case.key])
+                        batches = t.name.startswith("graphgate+batching") and not t.grpc
+                        start = batch_rows(t) if batches else (0.0, 0.0)
                         cell = turn(make, c, case.seconds)
+                        if batches:
+                            end = batch_rows(t)
+                            cell.rows, cell.runs = end[0] - start[0], end[1] - start[1]
                         results.setdefault((case.key, c, t.name), []).append(cell)
                         print(f"{case.key} c={c} round {r} {t.name}: {cell}", flush=True)
         write(args, chosen, concurrencies, targets, results)
 
 
 def median(cells: list[Cell]) -> Cell:
+    """Medians of the latencies and rates; rows and runs summed over the rounds."""
     return Cell(
         statistics.median(c.p50_ms for c in cells),
         statistics.median(c.p99_ms for c in cells),
         statistics.median(c.per_s for c in cells),
+        sum(c.rows for c in cells),
+        sum(c.runs for c in cells),
     )
 
 
@@ -604,7 +642,8 @@ def write(
         "",
         f"`python benchmarks/bench_peers.py --rounds {args.rounds} --seconds {args.seconds} "
         f"--large-seconds {args.large_seconds} --models {args.models} --concurrency "
-        f"{args.concurrency} --peers '{args.peers}' --protocols {args.protocols}`; "
+        f"{args.concurrency} --peers '{args.peers}' --protocols {args.protocols}"
+        f"{f' --baseline {args.baseline}' if args.baseline else ''}`; "
         f"{os.cpu_count()} CPUs ({cpu}), Python {platform.python_version()}, "
         f"onnxruntime {ort.__version__}, CPU provider, 1 intra-op thread per session, loopback.",
         "",
@@ -622,18 +661,21 @@ def write(
     ]
     for case in chosen:
         lines += [f"## {case.label}", "", "| server | c | p50 ms | p99 ms | req/s | graphgate/peer "
-                  "req/s | graphgate+batching/peer req/s |", "|---|---|---|---|---|---|---|"]  # fmt: skip
+                  "req/s | graphgate+batching/peer req/s | rows per run |",
+                  "|---|---|---|---|---|---|---|---|"]  # fmt: skip
         for c in concurrencies:
             plain = median(results[(case.key, c, "graphgate")])
             batched = median(results[(case.key, c, "graphgate+batching")])
             for t in targets:
                 m = median(results[(case.key, c, t.name)])
+                per_run = f"{m.rows / m.runs:.1f}" if m.runs else ""
                 lines.append(
                     f"| {t.name} | {c} | {m.p50_ms:.2f} | {m.p99_ms:.2f} | {m.per_s:.0f} | "
-                    f"{plain.per_s / m.per_s:.2f} | {batched.per_s / m.per_s:.2f} |"
+                    f"{plain.per_s / m.per_s:.2f} | {batched.per_s / m.per_s:.2f} | {per_run} |"
                 )
         lines.append("")
     lines += goals(chosen, concurrencies, results)
+    lines += tail_goals(chosen, concurrencies, targets, results)
     lines += grpc_goals(chosen, concurrencies, targets, results)
     out = Path(args.out)
     out.write_text("\n".join(lines) + "\n")
@@ -673,6 +715,37 @@ def goals(
             lambda case, c: f"{m(case, c, CEILING).per_s:.0f}"),
         "",
     ]  # fmt: skip
+
+
+def tail_goals(
+    chosen: list[Case],
+    concurrencies: list[int],
+    targets: list[Target],
+    results: dict[tuple[str, int, str], list[Cell]],
+) -> list[str]:
+    """Issue #25's batching tail at 32 clients: req/s and p99 of each graphgate target and of
+    PyTriton's batcher, and the checks (batched p99 no worse than unbatched nor than PyTriton+
+    batching; req/s within 5% of the "before" server's, when there is one)."""
+    names = [t.name for t in targets]
+    shown = [n for n in ("graphgate", "graphgate+batching", BEFORE, "pytriton+batching")
+             if n in names]  # fmt: skip
+    if 32 not in concurrencies:
+        return []
+    lines = ["## Batching at 32 clients (issue #25: the tail under batching)", "",
+             "| model | " + " | ".join(f"{n} req/s, p99 ms" for n in shown)
+             + " | batched p99 <= unbatched | <= pytriton+batching | req/s vs before |",
+             "|---|" + "---|" * (len(shown) + 3)]  # fmt: skip
+    for case in chosen:
+        m = {n: median(results[(case.key, 32, n)]) for n in shown}
+        ours = m["graphgate+batching"]
+        checks = [
+            "-" if n not in m else "yes" if ours.p99_ms <= m[n].p99_ms else "no"
+            for n in ("graphgate", "pytriton+batching")
+        ]
+        ratio = f"{ours.per_s / m[BEFORE].per_s:.2f}x" if BEFORE in m else "-"
+        cells = " | ".join(f"{m[n].per_s:.0f}, {m[n].p99_ms:.1f}" for n in shown)
+        lines.append(f"| {case.key} | {cells} | {' | '.join(checks)} | {ratio} |")
+    return [*lines, ""]
 
 
 def grpc_goals(
@@ -730,6 +803,11 @@ def main() -> None:
     parser.add_argument("--protocols", default="http", help="http, or http,grpc")
     parser.add_argument("--no-install", action="store_true", help="fail if a venv is missing")
     parser.add_argument("--out", default=str(RESULTS), help="the table (a smoke run: elsewhere)")
+    parser.add_argument(
+        "--baseline",
+        type=Path,
+        help="another checkout: its graphgate+batching as a 'before' target",
+    )
     run(parser.parse_args())
 
 

@@ -205,7 +205,11 @@ def with_workers(lifespan: Lifespan, settings: Settings) -> Lifespan:
         app.state.workers = WorkerPool(PoolSettings.from_settings(settings))
         app.state.workers.start()
         # Batching happens before dispatch: at most one batch in flight per worker.
-        app.state.batchers = Batchers(BatchPolicy.from_settings(settings), slots=settings.workers)
+        app.state.batchers = Batchers(
+            BatchPolicy.from_settings(settings),
+            slots=settings.workers,
+            max_run_s=settings.batch_max_run_ms / 1e3,
+        )
         app.state.infer_threads = ThreadPoolExecutor(INFER_THREADS, thread_name_prefix="infer")
         app.state.dispatch = Dispatch(
             app.state.infer_threads,

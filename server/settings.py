@@ -416,6 +416,16 @@ class Settings(BaseSettings):
         description="batch sizes (rows) a batch closes at without waiting further; empty: "
         "`batch_max_size`",
     )
+    batch_max_run_ms: float = Field(
+        # Well above a cheap model's batch of 32 (the image classifier's: ~3 ms), below one
+        # row of a large one (ResNet50: ~40 ms), which then runs a row at a time.
+        default=10.0,
+        gt=0,
+        le=60_000,
+        description="milliseconds a batch's rows are expected to add to its run at most "
+        "(rows x the seconds each row adds, measured per model); also at most half the time "
+        "the most pressed queued request has left; a request always runs, alone if need be",
+    )
     cuda_mem_limit_mb: int = Field(
         default=0,
         ge=0,

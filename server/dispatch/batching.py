@@ -11,6 +11,21 @@ batch, run it, answer it, and take the next. A batch closes when it holds `max_b
 (0 by default: a lone request is never held). While every thread is busy, requests
 accumulate, so batches grow with load by themselves, with no timer per request.
 
+Cost (`batch_cap`): on CPU a batch costs about what its rows cost alone, and a request that
+arrives while every batch thread runs a batch waits out a whole one. So a batch takes at most
+the rows that add at most `max_run_s` (GRAPHGATE_BATCH_MAX_RUN_MS) to its run, and at most
+half the time the most pressed queued request has left before its deadline; at least one row.
+When the ready rows cost more than that budget and other batch threads are idle, they are
+shared among the idle threads instead of one thread taking them all. What a row adds
+(`RowCost`, per batcher: one model version at this server's worker count) is the validator's
+FLOPs per row at a nominal rate until the first run, then the slope of a line through the
+measured runs (while they all had the same rows, the lower of their seconds per row and the
+FLOPs figure). Cheap models (the image classifier: well under 1 ms a row) batch as before; a
+model whose one row is over the budget, by its measured runs and by its FLOPs (ResNet50, ~40
+ms a row) is not queued at all: its requests run as unbatched ones do, their runs still
+measured (`alone_is_better`), and it batches again if its rows get cheaper. A queue delay (`max_queue_delay_us`) ends early enough
+for the most pressed request's deadline.
+
 Answers: each member's response is encoded by the worker that ran the batch (server/dispatch/
 answer.py), within the member's own answer budget; a batch's answers go back to the event loop
 in one `call_soon_threadsafe` (`submit_answer`), so the loop wakes once per batch, not once per
@@ -119,6 +134,85 @@ class BatchPolicy:
         return max(self.preferred_batch_sizes, default=self.max_batch) or self.max_batch
 
 
+# What a batch's rows may add to its run, by default (GRAPHGATE_BATCH_MAX_RUN_MS's default).
+DEFAULT_MAX_RUN_S: Final = Settings.model_fields["batch_max_run_ms"].default / 1e3
+# FLOPs a worker is taken to run per second before a model's first run is measured: a
+# conservative figure for one onnxruntime thread (ResNet50's 8.2 GFLOPs per row run in ~40 ms
+# here, ~2e11/s), so an unmeasured model starts with small batches rather than large ones.
+NOMINAL_FLOPS_PER_S: Final = 2e10
+# Weight of one measured run in RowCost's moments; one run counts at most OUTLIER_FACTOR
+# times the seconds its line expects, so a run preempted by another process on a loaded
+# machine does not shrink the batches after it for long. Below MIN_ROWS_VARIANCE (rows^2)
+# the runs' sizes differ too little to draw a line through.
+COST_WEIGHT: Final = 0.1
+OUTLIER_FACTOR: Final = 2.0
+MIN_ROWS_VARIANCE: Final = 0.5
+
+
+def batch_cap(
+    *,
+    ready_rows: int,
+    max_rows: int,
+    seconds_per_row: float,
+    max_run_s: float,
+    slack_s: float | None,
+    idle_threads: int,
+) -> int:
+    """Rows the next batch may take (module docstring, "Cost"): what its rows add to its run
+    (rows x `seconds_per_row`) fits `max_run_s` and half of `slack_s` (the time the most
+    pressed queued request has left);
+    ready rows that cost more than `max_run_s` are shared among the `idle_threads` batch
+    threads (this one included). Never below 1: a request always runs, alone if need be."""
+    budget = max_run_s if slack_s is None else min(max_run_s, slack_s / 2)
+    cap = max_rows if seconds_per_row <= 0 else min(max_rows, int(budget / seconds_per_row))
+    if idle_threads > 1 and ready_rows * seconds_per_row > max_run_s:
+        cap = min(cap, -(-ready_rows // idle_threads))  # ceil: every ready row is taken
+    return max(1, cap)
+
+
+class RowCost:
+    """The seconds each row adds to a run of a model in a worker (what batching costs the
+    requests behind a batch: a run's fixed part, its round trip and the worker's wake-up, is
+    paid by a lone request too). `prior` (from the validator's FLOPs) until runs are measured;
+    then the slope of a least-squares line, seconds = fixed + rows x slope, through the runs
+    seen: the first ones alike, then each weighted COST_WEIGHT against the ones before
+    (exponentially weighted moments).
+    While every run had the same rows (no slope to see), a run's seconds per row or the prior,
+    whichever is lower: both are upper bounds of the slope (the first includes the run's fixed
+    part; the prior's nominal rate understates a worker's)."""
+
+    def __init__(self, prior: float) -> None:
+        self.prior = prior
+        self.seconds = prior
+        self.measured = 0
+        self._rows = self._time = self._rows_var = self._covar = 0.0
+
+    @classmethod
+    def from_report(cls, report: Report) -> RowCost:
+        return cls(report.flops_per_sample / NOMINAL_FLOPS_PER_S)
+
+    def observe(self, rows: int, seconds: float) -> None:
+        """One run of `rows` rows took `seconds` (several threads may call it at once: a
+        lost update is a lost sample, and a float read is atomic)."""
+        expected = self._time + self.seconds * (rows - self._rows)
+        if self.measured and expected > 0:
+            seconds = min(seconds, OUTLIER_FACTOR * expected)
+        # The first runs as a plain mean (a session's first run, slow, counts 1/n), then
+        # exponentially weighted.
+        weight = max(COST_WEIGHT, 1 / (self.measured + 1))
+        d_rows, d_time = rows - self._rows, seconds - self._time
+        self._rows += weight * d_rows
+        self._time += weight * d_time
+        self._rows_var = (1 - weight) * (self._rows_var + weight * d_rows * d_rows)
+        self._covar = (1 - weight) * (self._covar + weight * d_rows * d_time)
+        self.measured += 1
+        if self._rows_var >= MIN_ROWS_VARIANCE:
+            self.seconds = max(0.0, self._covar / self._rows_var)
+        else:  # two upper bounds of what a row adds: the lower one (a cold first run of a
+            # session, slow, keeps no cheap model from batching)
+            self.seconds = min(self._time / max(self._rows, 1.0), self.prior)
+
+
 def proven_batchable(report: Report) -> bool:
     """The validator's batch-independence proof (validator/batch.py, `report.batchable`)."""
     return report.batchable
@@ -208,10 +302,14 @@ class Batcher:
         policy: BatchPolicy,
         slots: int,
         sizes: BatchSizes | None = None,
+        max_run_s: float = DEFAULT_MAX_RUN_S,
     ) -> None:
         self.model = model
         self.label = label
         self.policy = policy
+        self.max_run_s = max_run_s
+        self.cost = RowCost.from_report(model.program.report)
+        self._idle = 0  # batch threads waiting for a batch (batch_cap shares rows among them)
         self._max_bytes = model.options.max_request_bytes
         self._sizes = sizes
         self._queues: dict[str, deque[_Item]] = {}  # insertion order: round-robin
@@ -317,29 +415,61 @@ class Batcher:
         None once closed and drained."""
         delay = self.policy.max_queue_delay_us / 1e6
         with self._cond:
-            while not self._rows and not self._closed:
-                self._cond.wait()
-            if not self._rows:
-                return None
-            if delay:
-                close_at = min(q[0].arrived for q in self._queues.values() if q) + delay
-                while self._rows < self.policy.target and not self._closed:
-                    left = close_at - time.monotonic()
-                    if left <= 0:
-                        break
-                    self._cond.wait(left)
-            dropped: list[_Outcome] = []
-            batch = self._take(dropped)
+            self._idle += 1
+            try:
+                while not self._rows and not self._closed:
+                    self._cond.wait()
+                if not self._rows:
+                    return None
+                if delay:
+                    self._wait_to_fill(delay)
+                dropped: list[_Outcome] = []
+                batch = self._take(dropped, self._cap(self._tightest_deadline()))
+            finally:
+                self._idle -= 1
             if self._rows:  # more than one batch is waiting: another idle thread takes it
                 self._cond.notify()
         _deliver(dropped)
         return batch
 
-    def _take(self, dropped: list[_Outcome]) -> list[_Item]:
+    def _wait_to_fill(self, delay: float) -> None:
+        """Holds the batch for more rows until its oldest request has waited `delay`, it
+        reaches its size or its cost cap, or holding it longer would let the most pressed
+        request's deadline pass before its run is expected to end."""
+        oldest = min(q[0].arrived for q in self._queues.values() if q)
+        close_at = oldest + delay
+        while not self._closed:
+            pressed = self._tightest_deadline()
+            if pressed is not None:
+                close_at = min(close_at, pressed - self.cost.seconds)
+            left = close_at - time.monotonic()
+            if left <= 0 or self._rows >= min(self.policy.target, self._cap(pressed)):
+                return
+            self._cond.wait(left)
+
+    def _tightest_deadline(self) -> float | None:
+        """The earliest deadline among the queued requests (a scan: queues hold tens)."""
+        return min(
+            (i.deadline for q in self._queues.values() for i in q if i.deadline is not None),
+            default=None,
+        )
+
+    def _cap(self, pressed: float | None) -> int:
+        """batch_cap for the queue as it is now, `pressed` its earliest deadline."""
+        return batch_cap(
+            ready_rows=self._rows,
+            max_rows=self.policy.max_batch,
+            seconds_per_row=self.cost.seconds,
+            max_run_s=self.max_run_s,
+            slack_s=None if pressed is None else pressed - time.monotonic(),
+            idle_threads=self._idle,
+        )
+
+    def _take(self, dropped: list[_Outcome], cap: int) -> list[_Item]:
         """Round-robin over sources, heads only (each source stays FIFO), same dims as the
-        first; members that left or expired go to `dropped`."""
+        first, at most `cap` rows; members that left or expired go to `dropped`."""
         now = time.monotonic()
-        limit = self._limit()
+        limit = self._limit(cap)
         taken: list[_Item] = []
         rows = nbytes = 0
         key: tuple[object, ...] | None = None
@@ -364,10 +494,10 @@ class Batcher:
                 progress = rows < limit
         return taken
 
-    def _limit(self) -> int:
+    def _limit(self, cap: int) -> int:
         """Rows of the batch about to close: the largest preferred size that is ready, else
-        everything ready up to max_batch."""
-        ready = min(self._rows, self.policy.max_batch)
+        everything ready up to `cap` (at most max_batch)."""
+        ready = min(self._rows, cap)
         fitting = [size for size in self.policy.preferred_batch_sizes if size <= ready]
         return max(fitting, default=ready)
 
@@ -416,10 +546,15 @@ class Batcher:
                     deadline=item.deadline,
                     cancelled=item.cancel,
                     label=self.label,
+                    ran=self._ran(item.rows),
                 )
             else:
                 outputs = self.model.run(
-                    item.feeds, deadline=item.deadline, cancelled=item.cancel, label=self.label
+                    item.feeds,
+                    deadline=item.deadline,
+                    cancelled=item.cancel,
+                    label=self.label,
+                    ran=self._ran(item.rows),
                 )
         except BaseException as error:
             return item, False, error
@@ -442,7 +577,9 @@ class Batcher:
         if batch[0].answer is not None:
             return self._answer_together(batch, feeds, deadline, together, rows)
         try:
-            outputs = self.model.run(feeds, deadline=deadline, cancelled=together, label=self.label)
+            outputs = self.model.run(
+                feeds, deadline=deadline, cancelled=together, label=self.label, ran=self._ran(rows)
+            )
             parts = _split(outputs, [item.rows for item in batch])
         except _SHARED_FAILURES as error:
             return [(item, False, error) for item in batch]
@@ -466,6 +603,7 @@ class Batcher:
                 deadline=deadline,
                 cancelled=together,
                 label=self.label,
+                ran=self._ran(rows),
             )
         except _SHARED_FAILURES as error:
             return [(item, False, error) for item in batch]
@@ -476,6 +614,26 @@ class Batcher:
             (item, not isinstance(answer, Exception), answer)
             for item, answer in zip(batch, answers, strict=True)
         ]
+
+    def _ran(self, rows: int) -> Callable[[float], None]:
+        """What the pool tells a run's seconds to: this model's cost per row."""
+        return lambda seconds: self.cost.observe(rows, seconds)
+
+    def alone_is_better(self, rows: int) -> Callable[[float], None] | None:
+        """For a request of `rows` rows to a model whose one row alone is over the budget
+        (batch_cap is 1 whatever the queue): what to tell its unbatched run's seconds to, so
+        the cost keeps being measured, and its run counted in the batch sizes; None when it
+        should queue here. Such a batch would be one row anyway, and the batch thread's
+        hand-offs between runs leave a worker idle (ResNet50 at 32 clients: 18-19 req/s
+        batched one row a run, against 22-24 unbatched, in the same run). The validator's
+        FLOPs (at a nominal rate that overstates a row's time) must say so too: runs of one
+        row measure its fixed part as well, so a cheap model that a loaded machine slows
+        stays with the batcher."""
+        over = min(self.cost.seconds, self.cost.prior) > self.max_run_s  # see the docstring
+        if not over or self._rows:
+            return None
+        self._observe(rows)
+        return self._ran(rows)
 
     def _observe(self, rows: int) -> None:
         if self._sizes is not None and self.label is not None:
@@ -535,9 +693,11 @@ class Batchers:
         policy: BatchPolicy,
         slots: int,
         batchable: Callable[[Report], bool] = proven_batchable,
+        max_run_s: float = DEFAULT_MAX_RUN_S,
     ) -> None:
         self.policy = policy
         self._slots = slots
+        self._max_run_s = max_run_s
         self._batchable = batchable
         self._batchers: dict[tuple[object, ...], Batcher] = {}
         # (label, content key) -> (the override it was chosen with, its batcher or None): the
@@ -582,9 +742,15 @@ class Batchers:
             stale = [k for k in self._batchers if k[:3] == label and k != key]
             for old in stale:
                 self._batchers.pop(old).close(wait=False)
-            batcher = Batcher(model, label, policy, self._slots, self.sizes)
+            batcher = Batcher(model, label, policy, self._slots, self.sizes, self._max_run_s)
             self._batchers[key] = batcher
             return batcher
+
+    def row_seconds(self) -> dict[ModelLabel, float]:
+        """What a row adds to a run, per batching version (RowCost; metrics)."""
+        with self._lock:
+            batchers = list(self._batchers.values())
+        return {b.label: b.cost.seconds for b in batchers if b.label is not None}
 
     def close(self) -> None:
         with self._lock:

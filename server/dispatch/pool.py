@@ -56,6 +56,9 @@ COPY_MAX_BYTES: Final = (
 
 # (tenant, model name, version): what a quarantine names and batching metrics count
 ModelLabel = tuple[str, str, int]
+# Told the seconds a run took in its worker (IPC, run and encoding; neither the wait for a
+# worker nor a load of the model): the batcher's cost per row (batching.RowCost).
+Ran = Callable[[float], None]
 _MIB: Final = 1024**2
 
 
@@ -134,9 +137,13 @@ class RemoteModel:
         deadline: float | None = None,
         cancelled: Cancel | None = None,
         label: ModelLabel | None = None,
+        ran: Ran | None = None,
     ) -> dict[str, np.ndarray]:
-        """Runs in a worker; `label` (tenant, name, version) is charged if the worker dies."""
-        return self.pool.run(self, feeds, deadline=deadline, cancelled=cancelled, label=label)
+        """Runs in a worker; `label` (tenant, name, version) is charged if the worker dies;
+        `ran` is told the run's seconds (see `Ran`)."""
+        return self.pool.run(
+            self, feeds, deadline=deadline, cancelled=cancelled, label=label, ran=ran
+        )
 
     def answer(
         self,
@@ -147,11 +154,19 @@ class RemoteModel:
         deadline: float | None = None,
         cancelled: Cancel | None = None,
         label: ModelLabel | None = None,
+        ran: Ran | None = None,
     ) -> list[Answer | Exception]:
         """Runs in a worker, which encodes each answer (`rows` per batch member); see
         `WorkerPool.answer`."""
         return self.pool.answer(
-            self, feeds, answers, rows, deadline=deadline, cancelled=cancelled, label=label
+            self,
+            feeds,
+            answers,
+            rows,
+            deadline=deadline,
+            cancelled=cancelled,
+            label=label,
+            ran=ran,
         )
 
 
@@ -489,11 +504,12 @@ class WorkerPool:
         deadline: float | None = None,
         cancelled: Cancel | None = None,
         label: ModelLabel | None = None,
+        ran: Ran | None = None,
     ) -> dict[str, np.ndarray]:
         """The outputs of one run, copied out of the worker's arena."""
         worker = self._worker_for(deadline, cancelled, label)
         with self._released_on_failure(worker, label):
-            reply = self._run_on(worker, model, feeds, deadline, cancelled, None, (), label)
+            reply = self._run_on(worker, model, feeds, deadline, cancelled, None, (), label, ran)
         _, _, (out_layout, out_inline), arena_size, retire = reply
         worker.arena.ensure(arena_size)
         outputs = worker.arena.read(out_layout, out_inline, copy=True)
@@ -511,6 +527,7 @@ class WorkerPool:
         deadline: float | None = None,
         cancelled: Cancel | None = None,
         label: ModelLabel | None = None,
+        ran: Ran | None = None,
     ) -> list[Answer | Exception]:
         """One run whose answers the worker encodes (server/dispatch/answer.py), one per batch
         member (`rows` each): an Answer, or the member's own error (its answer over budget).
@@ -520,7 +537,7 @@ class WorkerPool:
         worker = self._worker_for(deadline, cancelled, label)
         with self._released_on_failure(worker, label):
             reply = self._run_on(
-                worker, model, feeds, deadline, cancelled, tuple(answers), rows, label
+                worker, model, feeds, deadline, cancelled, tuple(answers), rows, label, ran
             )
             _, _, encoded, arena_size, retire = reply
             worker.arena.ensure(arena_size)
@@ -575,6 +592,7 @@ class WorkerPool:
         answers: tuple[AnswerSpec, ...] | None,
         rows: Sequence[int],
         label: ModelLabel | None,
+        ran: Ran | None = None,
     ) -> tuple[Any, ...]:
         arena = worker.arena
         layout, inline, _ = arena.write(feeds)
@@ -588,6 +606,7 @@ class WorkerPool:
                 "run", seq, model.key, layout, inline, arena.size, deadline, answers, tuple(rows),
                 owner,
             )  # fmt: skip
+            started = time.monotonic()
             reply = worker.call(message, timeout)
             if reply[0] == "missing":
                 program, params = model.source()
@@ -596,7 +615,10 @@ class WorkerPool:
                     owner,
                 )  # fmt: skip
                 self._check(worker.call(load, self.settings.compile_timeout_s))
+                started = time.monotonic()  # the load is not the run's cost
                 reply = worker.call(message, timeout)
+            if ran is not None and reply[0] == "ok":
+                ran(time.monotonic() - started)
         finally:
             if cancelled is not None:
                 cancelled.on_cancel(None)

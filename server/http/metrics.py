@@ -13,7 +13,7 @@ import time
 from collections.abc import Callable, Iterator
 from typing import Final
 
-from prometheus_client.core import HistogramMetricFamily, Metric
+from prometheus_client.core import GaugeMetricFamily, HistogramMetricFamily, Metric
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from server.dispatch.batching import Batchers, BatchSizes
@@ -72,7 +72,8 @@ def record_inference(metrics: Metrics, scope: Scope, status: int, seconds: float
 
 class BatchSizeCollector:
     """`graphgate_batch_size`: rows per worker run of every model version that batches, the
-    batch sizes the dynamic batcher actually achieved (1 when a request ran alone). Read from
+    batch sizes the dynamic batcher actually achieved (1 when a request ran alone), and
+    `graphgate_batch_row_seconds`, what a row adds to its runs (batching.RowCost). Read from
     the app's batchers (`app_state.batchers`, which tests may swap) when /metrics is scraped,
     so the batch threads only bump a few integers per batch."""
 
@@ -96,3 +97,15 @@ class BatchSizeCollector:
             labels = [self._tenant_label(tenant_id), model, str(version)]
             family.add_metric(labels, cumulative, float(total))
         yield family
+        costs = GaugeMetricFamily(
+            "graphgate_batch_row_seconds",
+            "Seconds one row adds to a run of a model version that batches: what caps its "
+            "batches (GRAPHGATE_BATCH_MAX_RUN_MS).",
+            labels=["tenant", "model", "version"],
+        )
+        row_seconds = batchers.row_seconds() if isinstance(batchers, Batchers) else {}
+        for label, seconds in sorted(row_seconds.items()):
+            if label in snapshot:  # a deleted version's series goes with its histogram's
+                tenant_id, model, version = label
+                costs.add_metric([self._tenant_label(tenant_id), model, str(version)], seconds)
+        yield costs

@@ -30,7 +30,7 @@ from graph_proto.types import DType
 from server.dispatch import Cancel, batching
 from server.dispatch.answer import Answer, AnswerSpec, Budget, OutputSpec
 from server.dispatch.batching import Batchers
-from server.dispatch.pool import without_frames
+from server.dispatch.pool import Ran, without_frames
 from server.errors import BadRequest
 from server.services.policies import Quota
 from server.services.types import LoadedModel, ModelMetadata
@@ -130,13 +130,17 @@ async def _answer(
     # A request whose feeds disagree on their batch dim is not rows of a batch: it runs alone.
     if batchers is not None and batching.shared_rows(decoded.feeds) is not None:
         batcher = batchers.for_model(model.compiled, model.label, model.batching)
-    if batcher is not None:
+    ran = None if batcher is None else batcher.alone_is_better(_rows(decoded))
+    if batcher is not None and ran is None:
         waiter = batcher.submit_answer(
             decoded.feeds, spec, source=source, deadline=due, cancel=cancel, loop=loop
         )
     else:
         waiter = _in_thread(
-            loop, dispatch.threads, lambda: _run_alone(model, decoded, spec, due, cancel), after
+            loop,
+            dispatch.threads,
+            lambda: _run_alone(model, decoded, spec, due, cancel, ran),
+            after,
         )
     try:
         encoded = await batching.wait_async(waiter, due)
@@ -236,12 +240,17 @@ def response_headers(answer: Answer) -> dict[str, str]:
 
 
 def _run_alone(
-    model: LoadedModel, request: InferRequest, spec: AnswerSpec, due: float, cancel: Cancel
+    model: LoadedModel,
+    request: InferRequest,
+    spec: AnswerSpec,
+    due: float,
+    cancel: Cancel,
+    ran: Ran | None = None,
 ) -> Answer:
-    """One unbatched run in a worker, which encodes the answer."""
+    """One unbatched run in a worker, which encodes the answer (`ran`: told its seconds)."""
     rows = _rows(request)
     [encoded] = model.compiled.answer(
-        request.feeds, [spec], [rows], deadline=due, cancelled=cancel, label=model.label
+        request.feeds, [spec], [rows], deadline=due, cancelled=cancel, label=model.label, ran=ran
     )
     if isinstance(encoded, Exception):
         raise encoded

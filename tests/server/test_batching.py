@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import gc
 import threading
+import time
 import weakref
 from collections.abc import Callable, Iterator
 from concurrent.futures import Future
@@ -20,12 +21,22 @@ from fastapi.testclient import TestClient
 
 from executor import SessionOptions, session_device
 from server.dispatch import Cancel, PoolSettings, RemoteModel, WorkerPool
-from server.dispatch.batching import Batcher, Batchers, BatchPolicy, proven_batchable
+from server.dispatch.batching import (
+    Batcher,
+    Batchers,
+    BatchPolicy,
+    BatchSizes,
+    RowCost,
+    batch_cap,
+    proven_batchable,
+)
+from server.main import create_app
 from server.settings import Settings
 from tests.conformance import models
 from tests.conformance.batchability import BATCHABILITY
 from tests.conformance.paddle_util import Saved
 from tests.support.api import ADMIN_TOKEN, auth, new_tenant
+from tests.support.backends import SettingsFactory
 from tests.support.builders import FP32, Built, GraphBuilder, V
 from tests.support.uploads import upload
 from validator import Policy, Report
@@ -322,10 +333,10 @@ BUCKETS = ["1", "2", "4", "8", "16", "32", "64", "128", "256", "512", "1024", "+
 
 
 def _batch_size_samples(exposition: str) -> dict[str, float]:
-    """`name{labels}` -> value of every graphgate_batch_size sample (labels sorted)."""
+    """`name{labels}` -> value of every graphgate_batch_* sample (labels sorted)."""
     samples = {}
     for line in exposition.splitlines():
-        if line.startswith("graphgate_batch_size"):
+        if line.startswith("graphgate_batch_"):
             name, value = line.rsplit(" ", 1)
             samples[name] = float(value)
     return samples
@@ -436,3 +447,204 @@ def test_batching_of_a_missing_version_is_a_404(client: TestClient, path: str) -
     policy = {"max_batch_size": 8, "max_queue_delay_us": 0}
     answer = client.put(f"/v1/admin/models/{path}/batching", json=policy, headers=auth(ADMIN_TOKEN))
     assert answer.status_code == 404, answer.text
+
+
+# -- cost-aware batch sizes (module docstring of server/dispatch/batching.py, "Cost") --------
+
+MS = 1e-3
+
+
+def _cap(
+    ready: int = 32,
+    per_row: float = 0.1 * MS,
+    budget: float = 10 * MS,
+    slack: float | None = None,
+    idle: int = 1,
+) -> int:
+    return batch_cap(
+        ready_rows=ready,
+        max_rows=32,
+        seconds_per_row=per_row,
+        max_run_s=budget,
+        slack_s=slack,
+        idle_threads=idle,
+    )
+
+
+def test_cheap_rows_batch_up_to_the_max() -> None:
+    # 32 rows of 0.1 ms: 3.2 ms, within 10 ms; max_batch binds.
+    assert _cap(per_row=0.1 * MS) == 32
+    # Rows of unknown (no) cost: max_batch.
+    assert _cap(per_row=0.0) == 32
+
+
+def test_costly_rows_run_one_at_a_time() -> None:
+    # A ResNet50 row, ~40 ms, is over the 10 ms budget alone: a request is still run, alone.
+    assert _cap(per_row=40 * MS) == 1
+
+
+def test_a_batch_takes_the_rows_its_budget_pays_for() -> None:
+    assert _cap(per_row=1 * MS, budget=10 * MS) == 10
+    assert _cap(per_row=1 * MS, budget=4.5 * MS) == 4
+
+
+def test_the_most_pressed_deadline_halves_into_the_budget() -> None:
+    # 8 ms left to the most pressed queued request: batches of at most 4 ms, 4 rows of 1 ms.
+    assert _cap(per_row=1 * MS, slack=8 * MS) == 4
+    # A far deadline changes nothing; one already passed still lets a request run.
+    assert _cap(per_row=1 * MS, slack=60.0) == 10
+    assert _cap(per_row=1 * MS, slack=-1.0) == 1
+
+
+def test_costly_ready_rows_are_shared_among_idle_threads() -> None:
+    # 12 rows of 1 ms (12 ms > 10 ms budget) and two idle threads: 6 each, not 10 and 2.
+    assert _cap(ready=12, per_row=1 * MS, idle=2) == 6
+    assert _cap(ready=13, per_row=1 * MS, idle=2) == 7  # ceil: no row is left over
+    # Cheap rows are not split: one run of 32 costs less than two of 16.
+    assert _cap(ready=32, per_row=0.1 * MS, idle=2) == 32
+
+
+def test_row_cost_is_the_prior_until_a_run_is_measured() -> None:
+    cost = RowCost(0.4)
+    assert cost.seconds == 0.4
+    cost.observe(1, 0.04)  # one row: its run's seconds
+    assert cost.seconds == pytest.approx(0.04)
+    cost.observe(1, 0.05)
+    assert 0.04 < cost.seconds < 0.05  # runs of one size: their average seconds per row
+
+
+def test_runs_of_one_row_count_no_more_than_the_prior() -> None:
+    """A run of one row includes its fixed part (a session's first run: tens of ms): no
+    more than the FLOPs' figure, so a cheap model still batches after a slow first run."""
+    cost = RowCost(1e-6)
+    cost.observe(1, 0.030)
+    assert cost.seconds == pytest.approx(1e-6)
+
+
+def test_row_cost_is_the_slope_of_the_runs_line() -> None:
+    """What a further row adds, not seconds per row: a run's fixed part (2 ms here) is paid
+    by a lone request too, so it is no reason to keep batches small."""
+    cost = RowCost(1.0)
+    for rows in [1, 16, 4, 9, 2, 12, 7] * 5:
+        cost.observe(rows, 2 * MS + rows * 0.1 * MS)
+    assert cost.seconds == pytest.approx(0.1 * MS, rel=1e-6)
+
+
+def test_one_preempted_run_does_not_collapse_the_batches() -> None:
+    cost = RowCost(1.0)
+    for rows in [1, 16, 4, 9, 2, 12, 7] * 5:
+        cost.observe(rows, 2 * MS + rows * 0.1 * MS)
+    cost.observe(8, 1.0)  # another process had the CPU for a second
+    assert _cap(per_row=cost.seconds) >= 16
+
+
+@pytest.mark.parametrize(("urgent_s", "first_rows"), [(2.05, 10), (60.0, 21)])
+def test_a_pressed_request_is_not_kept_behind_a_long_batch(
+    pool: WorkerPool, urgent_s: float, first_rows: int
+) -> None:
+    """Rows cost 0.1 s each (the batcher's figure, set here); 20 queued requests have a
+    minute, one from another source has `urgent_s`. With ~2 s left it goes out in a batch
+    of at most 10 rows (1 s: half its time); with a minute, one batch takes all 21."""
+    program = _relu().program_bytes()
+    remote = _remote(pool, program, None)
+    policy = BatchPolicy(max_batch=32, max_queue_delay_us=200_000)
+    batcher = Batcher(remote, LABEL, policy, 1, max_run_s=10.0)
+    batcher.cost = RowCost(0.1)  # what a row adds, as the batcher has it before any run
+    rng = np.random.default_rng(3)
+    feeds = [{"x": rng.standard_normal((1, 16), dtype=np.float32)} for _ in range(21)]
+    try:
+        with batcher._cond:  # every request queued before a batch thread looks
+            now = time.monotonic()
+            futures = [
+                batcher.submit(f, _same, source="bulk", deadline=now + 60) for f in feeds[:20]
+            ]
+            futures.append(
+                batcher.submit(feeds[20], _same, source="urgent", deadline=now + urgent_s)
+            )
+        results = [f.result(60) for f in futures]
+    finally:
+        batcher.close()
+    first = batcher.recent[0]
+    assert "urgent" in first
+    if first_rows < len(feeds):
+        assert 2 <= len(first) <= first_rows
+    else:
+        assert len(first) == first_rows
+    for f, result in zip(feeds, results, strict=True):
+        np.testing.assert_allclose(result["y"], np.maximum(f["x"], 0), rtol=1e-6)
+
+
+def test_a_model_whose_row_is_over_the_budget_runs_unbatched(pool: WorkerPool) -> None:
+    """Its batch would be one row anyway: the request is not queued, its run is still
+    measured and counted as a batch of one. Both the validator's figure and the measured
+    runs must say so: runs of one row on a loaded machine alone do not."""
+    remote = _remote(pool, _relu().program_bytes(), None)
+    sizes = BatchSizes()
+    batcher = Batcher(remote, LABEL, BatchPolicy(max_batch=32), 1, sizes, max_run_s=0.010)
+    try:
+        batcher.cost.observe(1, 0.001)  # a row measured at 1 ms: it queues and batches
+        assert batcher.alone_is_better(1) is None
+        batcher.cost = RowCost(batcher.cost.prior)  # relu's FLOPs: a row is cheap
+        batcher.cost.observe(1, 0.200)  # yet a run of one row took 200 ms (a loaded machine)
+        assert batcher.alone_is_better(1) is None
+        batcher.cost = RowCost(0.040)  # FLOPs for 40 ms, over the 10 ms budget
+        ran = batcher.alone_is_better(1)
+        assert ran is not None
+        ran(0.030)
+        assert batcher.cost.seconds == pytest.approx(0.030)
+        assert sizes.snapshot()[LABEL] == ([1] + [0] * len(BatchSizes.BOUNDS), 1)
+    finally:
+        batcher.close()
+
+
+@pytest.mark.parametrize("max_run_ms", [1e-7, None])
+def test_many_clients_get_exact_answers_in_batches_their_budget_allows(
+    make_settings: SettingsFactory, max_run_ms: float | None
+) -> None:
+    """16 clients at once against `graphgate`'s app (real workers), the batch queue held open
+    200 ms so that they meet. With a 0.1 ns budget (GRAPHGATE_BATCH_MAX_RUN_MS) a row alone
+    is over it (relu's 16 FLOPs a row alone take longer): every run is one row, as /metrics reports, and no request waits behind a batch;
+    with the default budget the same clients share runs."""
+    extra = {} if max_run_ms is None else {"batch_max_run_ms": max_run_ms}
+    settings = make_settings(batch_max_queue_delay_us=200_000, **extra)
+    clients, each = 16, 3
+    rng = np.random.default_rng(11)
+    warm = 5  # runs one by one first: the version's cost measured (a session's first is slow)
+    rows = rng.standard_normal((warm + clients * each, 16)).astype(np.float32)
+    with TestClient(create_app(settings)) as client:
+        key = new_tenant(client, "acme")
+        upload(client, key, "relu", _relu_built())
+
+        def ask(i: int) -> list[float]:
+            data = rows[i].tolist()
+            body = {"inputs": [{"name": "x", "shape": [1, 16], "datatype": "FP32", "data": data}]}
+            response = client.post("/v2/models/relu/infer", json=body, headers=auth(key))
+            assert response.status_code == 200, response.text
+            answer: list[float] = response.json()["outputs"][0]["data"]
+            return answer
+
+        answers = {i: ask(i) for i in range(warm)}
+
+        def one_client(c: int) -> None:
+            for i in range(warm + c * each, warm + (c + 1) * each):
+                answers[i] = ask(i)
+
+        threads = [threading.Thread(target=one_client, args=(c,)) for c in range(clients)]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join(120)
+        sizes = _batch_size_samples(client.get("/metrics", headers=auth(ADMIN_TOKEN)).text)
+    assert sorted(answers) == list(range(len(rows)))
+    labels = 'model="relu",tenant="acme",version="1"'
+    row_seconds = sizes[f"graphgate_batch_row_seconds{{{labels}}}"]  # what a row adds, measured
+    for i, row in enumerate(rows):
+        np.testing.assert_allclose(answers[i], np.maximum(row, 0), rtol=1e-6)
+    assert sizes[f"graphgate_batch_size_sum{{{labels}}}"] == len(rows)
+    runs = sizes[f"graphgate_batch_size_count{{{labels}}}"]
+    one_row_runs = sizes[f'graphgate_batch_size_bucket{{le="1",{labels}}}']
+    if max_run_ms is not None:
+        assert row_seconds > max_run_ms / 1e3  # a row alone is over the budget: one per run
+        assert one_row_runs == runs == len(rows)
+    else:
+        assert one_row_runs < runs < len(rows)
