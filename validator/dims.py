@@ -229,6 +229,57 @@ class DimDeclarationError(ValueError):
     """An upload's `--dim NAME=SIZE` names no symbol, or the batch, or a size out of range."""
 
 
+class DimSyntaxError(DimDeclarationError):
+    """Declarations that are not `NAME=SIZE[,NAME=SIZE...]` (refused before any validation)."""
+
+
+DECLARATION_SYNTAX: Final = "NAME=SIZE[,NAME=SIZE...]"
+# A program has at most a few dozen unknown dims; more declarations than this are no program's.
+MAX_DECLARATIONS: Final = 64
+_MAX_NAME_CHARS: Final = 256
+_MAX_SIZE_DIGITS: Final = 19  # int() of a longer digit string is needlessly slow; none fits
+
+
+def parse_dim_declarations(texts: Iterable[str]) -> dict[str, int]:
+    """`NAME=SIZE` declarations, several per text separated by commas (`D1=128,audio.1=64`):
+    `graphgate check --dim`, `graphgate upload --dim` and the upload's `dims` form field all
+    read them here. NAME is a symbol (`D1`) or FEED.AXIS; whether it names an unknown dim of
+    the program, and whether SIZE is within the policy, is checked by validation (`_declare`).
+    """
+    declared: dict[str, int] = {}
+    for text in texts:
+        for item in text.split(","):
+            name, size = _one_declaration(item.strip())
+            if name in declared:
+                raise DimSyntaxError(f"expected each NAME once, got {name!r} twice")
+            declared[name] = size
+            if len(declared) > MAX_DECLARATIONS:
+                raise DimSyntaxError(
+                    f"expected at most {MAX_DECLARATIONS} declarations, got more"
+                )
+    return declared
+
+
+def _one_declaration(item: str) -> tuple[str, int]:
+    name, sep, size = item.partition("=")
+    name, size = name.strip(), size.strip()
+    shown = item if len(item) <= 80 else item[:77] + "..."
+    well_formed = (
+        sep
+        and name
+        and len(name) <= _MAX_NAME_CHARS
+        and not any(c.isspace() for c in name)
+        and size.isascii()
+        and size.isdigit()
+        and len(size) <= _MAX_SIZE_DIGITS
+    )
+    if not well_formed:
+        raise DimSyntaxError(
+            f"expected {DECLARATION_SYNTAX} (SIZE a whole number), got {shown!r}"
+        )
+    return name, int(size)
+
+
 def initial_binding(
     feeds: Mapping[str, TensorType], policy: Policy, declared: Mapping[str, int] | None = None
 ) -> Binding:

@@ -155,7 +155,7 @@ def _validate(
     if _errors(out) or cost is None:
         raise ValidationFailed(_errors(out) or out)
     _strip_bookkeeping(program)
-    report = _report(run.ops, run.types, s, params, cost, out)
+    report = _report(run.ops, run.types, s, params, cost, out, policy)
     return ValidatedProgram(program, tuple(run.ops), run.types, params, report, policy, _TOKEN)
 
 
@@ -221,6 +221,14 @@ def _strip_bookkeeping(program: pb.ProgramDesc) -> None:
                 op.attrs.extend(kept)
 
 
+def _bounds_in_use(
+    binding: Binding, symbolic: Mapping[str, tuple[int | str, ...]]
+) -> tuple[tuple[str, int], ...]:
+    """Each symbol the signature still names (one unified away or fixed is gone) and its bound."""
+    named = dict.fromkeys(d for dims in symbolic.values() for d in dims if isinstance(d, str))
+    return tuple((symbol, binding.bounds[symbol]) for symbol in named if symbol in binding.bounds)
+
+
 def _report(
     ops: list[BoundOp],
     types: Mapping[str, TensorType],
@@ -228,6 +236,7 @@ def _report(
     params: Mapping[str, np.ndarray],
     cost: Cost,
     out: list[Diagnostic],
+    policy: Policy,
 ) -> Report:
     def spec(name: str) -> TensorSpec:
         t = types[name]
@@ -246,6 +255,7 @@ def _report(
         inputs=tuple(TensorSpec(n, t.dtype, t.shape) for n, t in fixed.items()),
         symbolic_inputs=tuple(symbolic.items()),
         dim_constraints=_in_feed_order(binding.constraints, feeds) if binding else (),
+        dim_bounds=_bounds_in_use(binding or initial_binding(feeds, policy), symbolic),
         outputs=tuple(spec(n) for _, n in sorted(s.fetches.items())),
         op_histogram=dict(Counter(op.op_type for op in ops).most_common()),
         op_count=len(ops),
