@@ -34,6 +34,15 @@ from validator.ops import GraphError, TensorType
 from validator.policy import Policy
 
 BATCH: Final = "B"
+# How a constraint names the op that imposes it (a PIR program's own numbers: validate.py).
+OpLabel = Callable[[BoundOp], str]
+
+
+def legacy_op_label(op: BoundOp) -> str:
+    """The op as the program it was bound from numbers it: block, index, type."""
+    return f"block {op.block}, op {op.index} ({op.op_type})"
+
+
 # Rounds of the search (each fixes or constrains one dim) and concrete inferences spent in all:
 # a bound on the work a program the plain binding refuses may cost.
 MAX_ROUNDS: Final = 24
@@ -254,9 +263,7 @@ def parse_dim_declarations(texts: Iterable[str]) -> dict[str, int]:
                 raise DimSyntaxError(f"expected each NAME once, got {name!r} twice")
             declared[name] = size
             if len(declared) > MAX_DECLARATIONS:
-                raise DimSyntaxError(
-                    f"expected at most {MAX_DECLARATIONS} declarations, got more"
-                )
+                raise DimSyntaxError(f"expected at most {MAX_DECLARATIONS} declarations, got more")
     return declared
 
 
@@ -274,9 +281,7 @@ def _one_declaration(item: str) -> tuple[str, int]:
         and len(size) <= _MAX_SIZE_DIGITS
     )
     if not well_formed:
-        raise DimSyntaxError(
-            f"expected {DECLARATION_SYNTAX} (SIZE a whole number), got {shown!r}"
-        )
+        raise DimSyntaxError(f"expected {DECLARATION_SYNTAX} (SIZE a whole number), got {shown!r}")
     return name, int(size)
 
 
@@ -359,6 +364,7 @@ class _Solver:
     feeds: Mapping[str, TensorType]
     params: Mapping[str, TensorType]
     context: tuple[int, ...]  # the program's own fixed dims
+    label: OpLabel = legacy_op_label
     probes: int = 0
 
     def first_failure(self, values: Mapping[Place, int]) -> tuple[int, GraphError] | None:
@@ -390,10 +396,12 @@ def solve(
     params: Mapping[str, TensorType],
     context: Iterable[int],
     binding: Binding,
+    label: OpLabel = legacy_op_label,
 ) -> Binding | Contradiction:
     """The binding with the dims the program constrains fixed, unified or bounded so that
-    inference runs through; or the contradiction that stops it."""
-    solver = _Solver(ops, feeds, params, tuple(sorted(set(context))))
+    inference runs through; or the contradiction that stops it. `label` names the op a
+    constraint comes from, in its reason."""
+    solver = _Solver(ops, feeds, params, tuple(sorted(set(context))), label)
     try:
         for _ in range(MAX_ROUNDS):
             failure = solver.first_failure(binding.values)
@@ -442,7 +450,7 @@ def _one_round(solver: _Solver, binding: Binding, position: int) -> bool:
             if not result.accepted:
                 continue
             constraint = Constraint(Kind.EQUAL, result.accepted[-1])
-        _record(binding, unit, constraint, bound, solver.ops[position])
+        _record(binding, unit, constraint, bound, solver.ops[position], solver.label)
         return True
     return _unify_pair(solver, binding, position)
 
@@ -501,12 +509,17 @@ def _unify_pair(solver: _Solver, binding: Binding, position: int) -> bool:
 
 
 def _record(
-    binding: Binding, unit: list[Place], constraint: Constraint, bound: int, op: BoundOp
+    binding: Binding,
+    unit: list[Place],
+    constraint: Constraint,
+    bound: int,
+    op: BoundOp,
+    label: OpLabel,
 ) -> None:
     size = constraint.largest_within(bound)
     if size is None:
         size = constraint.value
-    reason = f"required by block {op.block}, op {op.index} ({op.op_type})"
+    reason = f"required by {label(op)}"
     symbol = binding.names[unit[0]]
     if constraint.kind != Kind.EQUAL and len(unit) < len(binding.places_of(symbol)):
         # Taken apart from the symbol it shared (an unknown dim 0 that is no batch).

@@ -18,7 +18,15 @@ from validator.batch import prove_batchable
 from validator.bind import BoundOp
 from validator.budget import Cost, measure
 from validator.diagnostics import Code, Diagnostic, Severity, ValidationFailed
-from validator.dims import Binding, DimConstraint, DimDeclarationError, Place, initial_binding
+from validator.dims import (
+    Binding,
+    DimConstraint,
+    DimDeclarationError,
+    OpLabel,
+    Place,
+    initial_binding,
+    legacy_op_label,
+)
 from validator.interpret import interpret
 from validator.ops import REGISTRY, Registry, TensorType
 from validator.params import match_params
@@ -70,7 +78,7 @@ def validate(
     on every request."""
     if not looks_like_pir(program_bytes):
         legacy = _parse_legacy(program_bytes, policy)
-        return _validate(legacy, params_bytes, policy, registry, dims)
+        return _validate(legacy, params_bytes, policy, registry, dims, legacy_op_label)
     try:
         pir = parse_pir(
             program_bytes,
@@ -81,7 +89,8 @@ def validate(
         raise ValidationFailed([Diagnostic(code=Code[e.code], message=e.message)]) from None
     found = [_pir_diagnostic(e, origin) for e, origin in pir.problems]
     try:
-        validated = _validate(pir.program, params_bytes, policy, registry, dims)
+        label = _pir_op_label(pir.origins)
+        validated = _validate(pir.program, params_bytes, policy, registry, dims, label)
     except ValidationFailed as failed:
         raise ValidationFailed(
             found + [_at_pir_op(d, pir.origins) for d in failed.diagnostics]
@@ -110,6 +119,20 @@ def _pir_diagnostic(error: FormatError, origin: PirOrigin | None) -> Diagnostic:
     )
 
 
+def _pir_op_label(origins: Mapping[tuple[int, int], PirOrigin]) -> OpLabel:
+    """Names an op of the converted program by the PIR op it came from (its block, its index in
+    the PIR program's own op order, its `pd_op.*` name), as the tenant's program numbers it: a
+    dim constraint's reason, shown in the report and in a refused request, says it."""
+
+    def label(op: BoundOp) -> str:
+        origin = origins.get((op.block, op.index))
+        if origin is None:  # an op the conversion added (none carries a constraint today)
+            return legacy_op_label(op)
+        return f"block {origin.block}, op {origin.index} ({origin.name})"
+
+    return label
+
+
 def _at_pir_op(d: Diagnostic, origins: Mapping[tuple[int, int], PirOrigin]) -> Diagnostic:
     """The diagnostic located at the PIR op its legacy op came from (same fields, PIR numbers)."""
     if d.op_index is None:
@@ -125,7 +148,8 @@ def _validate(
     params_bytes: bytes | None,
     policy: Policy,
     registry: Registry,
-    dims: Mapping[str, int] | None = None,
+    dims: Mapping[str, int] | None,
+    label: OpLabel,
 ) -> ValidatedProgram:
     out: list[Diagnostic] = []
     if params_bytes is not None and len(params_bytes) > policy.max_params_bytes:
@@ -149,7 +173,7 @@ def _validate(
         feeds = {name: s.declared[name] for _, name in sorted(s.feeds.items())}
         fetches = [name for _, name in sorted(s.fetches.items())]
         try:
-            cost = measure(run.ops, feeds, param_types, fetches, policy, out, dims)
+            cost = measure(run.ops, feeds, param_types, fetches, policy, out, dims, label)
         except DimDeclarationError as e:
             out.append(Diagnostic(code=Code.DIM_DECLARATION, message=str(e)))
     if _errors(out) or cost is None:

@@ -20,8 +20,8 @@ from server.db.models import Model, ModelCrash, ModelVersion, Tenant
 # NOTE: compiled in a worker process (server/dispatch): the server holds its signature only.
 from server.dispatch import Digests, PoolSettings, RemoteModel, WorkerPool, WorkerStats
 from server.dispatch.pool import declared
-from server.dispatch.worker import DeclaredDims
 from server.dispatch.signing import SignatureCheck
+from server.dispatch.worker import DeclaredDims
 from server.errors import (
     Forbidden,
     ModelBlocked,

@@ -152,3 +152,51 @@ def test_graphgate_check_takes_dim_declarations(legacy: Any, tmp_path: Any) -> N
             "reason": "D1 declared at upload",
         }
     ]
+
+
+def _pir_positions(program: bytes, op: str) -> list[int]:
+    """Where `op` ("1.split_with_num": dialect 1, pd_op) sits in the PIR program's top block."""
+    import json
+
+    ops = json.loads(program)["program"]["regions"][0]["blocks"][0]["ops"]
+    return [index for index, found in enumerate(ops) if found.get("#") == op]
+
+
+def test_a_pir_programs_constraints_name_its_own_ops() -> None:
+    """The reasons (report, refused request) number the PIR program's ops as the PIR program
+    does, by their pd_op names: not the converted program's legacy ops."""
+    saved = save_pir(_streaming_asr)
+    validated = validate(saved.program, saved.params)
+    splits = _pir_positions(saved.program, "1.split_with_num")
+    rnn = _pir_positions(saved.program, "1.rnn")[0]  # the first layer's takes the states
+    assert len(splits) == 2
+    reasons = {(c.feed, c.axis): c.reason for c in validated.report.dim_constraints}
+    assert reasons[("chunk_state_h_box", 0)] == (
+        f"required by block 0, op {splits[0]} (pd_op.split_with_num) "
+        f"and block 0, op {rnn} (pd_op.rnn)"
+    )
+    assert reasons[("chunk_state_c_box", 2)] == f"required by block 0, op {rnn} (pd_op.rnn)"
+    model = compile(validated, SessionOptions(use_cuda=False))
+    with pytest.raises(ExecutionError) as info:
+        model.run(_feeds(2, 4, layers=2))
+    assert f"op {splits[0]} (pd_op.split_with_num)" in str(info.value)
+
+
+def _contradicting() -> tuple[list[Any], list[Any]]:
+    """x [-1, 4]: a split into 3 along axis 0 wants dim 0 divisible by 3, an add of a [2, 4]
+    parameter wants it 2 (or 1): no size satisfies both."""
+    x = paddle.static.data("x", [-1, 4], "float32")
+    other = paddle.create_parameter([2, 4], "float32")
+    return [x], [paddle.split(x, 3, axis=0)[0], x + other]
+
+
+def test_a_pir_contradiction_points_at_the_pir_op() -> None:
+    saved = save_pir(_contradicting)
+    with pytest.raises(ValidationFailed) as info:
+        validate(saved.program, saved.params)
+    (refusal,) = info.value.diagnostics
+    assert refusal.code == Code.SHAPE_MISMATCH
+    assert refusal.op_type is not None and refusal.op_type.startswith("pd_op.")
+    names = {"pd_op.matmul": "1.matmul", "pd_op.add": "1.add"}
+    assert refusal.op_type in names
+    assert [refusal.op_index] == _pir_positions(saved.program, names[refusal.op_type])
