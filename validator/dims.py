@@ -215,11 +215,13 @@ class Binding:
 
     @property
     def batch(self) -> int:
-        sizes = [v for p, v in self.values.items() if self.names[p] == BATCH]
+        sizes = [self.values[p] for p in self.places_of(BATCH)]
         return sizes[0] if sizes else 1
 
     def places_of(self, symbol: str) -> list[Place]:
-        return [p for p, n in self.names.items() if n == symbol]
+        """The dims `symbol` stands for: a dim a constraint fixed (a state input's dim 0 that
+        was the batch's until a split into 3 fixed it) no longer moves with it."""
+        return [p for p, n in self.names.items() if n == symbol and p not in self.fixed]
 
     def signature(self, feeds: Mapping[str, TensorType]) -> dict[str, tuple[int | str, ...]]:
         """Each feed's dims with its symbols named and fixed dims filled in."""

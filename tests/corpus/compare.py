@@ -148,10 +148,7 @@ def feeds(entry: zoo.Entry, batch: int, seed: int) -> dict[str, np.ndarray]:
     rng = np.random.default_rng(seed)
     out = {}
     for feed in entry.inputs:
-        shape = [
-            d if d >= 0 else (batch if axis == 0 else entry.dynamic)
-            for axis, d in enumerate(feed.shape)
-        ]
+        shape = _run_shape(feed, entry.dynamic, batch)
         if feed.uniform is not None:
             out[feed.name] = rng.uniform(*feed.uniform, shape).astype(feed.dtype)
         elif feed.dtype.startswith("float"):
@@ -159,6 +156,17 @@ def feeds(entry: zoo.Entry, batch: int, seed: int) -> dict[str, np.ndarray]:
         else:
             out[feed.name] = rng.integers(feed.low, feed.high, shape).astype(feed.dtype)
     return out
+
+
+def _run_shape(feed: zoo.Feed, dynamic: int, batch: int) -> list[int]:
+    """The dims `feed` runs with: -1 at axis 0 is the batch, any other -1 `dynamic`, unless the
+    feed says otherwise (`runs_as`)."""
+    if feed.runs_as:
+        named = {"B": batch, "T": dynamic}
+        return [d if isinstance(d, int) else named[d] for d in feed.runs_as]
+    return [
+        d if d >= 0 else (batch if axis == 0 else dynamic) for axis, d in enumerate(feed.shape)
+    ]
 
 
 # Paddle's answers per (program digest, feed case): the legacy, PIR and Paddle2ONNX verdicts of
