@@ -200,3 +200,31 @@ def test_a_pir_contradiction_points_at_the_pir_op() -> None:
     names = {"pd_op.matmul": "1.matmul", "pd_op.add": "1.add"}
     assert refusal.op_type in names
     assert [refusal.op_index] == _pir_positions(saved.program, names[refusal.op_type])
+
+
+def _lstm_fed_its_states() -> tuple[list[Any], list[Any]]:
+    """paddle.nn.LSTM (2 layers) fed h0/c0 declared [-1, -1, HIDDEN]: dim 0 is the layers (2),
+    dim 1 the batch of x. Once dim 0 is fixed at 2, dim 1 joins the batch without dim 0
+    moving back with it."""
+    x = paddle.static.data("x", [-1, -1, 8], "float32")
+    h0 = paddle.static.data("h0", [-1, -1, HIDDEN], "float32")
+    c0 = paddle.static.data("c0", [-1, -1, HIDDEN], "float32")
+    out, (h1, c1) = paddle.nn.LSTM(8, HIDDEN, num_layers=2)(x, (h0, c0))
+    return [x, h0, c0], [out, h1, c1]
+
+
+def test_an_lstm_fed_its_initial_states_validates_and_runs_like_paddle() -> None:
+    saved = build_and_save(_lstm_fed_its_states)
+    report = validate(saved.program, saved.params).report
+    assert dict(report.symbolic_inputs) == {
+        "x": ("B", "D1", 8),
+        "h0": (2, "B", HIDDEN),
+        "c0": (2, "B", HIDDEN),
+    }
+    rng = np.random.default_rng(3)
+    feeds = {
+        "x": rng.standard_normal((3, 5, 8)).astype(np.float32),
+        "h0": rng.standard_normal((2, 3, HIDDEN)).astype(np.float32),
+        "c0": rng.standard_normal((2, 3, HIDDEN)).astype(np.float32),
+    }
+    assert_parity(saved, feeds)
