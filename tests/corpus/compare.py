@@ -66,7 +66,12 @@ FLOAT64_JUDGED: Final[dict[str, str]] = {
 # Models Paddle 3.3.1 cannot save as PIR programs from the ecosystem code as it is, and why:
 # they xfail while Paddle's export fails, and fail once it works (remove them then).
 PIR_NOT_EXPORTABLE: Final[dict[str, str]] = dict.fromkeys(
-    ("ppyoloe_plus_s_nms", "picodet_lcnet_nms", "yolov3_mobilenet_v1_nms"),
+    (
+        "ppyoloe_plus_s_nms",
+        "picodet_lcnet_nms",
+        "yolov3_mobilenet_v1_nms",
+        "ppyoloe_plus_s_nms_any_size",
+    ),
     "ppdet 2.6's multiclass_nms appends a legacy op outside dygraph (no PIR path)",
 ) | {
     "conformer_encoder": "paddlespeech's `if mask.shape[2] > 0` becomes a PIR cond whose branch "
