@@ -169,9 +169,7 @@ def _run_shape(feed: zoo.Feed, dynamic: int, batch: int) -> list[int]:
     if feed.runs_as:
         named = {"B": batch, "T": dynamic}
         return [d if isinstance(d, int) else named[d] for d in feed.runs_as]
-    return [
-        d if d >= 0 else (batch if axis == 0 else dynamic) for axis, d in enumerate(feed.shape)
-    ]
+    return [d if d >= 0 else (batch if axis == 0 else dynamic) for axis, d in enumerate(feed.shape)]
 
 
 # Paddle's answers per (program digest, feed case): the legacy, PIR and Paddle2ONNX verdicts of
