@@ -320,17 +320,18 @@ def _declare(binding: Binding, key: str, size: int, policy: Policy) -> None:
     symbol = place_names.get(key, key)
     if symbol == BATCH:
         raise DimDeclarationError(
-            f"--dim {key}: expected a dim other than the batch, got the batch (its bound is the "
-            f"policy's max_batch, {policy.max_batch})"
+            f"declared {key}={size}: expected a dim other than the batch, got the batch (its "
+            f"bound is the policy's max_batch, {policy.max_batch})"
         )
     if symbol not in binding.bounds:
         known = sorted(set(binding.bounds) - {BATCH})
         raise DimDeclarationError(
-            f"--dim {key}: expected one of {known} or FEED.AXIS for an unknown dim, got {key!r}"
+            f"declared {key}={size}: expected one of {known} or FEED.AXIS for an unknown dim, "
+            f"got {key!r}"
         )
     if not 1 <= size <= policy.max_dim:
         raise DimDeclarationError(
-            f"--dim {key}: expected a size in 1..{policy.max_dim}, got {size}"
+            f"declared {key}={size}: expected a size in 1..{policy.max_dim}, got {size}"
         )
     binding.bounds[symbol] = size
     for place in binding.places_of(symbol):

@@ -113,12 +113,12 @@ def test_a_declared_dim_bounds_the_budgets_and_each_request(legacy: Any) -> None
 @pytest.mark.parametrize(
     ("dims", "message"),
     [
-        ({"B": 8}, "--dim B: expected a dim other than the batch"),
+        ({"B": 8}, "declared B=8: expected a dim other than the batch"),
         (
             {"T": 8},
-            "--dim T: expected one of ['D1', 'D2', 'D3', 'D4', 'D5'] or FEED.AXIS for an unknown dim, got 'T'",
+            "declared T=8: expected one of ['D1', 'D2', 'D3', 'D4', 'D5'] or FEED.AXIS for an unknown dim, got 'T'",
         ),
-        ({"audio_chunk.1": 0}, "--dim audio_chunk.1: expected a size in 1..2147483647, got 0"),
+        ({"audio_chunk.1": 0}, "declared audio_chunk.1=0: expected a size in 1..2147483647, got 0"),
     ],
 )
 def test_bad_declarations_are_refused(legacy: Any, dims: dict[str, int], message: str) -> None:
