@@ -133,6 +133,8 @@ def corpus_programs() -> dict[str, tuple[str, str | None]]:
     found: dict[str, tuple[str, str | None]] = {}
     for folder in sorted(p for p in compare.folder().iterdir() if p.is_dir()):
         for fmt in ("legacy", "pir"):
+            if compare.cached(folder.name, fmt) is None:
+                continue  # not exported yet (or being exported)
             files = [folder / fmt / "model.pdmodel", folder / fmt / "model.json"]
             program = next((f for f in files if f.exists()), None)
             params = folder / fmt / "model.pdiparams"
