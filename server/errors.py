@@ -138,6 +138,19 @@ class OverTenantPolicy(ModelRejected):
     code = "OVER_TENANT_POLICY"
 
 
+class InvalidDims(BadRequest):
+    """The upload's `dims` form field is not `NAME=SIZE[,NAME=SIZE...]`."""
+
+    code = "INVALID_DIMS"
+
+
+class DimDeclarationRefused(ModelRejected):
+    """The upload's `dims` name no unknown dim of the program, name the batch, or declare a
+    size outside the policy's 1..max_dim; the diagnostics say which and what was expected."""
+
+    code = "DIM_DECLARATION_REFUSED"
+
+
 class InvalidRules(BadRequest):
     """A policy or quota change with an unknown field or a value out of range."""
 

@@ -8,7 +8,15 @@ from dataclasses import dataclass, replace
 from graph_proto.types import numel
 from validator.bind import BoundOp
 from validator.diagnostics import Code, Diagnostic, Severity
-from validator.dims import Binding, Contradiction, fixed_dims, initial_binding, solve
+from validator.dims import (
+    Binding,
+    Contradiction,
+    OpLabel,
+    fixed_dims,
+    initial_binding,
+    legacy_op_label,
+    solve,
+)
 from validator.infer import gather_inputs, infer_op, scope_over
 from validator.ops import GraphError, TensorType
 from validator.ops.control import WHILE_OP
@@ -95,13 +103,14 @@ def measure(
     policy: Policy,
     out: list[Diagnostic],
     declared: Mapping[str, int] | None = None,
+    label: OpLabel = legacy_op_label,
 ) -> Cost | None:
     """Infers at the bounds and checks each budget; None when inference itself fails there.
 
     `declared`: sizes the upload gives unknown dims (validator/dims.py names them), each one's
     bound and a run-time constraint. Where no binding below works, the program's own ops are
     asked which sizes they take (dims.solve): the figures are then taken at the sizes found,
-    and the constraints kept for the run-time check."""
+    and the constraints kept for the run-time check, each naming its op as `label` does."""
     binding = initial_binding(feeds, policy, declared)
     attempt: list[Diagnostic] = []
     if binding.constraints:
@@ -112,7 +121,7 @@ def measure(
     if cost is not None or not errors or errors[0].code in _NOT_SOLVABLE:
         out.extend(attempt)
         return cost
-    solved = solve(ops, feeds, params, fixed_dims(ops, params), binding)
+    solved = solve(ops, feeds, params, fixed_dims(ops, params), binding, label)
     if isinstance(solved, Contradiction):
         out.append(_diag(errors[0].code, solved.op, solved.message))
         return None

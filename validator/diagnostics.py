@@ -115,8 +115,8 @@ class Code(enum.StrEnum):
     )
     DIM_DECLARATION = (
         "DIM_DECLARATION",
-        "an upload's declared size for an unknown dim (--dim NAME=SIZE) names no unknown dim, "
-        "names the batch, or is out of range",
+        "an upload's declared size for an unknown dim (`--dim NAME=SIZE`, the `dims` form "
+        "field) names no unknown dim, names the batch, or is out of range",
     )
     EMPTY_DIM = "EMPTY_DIM", "a zero-size dimension where the op needs elements (would divide by 0)"
     DTYPE_MISMATCH = "DTYPE_MISMATCH", "an input dtype is not accepted or differs from its peer"

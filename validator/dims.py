@@ -34,6 +34,15 @@ from validator.ops import GraphError, TensorType
 from validator.policy import Policy
 
 BATCH: Final = "B"
+# How a constraint names the op that imposes it (a PIR program's own numbers: validate.py).
+OpLabel = Callable[[BoundOp], str]
+
+
+def legacy_op_label(op: BoundOp) -> str:
+    """The op as the program it was bound from numbers it: block, index, type."""
+    return f"block {op.block}, op {op.index} ({op.op_type})"
+
+
 # Rounds of the search (each fixes or constrains one dim) and concrete inferences spent in all:
 # a bound on the work a program the plain binding refuses may cost.
 MAX_ROUNDS: Final = 24
@@ -206,11 +215,13 @@ class Binding:
 
     @property
     def batch(self) -> int:
-        sizes = [v for p, v in self.values.items() if self.names[p] == BATCH]
+        sizes = [self.values[p] for p in self.places_of(BATCH)]
         return sizes[0] if sizes else 1
 
     def places_of(self, symbol: str) -> list[Place]:
-        return [p for p, n in self.names.items() if n == symbol]
+        """The dims `symbol` stands for: a dim a constraint fixed (a state input's dim 0 that
+        was the batch's until a split into 3 fixed it) no longer moves with it."""
+        return [p for p, n in self.names.items() if n == symbol and p not in self.fixed]
 
     def signature(self, feeds: Mapping[str, TensorType]) -> dict[str, tuple[int | str, ...]]:
         """Each feed's dims with its symbols named and fixed dims filled in."""
@@ -227,6 +238,53 @@ class Binding:
 
 class DimDeclarationError(ValueError):
     """An upload's `--dim NAME=SIZE` names no symbol, or the batch, or a size out of range."""
+
+
+class DimSyntaxError(DimDeclarationError):
+    """Declarations that are not `NAME=SIZE[,NAME=SIZE...]` (refused before any validation)."""
+
+
+DECLARATION_SYNTAX: Final = "NAME=SIZE[,NAME=SIZE...]"
+# A program has at most a few dozen unknown dims; more declarations than this are no program's.
+MAX_DECLARATIONS: Final = 64
+_MAX_NAME_CHARS: Final = 256
+_MAX_SIZE_DIGITS: Final = 19  # int() of a longer digit string is needlessly slow; none fits
+
+
+def parse_dim_declarations(texts: Iterable[str]) -> dict[str, int]:
+    """`NAME=SIZE` declarations, several per text separated by commas (`D1=128,audio.1=64`):
+    `graphgate check --dim`, `graphgate upload --dim` and the upload's `dims` form field all
+    read them here. NAME is a symbol (`D1`) or FEED.AXIS; whether it names an unknown dim of
+    the program, and whether SIZE is within the policy, is checked by validation (`_declare`).
+    """
+    declared: dict[str, int] = {}
+    for text in texts:
+        for item in text.split(","):
+            name, size = _one_declaration(item.strip())
+            if name in declared:
+                raise DimSyntaxError(f"expected each NAME once, got {name!r} twice")
+            declared[name] = size
+            if len(declared) > MAX_DECLARATIONS:
+                raise DimSyntaxError(f"expected at most {MAX_DECLARATIONS} declarations, got more")
+    return declared
+
+
+def _one_declaration(item: str) -> tuple[str, int]:
+    name, sep, size = item.partition("=")
+    name, size = name.strip(), size.strip()
+    shown = item if len(item) <= 80 else item[:77] + "..."
+    well_formed = (
+        sep
+        and name
+        and len(name) <= _MAX_NAME_CHARS
+        and not any(c.isspace() for c in name)
+        and size.isascii()
+        and size.isdigit()
+        and len(size) <= _MAX_SIZE_DIGITS
+    )
+    if not well_formed:
+        raise DimSyntaxError(f"expected {DECLARATION_SYNTAX} (SIZE a whole number), got {shown!r}")
+    return name, int(size)
 
 
 def initial_binding(
@@ -262,17 +320,18 @@ def _declare(binding: Binding, key: str, size: int, policy: Policy) -> None:
     symbol = place_names.get(key, key)
     if symbol == BATCH:
         raise DimDeclarationError(
-            f"--dim {key}: expected a dim other than the batch, got the batch (its bound is the "
-            f"policy's max_batch, {policy.max_batch})"
+            f"declared {key}={size}: expected a dim other than the batch, got the batch (its "
+            f"bound is the policy's max_batch, {policy.max_batch})"
         )
     if symbol not in binding.bounds:
         known = sorted(set(binding.bounds) - {BATCH})
         raise DimDeclarationError(
-            f"--dim {key}: expected one of {known} or FEED.AXIS for an unknown dim, got {key!r}"
+            f"declared {key}={size}: expected one of {known} or FEED.AXIS for an unknown dim, "
+            f"got {key!r}"
         )
     if not 1 <= size <= policy.max_dim:
         raise DimDeclarationError(
-            f"--dim {key}: expected a size in 1..{policy.max_dim}, got {size}"
+            f"declared {key}={size}: expected a size in 1..{policy.max_dim}, got {size}"
         )
     binding.bounds[symbol] = size
     for place in binding.places_of(symbol):
@@ -308,6 +367,7 @@ class _Solver:
     feeds: Mapping[str, TensorType]
     params: Mapping[str, TensorType]
     context: tuple[int, ...]  # the program's own fixed dims
+    label: OpLabel = legacy_op_label
     probes: int = 0
 
     def first_failure(self, values: Mapping[Place, int]) -> tuple[int, GraphError] | None:
@@ -339,10 +399,12 @@ def solve(
     params: Mapping[str, TensorType],
     context: Iterable[int],
     binding: Binding,
+    label: OpLabel = legacy_op_label,
 ) -> Binding | Contradiction:
     """The binding with the dims the program constrains fixed, unified or bounded so that
-    inference runs through; or the contradiction that stops it."""
-    solver = _Solver(ops, feeds, params, tuple(sorted(set(context))))
+    inference runs through; or the contradiction that stops it. `label` names the op a
+    constraint comes from, in its reason."""
+    solver = _Solver(ops, feeds, params, tuple(sorted(set(context))), label)
     try:
         for _ in range(MAX_ROUNDS):
             failure = solver.first_failure(binding.values)
@@ -391,7 +453,7 @@ def _one_round(solver: _Solver, binding: Binding, position: int) -> bool:
             if not result.accepted:
                 continue
             constraint = Constraint(Kind.EQUAL, result.accepted[-1])
-        _record(binding, unit, constraint, bound, solver.ops[position])
+        _record(binding, unit, constraint, bound, solver.ops[position], solver.label)
         return True
     return _unify_pair(solver, binding, position)
 
@@ -450,12 +512,17 @@ def _unify_pair(solver: _Solver, binding: Binding, position: int) -> bool:
 
 
 def _record(
-    binding: Binding, unit: list[Place], constraint: Constraint, bound: int, op: BoundOp
+    binding: Binding,
+    unit: list[Place],
+    constraint: Constraint,
+    bound: int,
+    op: BoundOp,
+    label: OpLabel,
 ) -> None:
     size = constraint.largest_within(bound)
     if size is None:
         size = constraint.value
-    reason = f"required by block {op.block}, op {op.index} ({op.op_type})"
+    reason = f"required by {label(op)}"
     symbol = binding.names[unit[0]]
     if constraint.kind != Kind.EQUAL and len(unit) < len(binding.places_of(symbol)):
         # Taken apart from the symbol it shared (an unknown dim 0 that is no batch).

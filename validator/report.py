@@ -45,6 +45,9 @@ class Report:
     symbolic_inputs: tuple[tuple[str, tuple[int | str, ...]], ...] = ()
     # What the program requires of those dims, checked on every request before it runs.
     dim_constraints: tuple[DimConstraint, ...] = ()
+    # The size each symbol's budgets are computed at: B at max_batch, the others at
+    # max_dynamic_dim or what the upload declared (`dims`, `--dim`).
+    dim_bounds: tuple[tuple[str, int], ...] = ()
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -65,4 +68,5 @@ class Report:
             "warnings": [w.to_json() for w in self.warnings],
             "symbolic_inputs": {name: list(dims) for name, dims in self.symbolic_inputs},
             "dim_constraints": [c.to_json() for c in self.dim_constraints],
+            "dim_bounds": dict(self.dim_bounds),
         }

@@ -18,7 +18,15 @@ from validator.batch import prove_batchable
 from validator.bind import BoundOp
 from validator.budget import Cost, measure
 from validator.diagnostics import Code, Diagnostic, Severity, ValidationFailed
-from validator.dims import Binding, DimConstraint, DimDeclarationError, Place, initial_binding
+from validator.dims import (
+    Binding,
+    DimConstraint,
+    DimDeclarationError,
+    OpLabel,
+    Place,
+    initial_binding,
+    legacy_op_label,
+)
 from validator.interpret import interpret
 from validator.ops import REGISTRY, Registry, TensorType
 from validator.params import match_params
@@ -70,7 +78,7 @@ def validate(
     on every request."""
     if not looks_like_pir(program_bytes):
         legacy = _parse_legacy(program_bytes, policy)
-        return _validate(legacy, params_bytes, policy, registry, dims)
+        return _validate(legacy, params_bytes, policy, registry, dims, legacy_op_label)
     try:
         pir = parse_pir(
             program_bytes,
@@ -81,7 +89,8 @@ def validate(
         raise ValidationFailed([Diagnostic(code=Code[e.code], message=e.message)]) from None
     found = [_pir_diagnostic(e, origin) for e, origin in pir.problems]
     try:
-        validated = _validate(pir.program, params_bytes, policy, registry, dims)
+        label = _pir_op_label(pir.origins)
+        validated = _validate(pir.program, params_bytes, policy, registry, dims, label)
     except ValidationFailed as failed:
         raise ValidationFailed(
             found + [_at_pir_op(d, pir.origins) for d in failed.diagnostics]
@@ -110,6 +119,20 @@ def _pir_diagnostic(error: FormatError, origin: PirOrigin | None) -> Diagnostic:
     )
 
 
+def _pir_op_label(origins: Mapping[tuple[int, int], PirOrigin]) -> OpLabel:
+    """Names an op of the converted program by the PIR op it came from (its block, its index in
+    the PIR program's own op order, its `pd_op.*` name), as the tenant's program numbers it: a
+    dim constraint's reason, shown in the report and in a refused request, says it."""
+
+    def label(op: BoundOp) -> str:
+        origin = origins.get((op.block, op.index))
+        if origin is None:  # an op the conversion added (none carries a constraint today)
+            return legacy_op_label(op)
+        return f"block {origin.block}, op {origin.index} ({origin.name})"
+
+    return label
+
+
 def _at_pir_op(d: Diagnostic, origins: Mapping[tuple[int, int], PirOrigin]) -> Diagnostic:
     """The diagnostic located at the PIR op its legacy op came from (same fields, PIR numbers)."""
     if d.op_index is None:
@@ -125,7 +148,8 @@ def _validate(
     params_bytes: bytes | None,
     policy: Policy,
     registry: Registry,
-    dims: Mapping[str, int] | None = None,
+    dims: Mapping[str, int] | None,
+    label: OpLabel,
 ) -> ValidatedProgram:
     out: list[Diagnostic] = []
     if params_bytes is not None and len(params_bytes) > policy.max_params_bytes:
@@ -149,13 +173,13 @@ def _validate(
         feeds = {name: s.declared[name] for _, name in sorted(s.feeds.items())}
         fetches = [name for _, name in sorted(s.fetches.items())]
         try:
-            cost = measure(run.ops, feeds, param_types, fetches, policy, out, dims)
+            cost = measure(run.ops, feeds, param_types, fetches, policy, out, dims, label)
         except DimDeclarationError as e:
             out.append(Diagnostic(code=Code.DIM_DECLARATION, message=str(e)))
     if _errors(out) or cost is None:
         raise ValidationFailed(_errors(out) or out)
     _strip_bookkeeping(program)
-    report = _report(run.ops, run.types, s, params, cost, out)
+    report = _report(run.ops, run.types, s, params, cost, out, policy)
     return ValidatedProgram(program, tuple(run.ops), run.types, params, report, policy, _TOKEN)
 
 
@@ -221,6 +245,14 @@ def _strip_bookkeeping(program: pb.ProgramDesc) -> None:
                 op.attrs.extend(kept)
 
 
+def _bounds_in_use(
+    binding: Binding, symbolic: Mapping[str, tuple[int | str, ...]]
+) -> tuple[tuple[str, int], ...]:
+    """Each symbol the signature still names (one unified away or fixed is gone) and its bound."""
+    named = dict.fromkeys(d for dims in symbolic.values() for d in dims if isinstance(d, str))
+    return tuple((symbol, binding.bounds[symbol]) for symbol in named if symbol in binding.bounds)
+
+
 def _report(
     ops: list[BoundOp],
     types: Mapping[str, TensorType],
@@ -228,6 +260,7 @@ def _report(
     params: Mapping[str, np.ndarray],
     cost: Cost,
     out: list[Diagnostic],
+    policy: Policy,
 ) -> Report:
     def spec(name: str) -> TensorSpec:
         t = types[name]
@@ -246,6 +279,7 @@ def _report(
         inputs=tuple(TensorSpec(n, t.dtype, t.shape) for n, t in fixed.items()),
         symbolic_inputs=tuple(symbolic.items()),
         dim_constraints=_in_feed_order(binding.constraints, feeds) if binding else (),
+        dim_bounds=_bounds_in_use(binding or initial_binding(feeds, policy), symbolic),
         outputs=tuple(spec(n) for _, n in sorted(s.fetches.items())),
         op_histogram=dict(Counter(op.op_type for op in ops).most_common()),
         op_count=len(ops),

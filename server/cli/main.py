@@ -90,7 +90,7 @@ def check(
     does): diagnostics like a compiler, or the report. With --signature, its signature is
     verified first, as a tenant's upload is. Exit 0 valid, 1 rejected."""
     params = params if params is not None else _params_beside(program)
-    dims = dict(map(_dim_declaration, dim or []))
+    dims = dim_declarations(dim or [])
     trust = _trust(signature, trusted_keys or [], trusted_ca, identities or [])
     provenance = None if signature is None else _verified(signature, program, params, trust)
     report = _servable(program, params, as_json, max_batch, dims).program.report
@@ -236,12 +236,15 @@ def _servable(
     return _checked(servable, program, params, as_json, max_batch)
 
 
-def _dim_declaration(spec: str) -> tuple[str, int]:
-    name, sep, size = spec.partition("=")
-    if not sep or not name or not size.strip().isdigit():
-        typer.echo(f"graphgate: --dim: expected NAME=SIZE, got {spec!r}", err=True)
-        raise typer.Exit(EXIT_USAGE)
-    return name, int(size)
+def dim_declarations(specs: list[str]) -> dict[str, int]:
+    """The --dim options (each NAME=SIZE, or several joined by commas); bad syntax exits 2."""
+    from validator.dims import DimSyntaxError, parse_dim_declarations
+
+    try:
+        return parse_dim_declarations(specs)
+    except DimSyntaxError as e:
+        typer.echo(f"graphgate: --dim: {e}", err=True)
+        raise typer.Exit(EXIT_USAGE) from None
 
 
 def _checked(

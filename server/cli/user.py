@@ -38,6 +38,8 @@ SIGNATURE_REFUSALS: Final = frozenset(
         "CERTIFICATE_NOT_YET_VALID",
     }
 )
+# The server's refusals of the program itself (every diagnostic printed), exit 1.
+REJECTIONS: Final = frozenset({"VALIDATION_FAILED", "DIM_DECLARATION_REFUSED"})
 INFER_TIMEOUT_S: Final = 120.0
 # numpy dtype name -> V2 datatype (BF16 has no numpy dtype; send it from another client)
 DATATYPES: Final[Mapping[str, str]] = {
@@ -92,6 +94,14 @@ def upload(
             "model.sig from `model_signing sign key`.",
         ),
     ] = None,
+    dim: Annotated[
+        list[str] | None,
+        typer.Option(
+            "--dim",
+            help="NAME=SIZE: the most an unknown input dim takes (D1, ... as the report names "
+            "them, or INPUT.AXIS); its budgets' bound, checked on every request (repeat).",
+        ),
+    ] = None,
     url: UrlOpt = DEFAULT_URL,
     key: KeyOpt = "",
     as_json: JsonOpt = False,
@@ -99,10 +109,13 @@ def upload(
     """Uploads a model (with a progress bar); prints its report, or every diagnostic if rejected."""
     parts = {"program": program} | ({"params": params} if params is not None else {})
     parts |= {"signature": signature} if signature is not None else {}
+    # The server reads the declarations (the `dims` form field, comma-separated), as `check
+    # --dim` does: one syntax, one parser.
+    fields = {"name": name} | ({"dims": ",".join(dim)} if dim else {})
     with _client(url, key, UPLOAD_TIMEOUT_S) as client, _progress_files(parts) as files:
-        response = _send(client, "POST", "/v1/models", data={"name": name}, files=files)
+        response = _send(client, "POST", "/v1/models", data=fields, files=files)
     body = _json(response)
-    if response.status_code == 422 and body.get("code") == "VALIDATION_FAILED":
+    if response.status_code == 422 and body.get("code") in REJECTIONS:
         _print_rejection(program, body)
         raise typer.Exit(EXIT_REJECTED)
     if response.status_code == 422 and body.get("code") in SIGNATURE_REFUSALS:

@@ -75,6 +75,9 @@ class ModelVersion(Base):
     batching: Mapped[str | None] = mapped_column(Text, default=None)
     # Who signed the upload (server/dispatch/signing.py Provenance JSON, migration 0006); NULL: unsigned.
     provenance: Mapped[str | None] = mapped_column(Text, default=None)
+    # The upload's declared dims ({"D1": 128}, JSON, migration 0008): every compile of the
+    # version validates at them. NULL: none declared.
+    dims: Mapped[str | None] = mapped_column(Text, default=None)
     created: Mapped[datetime] = mapped_column(default=utcnow)
     model: Mapped[Model] = relationship(back_populates="versions")
 

@@ -32,7 +32,7 @@ from executor.errors import DeadlineExceeded, RunCancelled
 from server.dispatch.answer import Answer, AnswerSpec, Encoded
 from server.dispatch.arena import Arena, Spill
 from server.dispatch.signing import Provenance, SignatureCheck
-from server.dispatch.worker import EXIT_OOM, WorkerConfig, main
+from server.dispatch.worker import EXIT_OOM, DeclaredDims, WorkerConfig, main
 from server.errors import (
     CompileTimeout,
     ModelQuarantined,
@@ -125,6 +125,8 @@ class RemoteModel:
     _onnx: list[bytes] = field(default_factory=list)
     # Who signed the bytes this compile verified (a signed upload's); None: not checked.
     provenance: Provenance | None = None
+    # The upload's declared dims (sorted): a worker that loads the model validates at them too.
+    dims: DeclaredDims = ()
 
     @property
     def onnx_bytes(self) -> bytes:
@@ -214,10 +216,18 @@ def without_frames(error: BaseException) -> BaseException:
     return error
 
 
-def content_key(digests: Digests, policy: Policy) -> str:
-    """What a worker keeps a compiled model under: its bytes' digests and the policy."""
+def content_key(digests: Digests, policy: Policy, dims: DeclaredDims = ()) -> str:
+    """What a worker keeps a compiled model under: its bytes' digests, the policy and the
+    declared dims (the same bytes at other bounds are another model: other budgets, checks)."""
     text = f"{digests.program}:{digests.params or ''}:{policy!r}"
+    if dims:
+        text += f":{dims!r}"
     return hashlib.sha256(text.encode()).hexdigest()
+
+
+def declared(dims: Mapping[str, int] | None) -> DeclaredDims:
+    """Declared dims as a key: sorted (name, size) pairs."""
+    return tuple(sorted((dims or {}).items()))
 
 
 # Set by the route when the client goes away: a queued request stops waiting, a running one
@@ -479,21 +489,24 @@ class WorkerPool:
         digests: Digests | None = None,
         signature: SignatureCheck | None = None,
         owner: str = "",
+        dims: DeclaredDims = (),
     ) -> RemoteModel:
         """Validates, lowers, gates and builds the session in a worker (which keeps it).
         Raises what check_servable raises, WorkerCrashed, or CompileTimeout. `source`: where
         another worker reads the program and params again (storage); `digests`: their hashes
         when the caller has them (else computed here); `signature`: verified first, in the
         worker and within the compile's time (a SignatureRefused when it does not pass);
-        `owner`: the tenant compiling it (whose share of the worker's cache it counts in)."""
-        key = content_key(digests or Digests.of(program, params), policy)
+        `owner`: the tenant compiling it (whose share of the worker's cache it counts in);
+        `dims`: the upload's declared dims, validated at."""
+        key = content_key(digests or Digests.of(program, params), policy, dims)
         message = (
-            "compile", next(self._seq), key, program, params, policy, options, signature, owner
+            "compile", next(self._seq), key, program, params, policy, options, signature, owner,
+            dims,
         )  # fmt: skip
         reply = self._call(message, self.settings.compile_timeout_s, label=None)
         report, onnx_bytes, provenance = reply[2]
         return RemoteModel(
-            Signature(report), key, source, policy, options, self, [onnx_bytes], provenance
+            Signature(report), key, source, policy, options, self, [onnx_bytes], provenance, dims
         )
 
     def run(
@@ -612,7 +625,7 @@ class WorkerPool:
                 program, params = model.source()
                 load = (
                     "load", seq, model.key, program, params, model.policy, model.options, None,
-                    owner,
+                    owner, model.dims,
                 )  # fmt: skip
                 self._check(worker.call(load, self.settings.compile_timeout_s))
                 started = time.monotonic()  # the load is not the run's cost

@@ -40,6 +40,8 @@ T = TypeVar("T")
 
 # Exit status of a worker that ran out of memory (its request already answered "oom").
 EXIT_OOM: Final = 70
+# An upload's declared dims (validator/dims.py), sorted (name, size) pairs: part of a model's key.
+DeclaredDims = tuple[tuple[str, int], ...]
 _PAGE: Final = os.sysconf("SC_PAGE_SIZE")
 _PROC_TASKS: Final = os.path.isdir("/proc/self/task")
 
@@ -249,6 +251,7 @@ class Worker:
         options: SessionOptions,
         signature: SignatureCheck | None = None,
         owner: str = "",
+        dims: DeclaredDims = (),
         *,
         nice: int = 0,
     ) -> tuple[Any, bytes, Provenance | None]:
@@ -257,7 +260,9 @@ class Worker:
         # Compiling, and the session's threads, may use every CPU: unpinned until built.
         _pin_this_thread(self.cpus)
         try:
-            prepared = at_lower_priority(lambda: prepare_servable(program, params, policy), nice)
+            prepared = at_lower_priority(
+                lambda: prepare_servable(program, params, policy, dict(dims)), nice
+            )
             before = _thread_ids()
             model = build_servable(prepared, options)
             self.session_cpus |= _pinned_cpus(_thread_ids() - before, self.cpus)

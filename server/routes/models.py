@@ -30,6 +30,15 @@ _SIGNATURE: Final = {
     "description": "An OpenSSF Model Signing bundle (`model_signing sign key|certificate`) over "
     "the program and params, by the file names they are uploaded under.",
 }
+_DIMS: Final = {
+    "type": "string",
+    "example": "D1=128,audio_chunk_lens.0=32",
+    "description": "NAME=SIZE[,NAME=SIZE...]: the most each named unknown input dim takes (a "
+    "symbol as the report names it, D1, D2, ..., or INPUT.AXIS), as `graphgate check --dim`. "
+    "Every budget is computed at these bounds and every request is checked against them; "
+    "stored with the version. Bad syntax: 400 INVALID_DIMS; a name that is no unknown dim, "
+    "the batch, or a size outside 1..max_dim: 422 DIM_DECLARATION_REFUSED.",
+}
 
 
 def _multipart(required: list[str], properties: dict[str, Any]) -> dict[str, Any]:
@@ -46,6 +55,7 @@ class _Upload:
     params: bytes | None
     name: str = ""
     signature: SignatureFile | None = None
+    dims: str = ""  # the `dims` field as sent; the service reads it (validator/dims.py)
 
 
 # NOTE: `async def` routes that read their form themselves (no `File`/`Form` parameters): FastAPI
@@ -71,6 +81,7 @@ class _Upload:
             "program": _PROGRAM,
             "params": _PARAMS,
             "signature": _SIGNATURE,
+            "dims": _DIMS,
         },
     ),
 )
@@ -87,7 +98,7 @@ async def upload_model(
 
         def upload() -> bytes:
             uploaded = uploads.upload(
-                principal, actor, form.name, form.program, form.params, form.signature
+                principal, actor, form.name, form.program, form.params, form.signature, form.dims
             )
             return _json_bytes(
                 {
@@ -109,7 +120,8 @@ async def upload_model(
     response_class=Response,
     responses=UPLOAD_ERRORS,
     openapi_extra=_multipart(
-        ["program"], {"program": _PROGRAM, "params": _PARAMS, "signature": _SIGNATURE}
+        ["program"],
+        {"program": _PROGRAM, "params": _PARAMS, "signature": _SIGNATURE, "dims": _DIMS},
     ),
 )
 async def check_model(request: Request, principal: PrincipalDep, uploads: UploadsDep) -> Response:
@@ -120,7 +132,7 @@ async def check_model(request: Request, principal: PrincipalDep, uploads: Upload
 
         def check() -> bytes:
             checked = uploads.check(
-                principal, actor.tenant, form.program, form.params, form.signature
+                principal, actor.tenant, form.program, form.params, form.signature, form.dims
             )
             return _json_bytes(
                 {
@@ -172,7 +184,7 @@ def download_onnx(name: str, version: int, principal: PrincipalDep, models: Mode
 
 
 async def _read_form(request: Request, *, named: bool) -> _Upload:
-    """The form's `program`, optional `params`, optional `signature` and, when `named`, `name`;
+    """The form's `program`, optional `params`, `signature` and `dims` and, when `named`, `name`;
     a missing or mistyped part is 400 BAD_REQUEST (a malformed body: Starlette's 400)."""
     form = await request.form()  # capped by server/http/body_limit.py as it streams
     try:
@@ -188,7 +200,7 @@ async def _read_form(request: Request, *, named: bool) -> _Upload:
             params_name = None if params is None else _filename(params_part)
             signature = SignatureFile(bundle, _filename(program_part), params_name)
         name = _name(form.get("name")) if named else ""
-        return _Upload(program, params, name, signature)
+        return _Upload(program, params, name, signature, _text(form.get("dims"), "dims"))
     finally:
         await form.close()
 
@@ -204,6 +216,15 @@ async def _file(part: UploadFile | str | None, what: str) -> bytes | None:
 def _filename(part: UploadFile | str | None) -> str:
     """The name a file part was sent under (a signature lists the files by these)."""
     return (part.filename or "") if isinstance(part, UploadFile) else ""
+
+
+def _text(part: UploadFile | str | None, what: str) -> str:
+    """An optional text field ("" when absent)."""
+    if part is None:
+        return ""
+    if not isinstance(part, str):
+        raise BadRequest(f"expected form field {what!r} as text, got a file")
+    return part
 
 
 def _name(part: UploadFile | str | None) -> str:
@@ -252,5 +273,6 @@ def _version_json(version: StoredVersion) -> dict[str, Any]:
         },
         "report": version.report,
         "batching": version.batching,  # the admin's override; null: the server's defaults
+        "dims": version.dims,  # the upload's declared dims; null: none declared
         **_signed(version),
     }

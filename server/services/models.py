@@ -19,7 +19,9 @@ from server.db.models import Model, ModelCrash, ModelVersion, Tenant
 
 # NOTE: compiled in a worker process (server/dispatch): the server holds its signature only.
 from server.dispatch import Digests, PoolSettings, RemoteModel, WorkerPool, WorkerStats
+from server.dispatch.pool import declared
 from server.dispatch.signing import SignatureCheck
+from server.dispatch.worker import DeclaredDims
 from server.errors import (
     Forbidden,
     ModelBlocked,
@@ -50,7 +52,8 @@ BLOCKED: Final = "blocked"  # no longer passes its tenant's policy: kept, not se
 # Compiled sessions are keyed by their artifacts' content (program and params sha256), never by
 # tenant/name/version: a version deleted and uploaded again with other bytes (by any replica)
 # can never be answered by the old graph, and identical uploads share one session.
-_CacheKey = tuple[str, str | None, Policy]  # program, params, the policy it was checked with
+# program, params, the policy it was checked with, the upload's declared dims
+_CacheKey = tuple[str, str | None, Policy, DeclaredDims]
 _LookupKey = tuple[str, str, int | None]  # (tenant, name, version or None for the latest)
 # Past this many cached lookups the lookup cache starts over (only lookups that found a ready
 # version are cached, so this takes that many models in use within one TTL).
@@ -131,12 +134,16 @@ class ModelService:
         params: bytes | None,
         tenant_id: str = "",
         signature: SignatureCheck | None = None,
+        dims: Mapping[str, int] | None = None,
     ) -> CheckedModel:
         """Verifies the signature when there is one, then validates (with the tenant's policy
-        when given), lowers and gates without storing anything; returns the report."""
+        when given, at the declared `dims`), lowers and gates without storing anything;
+        returns the report."""
         policy = self._policy_for(tenant_id) if tenant_id else self._policy
         digests = Digests.of(program, params)
-        compiled = self._compile(program, params, policy, digests, signature, tenant_id)
+        compiled = self._compile(
+            program, params, policy, digests, signature, owner=tenant_id, dims=declared(dims)
+        )
         return CheckedModel(compiled.program.report, compiled.provenance)
 
     def upload(
@@ -147,15 +154,20 @@ class ModelService:
         params: bytes | None,
         digests: Digests | None = None,
         signature: SignatureCheck | None = None,
+        dims: Mapping[str, int] | None = None,
     ) -> UploadedModel:
         """Adds a version of `name`: artifacts first, the database row last (crash-safe).
         `digests`: the caller's hashes of program and params (else computed here, once);
-        `signature`: verified in the worker before anything else, its signer kept."""
+        `signature`: verified in the worker before anything else, its signer kept; `dims`: the
+        upload's declared dims, kept with the version and validated at on every compile."""
         tenant = _tenant_of(principal)
         _check_name(name)
         policy = self._policy_for(tenant)
         digests = digests or Digests.of(program, params)
-        compiled = self._compile(program, params, policy, digests, signature, tenant)
+        bounds = declared(dims)
+        compiled = self._compile(
+            program, params, policy, digests, signature, owner=tenant, dims=bounds
+        )
         report = compiled.program.report
         provenance = compiled.provenance
         shas = (
@@ -167,7 +179,7 @@ class ModelService:
         try:
             signed = None if provenance is None else json.dumps(provenance.to_json())
             version, status = self._register(
-                tenant, name, shas, json.dumps(report.to_json()), sizes, policy, signed
+                tenant, name, shas, json.dumps(report.to_json()), sizes, policy, signed, bounds
             )
         except (StorageQuotaExceeded, QuotaExceeded):
             self._refs.collect(list(sizes))  # what this upload stored and nothing else names
@@ -177,9 +189,9 @@ class ModelService:
             for sha, blob in zip(shas, (program, params, onnx), strict=True)
             if sha is not None and blob is not None
         )
-        self._remember((shas[0], shas[1], policy), compiled, tenant)
+        self._remember((shas[0], shas[1], policy, bounds), compiled, tenant)
         if status == BLOCKED:
-            status = self._revalidate(tenant, name, version, program, params, digests)
+            status = self._revalidate(tenant, name, version, program, params, digests, bounds)
         self._invalidate(tenant, name)  # "latest" is the new version from now on
         return UploadedModel(name, version, status, report, provenance)
 
@@ -191,13 +203,14 @@ class ModelService:
         program: bytes,
         params: bytes | None,
         digests: Digests,
+        dims: DeclaredDims = (),
     ) -> str:
         """A version registered blocked (its tenant's policy changed while it compiled) is
         validated again, in a worker, under the policy now in force; it is unblocked only if
         it passes and that policy is still the tenant's when the status is written."""
         policy = self._policy_for(tenant)
         try:
-            compiled = self._compile(program, params, policy, digests, owner=tenant)
+            compiled = self._compile(program, params, policy, digests, owner=tenant, dims=dims)
         except ModelRejected:
             return BLOCKED
         with self._register_lock, self._sessions.begin() as s:
@@ -211,7 +224,7 @@ class ModelService:
             if row is None or row.status != BLOCKED or rules.policy != policy:
                 return BLOCKED if row is None else row.status
             row.status = READY
-        self._remember((digests.program, digests.params, policy), compiled, tenant)
+        self._remember((digests.program, digests.params, policy, dims), compiled, tenant)
         return READY
 
     def list_models(self, principal: Principal) -> list[StoredModel]:
@@ -335,7 +348,8 @@ class ModelService:
             provenance = _provenance(row)
             # The policy is part of the key: the same bytes validated under another tenant's
             # policy are another compiled model (its loop bound and byte caps apply at run time).
-            key = (row.program_sha256, row.params_sha256, self._policy_for(model.tenant_id))
+            policy = self._policy_for(model.tenant_id)
+            key = (row.program_sha256, row.params_sha256, policy, _declared_dims(row))
         lookup = (model.tenant_id, name, version)
         if (hit := self._cached(key)) is not None:
             return self._settle(
@@ -383,19 +397,22 @@ class ModelService:
         digests: Digests,
         signature: SignatureCheck | None = None,
         owner: str = "",
+        dims: DeclaredDims = (),
     ) -> RemoteModel:
         """`owner`: the tenant it is compiled for (whose share of the worker's cache it takes)."""
         # The one servability check, shared with `graphgate check`: what it passes, upload keeps.
+        source = self._source(digests)
         try:
             return self._pool.compile(
                 program,
                 params,
                 policy,
                 self._options,
-                self._source(digests),
+                source,
                 digests,
                 signature,
                 owner,
+                dims,
             )
         except ValidationFailed as failed:
             diagnostics = list(failed.diagnostics)
@@ -408,12 +425,18 @@ class ModelService:
         return lambda: (get(program_sha), None if params_sha is None else get(params_sha))
 
     def _rebuild(
-        self, program_sha: str, params_sha: str | None, policy: Policy, owner: str
+        self,
+        program_sha: str,
+        params_sha: str | None,
+        policy: Policy,
+        dims: DeclaredDims,
+        owner: str,
     ) -> RemoteModel:
         # NOTE: re-validated on load, so a stricter validator also applies to stored models.
         program = self._artifacts.get(program_sha)
         params = None if params_sha is None else self._artifacts.get(params_sha)
-        return self._compile(program, params, policy, Digests(program_sha, params_sha), owner=owner)
+        digests = Digests(program_sha, params_sha)
+        return self._compile(program, params, policy, digests, owner=owner, dims=dims)
 
     def _register(
         self,
@@ -424,6 +447,7 @@ class ModelService:
         sizes: dict[str, int],
         policy: Policy,
         provenance: str | None = None,
+        dims: DeclaredDims = (),
     ) -> tuple[int, str]:
         """Adds the version row and its artifact references in one transaction; returns its
         number and status.
@@ -436,7 +460,9 @@ class ModelService:
         """
         for attempt in range(_REGISTER_TRIES):
             try:
-                return self._register_once(tenant, name, shas, report, sizes, policy, provenance)
+                return self._register_once(
+                    tenant, name, shas, report, sizes, policy, provenance, dims
+                )
             except IntegrityError:
                 if attempt == _REGISTER_TRIES - 1:
                     raise
@@ -451,6 +477,7 @@ class ModelService:
         sizes: dict[str, int],
         policy: Policy,
         provenance: str | None,
+        dims: DeclaredDims,
     ) -> tuple[int, str]:
         with self._register_lock, self._sessions.begin() as s:
             # Locks in one order everywhere (the tenant, references by sha, then the model): no
@@ -480,6 +507,7 @@ class ModelService:
                     onnx_sha256=onnx,
                     report=report,
                     provenance=provenance,
+                    dims=json.dumps(dict(dims)) if dims else None,
                 )
             )
         return version, status
@@ -646,6 +674,11 @@ def _evictee(
     return next(key for key in cache if owners[key] == loser)
 
 
+def _declared_dims(row: ModelVersion) -> DeclaredDims:
+    """The dims the version's upload declared, as its compiled model's key has them."""
+    return declared(json.loads(row.dims)) if row.dims else ()
+
+
 def _tenant_of(principal: Principal) -> str:
     if principal.is_admin or not principal.tenant_id:
         raise Forbidden("models belong to tenants: use a tenant key")
@@ -686,6 +719,7 @@ def _stored_version(row: ModelVersion) -> StoredVersion:
         report=json.loads(row.report),
         batching=_batching(row),
         provenance=_provenance(row),
+        dims=dict(_declared_dims(row)) or None,
     )
 
 

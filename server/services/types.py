@@ -99,6 +99,7 @@ class StoredVersion:
     report: Mapping[str, Any]
     batching: Mapping[str, Any] | None = None  # the admin's batching override, if any
     provenance: Mapping[str, Any] | None = None  # who signed it (Provenance JSON); None: unsigned
+    dims: Mapping[str, int] | None = None  # the upload's declared dims (`dims`); None: none
 
 
 @dataclass(frozen=True, slots=True)

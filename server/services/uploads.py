@@ -21,6 +21,8 @@ from sqlalchemy.orm import Session, sessionmaker
 from server.db.models import Model, Rejection, Tenant
 from server.dispatch import Digests
 from server.errors import (
+    DimDeclarationRefused,
+    InvalidDims,
     ModelRejected,
     NotFound,
     OpNotAllowedByPolicy,
@@ -35,6 +37,7 @@ from server.services.policies import PolicyService
 from server.services.signing_policy import SignatureFile
 from server.services.types import CheckedModel, Principal, UploadedModel
 from validator import Diagnostic
+from validator.dims import DimSyntaxError, parse_dim_declarations
 
 # Diagnostic codes that a tenant policy field decides, and that field.
 POLICY_FIELD_OF: Final = {
@@ -87,14 +90,19 @@ class UploadService:
         program: bytes,
         params: bytes | None,
         signature: SignatureFile | None = None,
+        dims: str = "",
     ) -> UploadedModel:
+        """`dims`: the upload's `dims` form field (NAME=SIZE,...; "" none), read first."""
         tenant_id = principal.tenant_id
+        declared = declared_dims(dims)
         digests = Digests.of(program, params)  # the upload's one hash of its bytes
         shas = {"program_sha256": digests.program, "params_sha256": digests.params}
         try:
             self._check_quota(tenant_id, name)
             check = self._policies.signing.signature_check(tenant_id, signature)
-            uploaded = self._models.upload(principal, name, program, params, digests, check)
+            uploaded = self._models.upload(
+                principal, name, program, params, digests, check, declared
+            )
         except SignatureRefused as refused:
             self._keep_rejection(tenant_id, name, refused.code, [_as_diagnostic(refused)], shas)
             detail: dict[str, Any] = {**shas, "code": refused.code, **_signer_detail(refused)}
@@ -127,13 +135,15 @@ class UploadService:
         program: bytes,
         params: bytes | None,
         signature: SignatureFile | None = None,
+        dims: str = "",
     ) -> CheckedModel:
         """The dry run with the caller's policy (the server's default for an operator): the
-        signature verified as an upload's would be, then the program."""
+        signature verified as an upload's would be, then the program (at `dims`, as upload)."""
         tenant_id = "" if principal.is_admin else principal.tenant_id
+        declared = declared_dims(dims)
         check = self._policies.signing.signature_check(tenant_id, signature)
         try:
-            return self._models.check(program, params, tenant_id, check)
+            return self._models.check(program, params, tenant_id, check, declared)
         except ModelRejected as rejected:
             own = self._policies.own_policy_fields(tenant_id)
             raise _named(rejected, tenant, own) from None
@@ -204,10 +214,24 @@ class UploadService:
                 s.delete(s.get_one(Rejection, row_id))
 
 
+def declared_dims(text: str) -> dict[str, int]:
+    """The `dims` form field read as `graphgate check --dim` reads its options; bad syntax is
+    400 INVALID_DIMS, before anything is validated."""
+    try:
+        return parse_dim_declarations([text]) if text.strip() else {}
+    except DimSyntaxError as e:
+        raise InvalidDims(f"form field 'dims': {e}") from None
+
+
 def _named(rejected: ModelRejected, tenant: str, own: frozenset[str]) -> ModelRejected:
     """The rejection named after the tenant's own policy field that refused it, if one did (a
-    refusal by the server-wide policy stays VALIDATION_FAILED)."""
+    refusal by the server-wide policy stays VALIDATION_FAILED), or after the upload's `dims`
+    when they are what validation refused."""
     diagnostics: Sequence[Diagnostic] = rejected.diagnostics
+    for diagnostic in diagnostics:
+        if str(diagnostic.code) == "DIM_DECLARATION":
+            message = f"form field 'dims': {diagnostic.message}"
+            return DimDeclarationRefused(message, diagnostics)
     for diagnostic in diagnostics:
         if str(diagnostic.code) == "OP_NOT_ALLOWED" and "allowed_ops" in own:
             message = f"op {diagnostic.op_type} is not allowed for tenant {tenant}"

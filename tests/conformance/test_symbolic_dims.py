@@ -113,12 +113,12 @@ def test_a_declared_dim_bounds_the_budgets_and_each_request(legacy: Any) -> None
 @pytest.mark.parametrize(
     ("dims", "message"),
     [
-        ({"B": 8}, "--dim B: expected a dim other than the batch"),
+        ({"B": 8}, "declared B=8: expected a dim other than the batch"),
         (
             {"T": 8},
-            "--dim T: expected one of ['D1', 'D2', 'D3', 'D4', 'D5'] or FEED.AXIS for an unknown dim, got 'T'",
+            "declared T=8: expected one of ['D1', 'D2', 'D3', 'D4', 'D5'] or FEED.AXIS for an unknown dim, got 'T'",
         ),
-        ({"audio_chunk.1": 0}, "--dim audio_chunk.1: expected a size in 1..2147483647, got 0"),
+        ({"audio_chunk.1": 0}, "declared audio_chunk.1=0: expected a size in 1..2147483647, got 0"),
     ],
 )
 def test_bad_declarations_are_refused(legacy: Any, dims: dict[str, int], message: str) -> None:
@@ -152,3 +152,79 @@ def test_graphgate_check_takes_dim_declarations(legacy: Any, tmp_path: Any) -> N
             "reason": "D1 declared at upload",
         }
     ]
+
+
+def _pir_positions(program: bytes, op: str) -> list[int]:
+    """Where `op` ("1.split_with_num": dialect 1, pd_op) sits in the PIR program's top block."""
+    import json
+
+    ops = json.loads(program)["program"]["regions"][0]["blocks"][0]["ops"]
+    return [index for index, found in enumerate(ops) if found.get("#") == op]
+
+
+def test_a_pir_programs_constraints_name_its_own_ops() -> None:
+    """The reasons (report, refused request) number the PIR program's ops as the PIR program
+    does, by their pd_op names: not the converted program's legacy ops."""
+    saved = save_pir(_streaming_asr)
+    validated = validate(saved.program, saved.params)
+    splits = _pir_positions(saved.program, "1.split_with_num")
+    rnn = _pir_positions(saved.program, "1.rnn")[0]  # the first layer's takes the states
+    assert len(splits) == 2
+    reasons = {(c.feed, c.axis): c.reason for c in validated.report.dim_constraints}
+    assert reasons[("chunk_state_h_box", 0)] == (
+        f"required by block 0, op {splits[0]} (pd_op.split_with_num) "
+        f"and block 0, op {rnn} (pd_op.rnn)"
+    )
+    assert reasons[("chunk_state_c_box", 2)] == f"required by block 0, op {rnn} (pd_op.rnn)"
+    model = compile(validated, SessionOptions(use_cuda=False))
+    with pytest.raises(ExecutionError) as info:
+        model.run(_feeds(2, 4, layers=2))
+    assert f"op {splits[0]} (pd_op.split_with_num)" in str(info.value)
+
+
+def _contradicting() -> tuple[list[Any], list[Any]]:
+    """x [-1, 4]: a split into 3 along axis 0 wants dim 0 divisible by 3, an add of a [2, 4]
+    parameter wants it 2 (or 1): no size satisfies both."""
+    x = paddle.static.data("x", [-1, 4], "float32")
+    other = paddle.create_parameter([2, 4], "float32")
+    return [x], [paddle.split(x, 3, axis=0)[0], x + other]
+
+
+def test_a_pir_contradiction_points_at_the_pir_op() -> None:
+    saved = save_pir(_contradicting)
+    with pytest.raises(ValidationFailed) as info:
+        validate(saved.program, saved.params)
+    (refusal,) = info.value.diagnostics
+    assert refusal.code == Code.SHAPE_MISMATCH
+    assert refusal.op_type is not None and refusal.op_type.startswith("pd_op.")
+    names = {"pd_op.matmul": "1.matmul", "pd_op.add": "1.add"}
+    assert refusal.op_type in names
+    assert [refusal.op_index] == _pir_positions(saved.program, names[refusal.op_type])
+
+
+def _lstm_fed_its_states() -> tuple[list[Any], list[Any]]:
+    """paddle.nn.LSTM (2 layers) fed h0/c0 declared [-1, -1, HIDDEN]: dim 0 is the layers (2),
+    dim 1 the batch of x. Once dim 0 is fixed at 2, dim 1 joins the batch without dim 0
+    moving back with it."""
+    x = paddle.static.data("x", [-1, -1, 8], "float32")
+    h0 = paddle.static.data("h0", [-1, -1, HIDDEN], "float32")
+    c0 = paddle.static.data("c0", [-1, -1, HIDDEN], "float32")
+    out, (h1, c1) = paddle.nn.LSTM(8, HIDDEN, num_layers=2)(x, (h0, c0))
+    return [x, h0, c0], [out, h1, c1]
+
+
+def test_an_lstm_fed_its_initial_states_validates_and_runs_like_paddle() -> None:
+    saved = build_and_save(_lstm_fed_its_states)
+    report = validate(saved.program, saved.params).report
+    assert dict(report.symbolic_inputs) == {
+        "x": ("B", "D1", 8),
+        "h0": (2, "B", HIDDEN),
+        "c0": (2, "B", HIDDEN),
+    }
+    rng = np.random.default_rng(3)
+    feeds = {
+        "x": rng.standard_normal((3, 5, 8)).astype(np.float32),
+        "h0": rng.standard_normal((2, 3, HIDDEN)).astype(np.float32),
+        "c0": rng.standard_normal((2, 3, HIDDEN)).astype(np.float32),
+    }
+    assert_parity(saved, feeds)

@@ -66,7 +66,12 @@ FLOAT64_JUDGED: Final[dict[str, str]] = {
 # Models Paddle 3.3.1 cannot save as PIR programs from the ecosystem code as it is, and why:
 # they xfail while Paddle's export fails, and fail once it works (remove them then).
 PIR_NOT_EXPORTABLE: Final[dict[str, str]] = dict.fromkeys(
-    ("ppyoloe_plus_s_nms", "picodet_lcnet_nms", "yolov3_mobilenet_v1_nms"),
+    (
+        "ppyoloe_plus_s_nms",
+        "picodet_lcnet_nms",
+        "yolov3_mobilenet_v1_nms",
+        "ppyoloe_plus_s_nms_any_size",
+    ),
     "ppdet 2.6's multiclass_nms appends a legacy op outside dygraph (no PIR path)",
 ) | {
     "conformer_encoder": "paddlespeech's `if mask.shape[2] > 0` becomes a PIR cond whose branch "
@@ -148,10 +153,7 @@ def feeds(entry: zoo.Entry, batch: int, seed: int) -> dict[str, np.ndarray]:
     rng = np.random.default_rng(seed)
     out = {}
     for feed in entry.inputs:
-        shape = [
-            d if d >= 0 else (batch if axis == 0 else entry.dynamic)
-            for axis, d in enumerate(feed.shape)
-        ]
+        shape = _run_shape(feed, entry.dynamic, batch)
         if feed.uniform is not None:
             out[feed.name] = rng.uniform(*feed.uniform, shape).astype(feed.dtype)
         elif feed.dtype.startswith("float"):
@@ -159,6 +161,15 @@ def feeds(entry: zoo.Entry, batch: int, seed: int) -> dict[str, np.ndarray]:
         else:
             out[feed.name] = rng.integers(feed.low, feed.high, shape).astype(feed.dtype)
     return out
+
+
+def _run_shape(feed: zoo.Feed, dynamic: int, batch: int) -> list[int]:
+    """The dims `feed` runs with: -1 at axis 0 is the batch, any other -1 `dynamic`, unless the
+    feed says otherwise (`runs_as`)."""
+    if feed.runs_as:
+        named = {"B": batch, "T": dynamic}
+        return [d if isinstance(d, int) else named[d] for d in feed.runs_as]
+    return [d if d >= 0 else (batch if axis == 0 else dynamic) for axis, d in enumerate(feed.shape)]
 
 
 # Paddle's answers per (program digest, feed case): the legacy, PIR and Paddle2ONNX verdicts of

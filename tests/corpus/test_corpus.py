@@ -38,6 +38,9 @@ REPRESENTATIVE: Final = (
     "bert",  # NLP encoder
     "gpt",  # GPT-style decoder (causal mask)
     "conformer_encoder",  # speech encoder
+    "deepspeech2_online",  # streaming ASR: RNN state inputs [-1, -1, -1] really [3, B, 64]
+    "rnn_initial_states",  # paddle.nn.LSTM / GRU fed h0, c0
+    "kv_cache_decoder",  # a decoder step fed its key/value cache of dynamic length
 )
 
 # Models graphgate refuses today: name -> the codes expected (ops still missing, see
@@ -96,6 +99,7 @@ def test_every_category_is_represented() -> None:
     assert every >= {
         "classification", "segmentation", "detection", "detection (NMS)", "ocr detection",
         "ocr recognition (CTC)", "ocr angle classification", "nlp encoder",
-        "nlp decoder (GPT)", "speech encoder",
+        "nlp decoder (GPT)", "speech encoder", "speech streaming (state inputs)",
+        "rnn (initial-state inputs)", "nlp decoder (KV cache)",
     }  # fmt: skip
     assert len(zoo.ENTRIES) >= 50, f"expected at least 50 programs, got {len(zoo.ENTRIES)}"

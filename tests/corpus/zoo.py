@@ -23,6 +23,9 @@ class Feed:
     low: int = 0
     # floats drawn uniformly from this range (sizes, scale factors) instead of N(0, 1)
     uniform: tuple[float, float] | None = None
+    # The dims it runs with, where the InputSpec's -1 are no batch first ("B": the batch,
+    # "T": the entry's `dynamic`): a state input [-1, -1, -1] that is really [3, B, 64].
+    runs_as: tuple[int | str, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -476,3 +479,168 @@ for _name, _make, _shortest in (
             dynamic=_FRAMES,
         )
     )
+
+
+# -- programs with inputs that are no batch: states, caches, image sizes (issue #23) ----------
+# Each declares every such dim -1, as its toolkit's export does; `runs_as` gives the sizes it
+# really takes. graphgate must accept them (no size they never take refused) and answer like
+# Paddle.
+_LAYERS = 3
+_HIDDEN = 64
+
+
+def _deepspeech2_online(load: Any) -> Any:
+    """PaddleSpeech's streaming DS2 (`DeepSpeech2InferModel` with forward RNNs): one chunk of
+    audio and the RNNs' states in, the chunk's probabilities and the next states out."""
+    return load("paddlespeech.s2t.models.ds2.deepspeech2").DeepSpeech2InferModel(
+        feat_size=_FEATURES, dict_size=40, num_conv_layers=2, num_rnn_layers=_LAYERS,
+        rnn_size=_HIDDEN, rnn_direction="forward", num_fc_layers=1, fc_layers_size_list=[64],
+    )  # fmt: skip
+
+
+_STATE = (-1, -1, -1)  # as DeepSpeech2InferModel.export declares it
+add(
+    Entry(
+        "deepspeech2_online",
+        _SPEECH,
+        "speech streaming (state inputs)",
+        _composite(_deepspeech2_online),
+        (
+            Feed("audio_chunk", (-1, -1, _FEATURES)),
+            Feed("audio_chunk_lens", (-1,), "int64", high=_FRAMES + 1, low=_FRAMES // 2),
+            Feed("chunk_state_h_box", _STATE, runs_as=(_LAYERS, "B", _HIDDEN)),
+            Feed("chunk_state_c_box", _STATE, runs_as=(_LAYERS, "B", _HIDDEN)),
+        ),
+        dynamic=_FRAMES,
+    )
+)
+
+
+def _rnn_with_initial_states() -> Any:
+    """paddle.nn.LSTM (2 layers) and GRU (bidirectional) fed their initial states, as a
+    streaming or stateful serving export takes them: h0/c0 [layers * directions, B, hidden]."""
+    import paddle
+
+    class StatefulRnn(paddle.nn.Layer):
+        def __init__(self) -> None:
+            super().__init__()
+            self.lstm = paddle.nn.LSTM(16, 32, num_layers=2)
+            self.gru = paddle.nn.GRU(32, 24, direction="bidirect")
+
+        def forward(self, x: Any, h0: Any, c0: Any, g0: Any) -> Any:
+            y, (h1, c1) = self.lstm(x, (h0, c0))
+            z, g1 = self.gru(y, g0)
+            return z, h1, c1, g1
+
+    return StatefulRnn()
+
+
+add(
+    Entry(
+        "rnn_initial_states",
+        "paddle",
+        "rnn (initial-state inputs)",
+        _rnn_with_initial_states,
+        (
+            Feed("x", (-1, -1, 16)),
+            Feed("h0", (-1, -1, 32), runs_as=(2, "B", 32)),
+            Feed("c0", (-1, -1, 32), runs_as=(2, "B", 32)),
+            Feed("g0", (-1, -1, -1), runs_as=(2, "B", 24)),
+        ),
+    )
+)
+
+_DECODER_LAYERS, _HEADS, _HEAD_DIM = 2, 4, 16
+
+
+def _kv_cache_decoder() -> Any:
+    """A GPT-style decoder step with paddle.nn.MultiHeadAttention.Cache: the new tokens attend
+    to the cached keys/values of every layer (one input each, [layers, B, heads, L, dim], L
+    dynamic) and their own, causally; the logits and the grown caches come out."""
+    import paddle
+
+    width = _HEADS * _HEAD_DIM
+
+    class Block(paddle.nn.Layer):
+        def __init__(self) -> None:
+            super().__init__()
+            self.attention = paddle.nn.MultiHeadAttention(width, _HEADS)
+            self.norm1, self.norm2 = paddle.nn.LayerNorm(width), paddle.nn.LayerNorm(width)
+            self.up, self.down = (
+                paddle.nn.Linear(width, 2 * width),
+                paddle.nn.Linear(2 * width, width),
+            )
+
+        def forward(self, x: Any, mask: Any, k: Any, v: Any) -> Any:
+            cache = paddle.nn.MultiHeadAttention.Cache(k, v)
+            attended, cache = self.attention(self.norm1(x), attn_mask=mask, cache=cache)
+            x = x + attended
+            x = x + self.down(paddle.nn.functional.gelu(self.up(self.norm2(x))))
+            return x, cache.k, cache.v
+
+    class CachedDecoder(paddle.nn.Layer):
+        def __init__(self) -> None:
+            super().__init__()
+            self.embed = paddle.nn.Embedding(100, width)
+            self.blocks = paddle.nn.LayerList([Block() for _ in range(_DECODER_LAYERS)])
+            self.head = paddle.nn.Linear(width, 100)
+
+        def forward(self, input_ids: Any, cache_k: Any, cache_v: Any) -> Any:
+            steps, cached = paddle.shape(input_ids)[1], paddle.shape(cache_k)[3]
+            # Token i (at position cached + i) sees positions 0 .. cached + i.
+            query = paddle.arange(steps, dtype="int64").unsqueeze(1) + cached.astype("int64")
+            keys = paddle.arange(cached + steps, dtype="int64").unsqueeze(0)
+            mask = paddle.where(keys <= query, 0.0, -1e4).astype("float32")
+            x = self.embed(input_ids)
+            ks = paddle.split(cache_k, _DECODER_LAYERS, axis=0)
+            vs = paddle.split(cache_v, _DECODER_LAYERS, axis=0)
+            grown_k, grown_v = [], []
+            for layer in range(_DECODER_LAYERS):
+                k, v = ks[layer].squeeze(0), vs[layer].squeeze(0)
+                x, k, v = self.blocks[layer](x, mask, k, v)
+                grown_k.append(k.unsqueeze(0))
+                grown_v.append(v.unsqueeze(0))
+            return self.head(x), paddle.concat(grown_k, 0), paddle.concat(grown_v, 0)
+
+    return CachedDecoder()
+
+
+_CACHE = (_DECODER_LAYERS, "B", _HEADS, "T", _HEAD_DIM)
+add(
+    Entry(
+        "kv_cache_decoder",
+        "paddle",
+        "nlp decoder (KV cache)",
+        _kv_cache_decoder,
+        (
+            Feed("input_ids", (-1, -1), "int64", 100),
+            Feed("cache_k", (-1, -1, _HEADS, -1, _HEAD_DIM), runs_as=_CACHE),
+            Feed("cache_v", (-1, -1, _HEADS, -1, _HEAD_DIM), runs_as=_CACHE),
+        ),
+        dynamic=8,
+    )
+)
+
+# PP-YOLOE+ exported for any image size (its anchors made from the feature maps' sizes at run
+# time): the number of boxes NMS gets is unknown to the program, bounded by nms_top_k.
+_ANY_SIZE = Feed("image", (-1, 3, -1, -1))
+add(
+    Entry(
+        "ppyoloe_plus_s_any_size",
+        _DET,
+        "detection",
+        _composite(_ppyoloe(False)),
+        (_ANY_SIZE,),
+        dynamic=64,
+    )
+)
+add(
+    Entry(
+        "ppyoloe_plus_s_nms_any_size",
+        _DET,
+        "detection (NMS)",
+        _composite(_ppyoloe(True)),
+        (_ANY_SIZE, _SCALE),
+        dynamic=64,
+    )
+)

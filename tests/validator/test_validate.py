@@ -57,6 +57,7 @@ def test_report_of_a_small_program() -> None:
         batchable=True,
         warnings=(),
         symbolic_inputs=(("x", ("B", 4)),),
+        dim_bounds=(("B", 32),),
     )
     assert result.inputs == result.report.inputs and result.outputs == result.report.outputs
 
@@ -80,6 +81,7 @@ def test_report_json() -> None:
         "warnings": [],
         "symbolic_inputs": {"x": ["B", 4]},
         "dim_constraints": [],
+        "dim_bounds": {"B": 32},
     }
 
 
