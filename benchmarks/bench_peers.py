@@ -27,6 +27,8 @@ takes them; MLServer's and KServe's REST answer JSON, noted in the table).
 With `--protocols` naming grpc, every server that speaks KServe V2 over gRPC (graphgate on its
 GRAPHGATE_GRPC_PORT, PyTriton, MLServer and KServe on their HTTP port + 1) is also a target
 `<name> gRPC`, driven by `tritonclient.grpc` (raw tensor contents), in the same rounds.
+`--before TREE` adds graphgate served from another checkout (`graphgate before`, unbatched,
+over HTTP and, with grpc, gRPC) to the same rounds: a change's before and after side by side.
 Writes benchmarks/results/peers.md.
 """
 
@@ -80,6 +82,7 @@ INSTALL = {
 }
 DATATYPES = {"tensor(float)": "FP32", "tensor(int64)": "INT64", "tensor(int32)": "INT32"}
 CEILING: Final = "client ceiling (no-op server)"
+BEFORE: Final = "graphgate before"  # --before: graphgate served from another tree
 
 
 @dataclass(frozen=True)
@@ -221,8 +224,11 @@ def process(command: list[str], ready: str, env: dict[str, str] | None = None) -
             child.kill()
 
 
-def graphgate(stack: ExitStack, batching: bool, data: Path) -> tuple[str, str, str]:
-    """A `graphgate serve`, its dynamic batcher on or off: its HTTP and gRPC addresses, the key."""
+def graphgate(
+    stack: ExitStack, batching: bool, data: Path, root: Path = ROOT
+) -> tuple[str, str, str]:
+    """A `graphgate serve` of the tree `root`, its dynamic batcher on or off: its HTTP and gRPC
+    addresses, the key."""
     port, grpc_port = free_port(), free_port()
     env = {
         "GRAPHGATE_GRPC_PORT": str(grpc_port),
@@ -230,7 +236,7 @@ def graphgate(stack: ExitStack, batching: bool, data: Path) -> tuple[str, str, s
         "GRAPHGATE_TENANT_RATE_PER_S": "0",
         "GRAPHGATE_BATCH_MAX_SIZE": "32" if batching else "0",
         "GRAPHGATE_BATCH_MAX_QUEUE_DELAY_US": "200",
-        "PYTHONPATH": os.pathsep.join(filter(None, [str(ROOT), os.environ.get("PYTHONPATH")])),
+        "PYTHONPATH": os.pathsep.join(filter(None, [str(root), os.environ.get("PYTHONPATH")])),
     }
     command = [sys.executable, "-m", "server.cli", "serve", "--port", str(port),
                "--data-dir", str(data)]  # fmt: skip
@@ -534,6 +540,12 @@ def run(args: argparse.Namespace) -> None:
         targets = [Target("raw onnxruntime", ""), plain, batched]
         if "grpc" in protocols:
             targets += [plain.over_grpc(plain_grpc), batched.over_grpc(batch_grpc)]
+        if args.before:  # the same server from another tree (before a change), unbatched
+            url, grpc_url, key = graphgate(stack, False, work / "before", Path(args.before))
+            for case in chosen:
+                upload(url, key, case)
+            before = Target(BEFORE, url, headers={"Authorization": f"Bearer {key}"})
+            targets += [before] + ([before.over_grpc(grpc_url)] if "grpc" in protocols else [])
         for peer in filter(None, args.peers.split(",")):
             port = free_ports(3)
             python = str(venv(peer, not args.no_install))
@@ -604,7 +616,8 @@ def write(
         "",
         f"`python benchmarks/bench_peers.py --rounds {args.rounds} --seconds {args.seconds} "
         f"--large-seconds {args.large_seconds} --models {args.models} --concurrency "
-        f"{args.concurrency} --peers '{args.peers}' --protocols {args.protocols}`; "
+        f"{args.concurrency} --peers '{args.peers}' --protocols {args.protocols}"
+        f"{f' --before {args.before}' if args.before else ''}`; "
         f"{os.cpu_count()} CPUs ({cpu}), Python {platform.python_version()}, "
         f"onnxruntime {ort.__version__}, CPU provider, 1 intra-op thread per session, loopback.",
         "",
@@ -697,11 +710,19 @@ def grpc_goals(
             lines.append(f"| c=1 p50: gRPC no worse than REST binary | {case.key} | "
                          f"{grpc.p50_ms:.2f} vs {rest.p50_ms:.2f} ms "
                          f"({grpc.p50_ms / rest.p50_ms:.2f}x) |")  # fmt: skip
+            if f"{BEFORE} gRPC" in names:
+                before = m(case, 1, f"{BEFORE} gRPC")
+                lines.append(f"| (c=1 p50 over gRPC, `--before` tree -> this tree) | {case.key} | "
+                             f"{before.p50_ms:.2f} -> {grpc.p50_ms:.2f} ms |")  # fmt: skip
             floor, grpc_floor = m(case, 1, CEILING), m(case, 1, f"{CEILING} gRPC")
             lines.append(f"| (the clients' own floor at c=1: no-op servers, p50) | {case.key} | "
                          f"gRPC {grpc_floor.p50_ms:.2f} vs HTTP {floor.p50_ms:.2f} ms |")  # fmt: skip
         if 32 not in concurrencies:
             continue
+        if f"{BEFORE} gRPC" in names:
+            before, after = m(case, 32, f"{BEFORE} gRPC"), m(case, 32, "graphgate gRPC")
+            lines.append(f"| (c=32 req/s over gRPC, unbatched, `--before` tree -> this tree) | "
+                         f"{case.key} | {before.per_s:.0f} -> {after.per_s:.0f} |")  # fmt: skip
         ours = m(case, 32, "graphgate+batching gRPC")
         if "pytriton+batching gRPC" in names:
             peer = m(case, 32, "pytriton+batching gRPC")
@@ -729,6 +750,7 @@ def main() -> None:
     parser.add_argument("--peers", default="pytriton,mlserver,kserve")
     parser.add_argument("--protocols", default="http", help="http, or http,grpc")
     parser.add_argument("--no-install", action="store_true", help="fail if a venv is missing")
+    parser.add_argument("--before", default="", help="also graphgate from this tree (a rev)")
     parser.add_argument("--out", default=str(RESULTS), help="the table (a smoke run: elsewhere)")
     run(parser.parse_args())
 
