@@ -302,6 +302,23 @@ class Retries:
 
 
 RETRIES = Retries()
+# gRPC targets that answered typed `contents` rather than raw_output_contents (tritonclient.grpc's
+# as_numpy reads raw ones only): their answers are read from the typed field, and the table
+# says which they were, as it says which took JSON over HTTP.
+TYPED_GRPC: set[str] = set()
+TYPED_FIELDS: Final = {"FP32": "fp32_contents", "INT64": "int64_contents", "INT32": "int_contents"}
+
+
+def grpc_output(answer: Any, name: str, target: str) -> np.ndarray:
+    """Output `name` of a tritonclient.grpc answer, raw or typed."""
+    response = answer.get_response()
+    if response.raw_output_contents:
+        value: np.ndarray = answer.as_numpy(name)
+        return value
+    TYPED_GRPC.add(target)
+    (out,) = [o for o in response.outputs if o.name == name]
+    values = getattr(out.contents, TYPED_FIELDS[out.datatype])
+    return np.array(values, np.float32).reshape(list(out.shape))
 
 
 class Caller:
@@ -353,6 +370,8 @@ class Caller:
             answer = self._call()
         if self._client is None:
             return answer
+        if isinstance(self._client, triton_grpc.InferenceServerClient):
+            return grpc_output(answer, self._output, self._target)
         value: np.ndarray = answer.as_numpy(self._output)
         return value
 
@@ -506,7 +525,7 @@ def check(target: Target, case: Case, sig: dict[str, Any], raw: ort.InferenceSes
     try:
         got = answer_once(target, case, sig, raw)
     except Exception:
-        if not target.binary:
+        if not target.binary or target.grpc:
             raise
         target.binary = False
         got = answer_once(target, case, sig, raw)
@@ -628,7 +647,8 @@ def write(
         "`graphgate+batching` runs graphgate's dynamic batcher (max batch 32, 200 us) on models "
         "the validator proves batchable (`batchable: true` in the upload report). "
         "Binary tensors where the server takes them "
-        f"(JSON for: {', '.join(t.name for t in targets if not t.binary) or 'none'}). "
+        f"(JSON for: {', '.join(t.name for t in targets if not t.binary) or 'none'}; typed "
+        f"gRPC contents from: {', '.join(sorted(TYPED_GRPC)) or 'none'}). "
         "Requests sent again on a keep-alive connection the server had closed while the client "
         f"was idle (their time counts): {RETRIES.by_target or 'none'}.",
         "",
