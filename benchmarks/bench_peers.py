@@ -3,7 +3,7 @@
 Usage: python benchmarks/bench_peers.py [--rounds 4] [--seconds 2] [--large-seconds 5]
                                         [--models small,image,resnet50] [--no-install] [--out F]
                                         [--protocols http,grpc] [--peers pytriton,mlserver,kserve]
-                                        [--baseline CHECKOUT]
+                                        [--before CHECKOUT [--before-batching]]
 
 Serves, on loopback, the ONNX graphgate made of each model (downloaded from graphgate through
 `GET /v1/models/{name}/versions/1/onnx`) with:
@@ -13,8 +13,9 @@ Serves, on loopback, the ONNX graphgate made of each model (downloaded from grap
                    validator proves the benchmarked models batchable (the upload report says
                    `batchable: true`, checked here), so they batch as any tenant's would; the
                    table says the rows per run it reached (its /metrics, per cell)
-  - graphgate+batching (before): with `--baseline CHECKOUT`, the same server run from another
-                   checkout's code (e.g. /work/wt-base), a "before" in the same rounds
+  - graphgate before / graphgate+batching (before): with `--before CHECKOUT`, the same server
+                   run from another checkout's code (e.g. /work/wt-base), a "before" in the same
+                   rounds, unbatched or, with `--before-batching`, batched
   - pytriton / pytriton+db: nvidia-pytriton 0.7.0 (Triton's C++ HTTP frontend, onnxruntime in
                    the callable), without and with dynamic batching (max batch 32, 200 us)
   - mlserver:      MLServer 1.7.1 with a small custom onnxruntime runtime
@@ -31,6 +32,8 @@ takes them; MLServer's and KServe's REST answer JSON, noted in the table).
 With `--protocols` naming grpc, every server that speaks KServe V2 over gRPC (graphgate on its
 GRAPHGATE_GRPC_PORT, PyTriton, MLServer and KServe on their HTTP port + 1) is also a target
 `<name> gRPC`, driven by `tritonclient.grpc` (raw tensor contents), in the same rounds.
+`--before TREE` adds graphgate served from another checkout (over HTTP and, with grpc, gRPC) to
+the same rounds: a change's before and after side by side.
 Writes benchmarks/results/peers.md.
 """
 
@@ -84,6 +87,9 @@ INSTALL = {
 }
 DATATYPES = {"tensor(float)": "FP32", "tensor(int64)": "INT64", "tensor(int32)": "INT32"}
 CEILING: Final = "client ceiling (no-op server)"
+# --before TREE: graphgate served from another tree, unbatched or (--before-batching) batched.
+BEFORE: Final = "graphgate before"
+BEFORE_BATCHED: Final = "graphgate+batching (before)"
 
 
 @dataclass(frozen=True)
@@ -303,7 +309,6 @@ class Retries:
 
 
 RETRIES = Retries()
-BEFORE: Final = "graphgate+batching (before)"
 
 
 def batch_rows(target: Target) -> tuple[float, float]:
@@ -318,6 +323,25 @@ def batch_rows(target: Target) -> tuple[float, float]:
         elif line.startswith("graphgate_batch_size_count"):
             runs += float(line.rsplit(" ", 1)[1])
     return rows, runs
+
+
+# gRPC targets that answered typed `contents` rather than raw_output_contents (tritonclient.grpc's
+# as_numpy reads raw ones only): their answers are read from the typed field, and the table
+# says which they were, as it says which took JSON over HTTP.
+TYPED_GRPC: set[str] = set()
+TYPED_FIELDS: Final = {"FP32": "fp32_contents", "INT64": "int64_contents", "INT32": "int_contents"}
+
+
+def grpc_output(answer: Any, name: str, target: str) -> np.ndarray:
+    """Output `name` of a tritonclient.grpc answer, raw or typed."""
+    response = answer.get_response()
+    if response.raw_output_contents:
+        value: np.ndarray = answer.as_numpy(name)
+        return value
+    TYPED_GRPC.add(target)
+    (out,) = [o for o in response.outputs if o.name == name]
+    values = getattr(out.contents, TYPED_FIELDS[out.datatype])
+    return np.array(values, np.float32).reshape(list(out.shape))
 
 
 class Caller:
@@ -369,6 +393,8 @@ class Caller:
             answer = self._call()
         if self._client is None:
             return answer
+        if isinstance(self._client, triton_grpc.InferenceServerClient):
+            return grpc_output(answer, self._output, self._target)
         value: np.ndarray = answer.as_numpy(self._output)
         return value
 
@@ -524,7 +550,7 @@ def check(target: Target, case: Case, sig: dict[str, Any], raw: ort.InferenceSes
     try:
         got = answer_once(target, case, sig, raw)
     except Exception:
-        if not target.binary:
+        if not target.binary or target.grpc:
             raise
         target.binary = False
         got = answer_once(target, case, sig, raw)
@@ -542,10 +568,13 @@ def run(args: argparse.Namespace) -> None:
         work = Path(tmp)
         plain_url, plain_grpc, plain_key = graphgate(stack, False, work / "plain")
         batch_url, batch_grpc, batch_key = graphgate(stack, True, work / "batch")
-        before = None
-        if args.baseline:
-            before_url, _, before_key = graphgate(stack, True, work / "before", args.baseline)
-            before = Target(BEFORE, before_url, headers={"Authorization": f"Bearer {before_key}"})
+        before, before_grpc = None, ""
+        if args.before:  # the same server from another tree (before a change)
+            before_url, before_grpc, before_key = graphgate(
+                stack, args.before_batching, work / "before", Path(args.before)
+            )
+            before = Target(BEFORE_BATCHED if args.before_batching else BEFORE, before_url,
+                            headers={"Authorization": f"Bearer {before_key}"})  # fmt: skip
         protocols = set(args.protocols.split(","))
         sigs: dict[str, dict[str, Any]] = {}
         raws: dict[str, ort.InferenceSession] = {}
@@ -564,6 +593,8 @@ def run(args: argparse.Namespace) -> None:
         targets = [Target("raw onnxruntime", ""), plain, batched, *filter(None, [before])]
         if "grpc" in protocols:
             targets += [plain.over_grpc(plain_grpc), batched.over_grpc(batch_grpc)]
+            if before is not None:
+                targets.append(before.over_grpc(before_grpc))
         for peer in filter(None, args.peers.split(",")):
             port = free_ports(3)
             python = str(venv(peer, not args.no_install))
@@ -643,7 +674,8 @@ def write(
         f"`python benchmarks/bench_peers.py --rounds {args.rounds} --seconds {args.seconds} "
         f"--large-seconds {args.large_seconds} --models {args.models} --concurrency "
         f"{args.concurrency} --peers '{args.peers}' --protocols {args.protocols}"
-        f"{f' --baseline {args.baseline}' if args.baseline else ''}`; "
+        f"{f' --before {args.before}' if args.before else ''}"
+        f"{' --before-batching' if args.before_batching else ''}`; "
         f"{os.cpu_count()} CPUs ({cpu}), Python {platform.python_version()}, "
         f"onnxruntime {ort.__version__}, CPU provider, 1 intra-op thread per session, loopback.",
         "",
@@ -654,7 +686,8 @@ def write(
         "`graphgate+batching` runs graphgate's dynamic batcher (max batch 32, 200 us) on models "
         "the validator proves batchable (`batchable: true` in the upload report). "
         "Binary tensors where the server takes them "
-        f"(JSON for: {', '.join(t.name for t in targets if not t.binary) or 'none'}). "
+        f"(JSON for: {', '.join(t.name for t in targets if not t.binary) or 'none'}; typed "
+        f"gRPC contents from: {', '.join(sorted(TYPED_GRPC)) or 'none'}). "
         "Requests sent again on a keep-alive connection the server had closed while the client "
         f"was idle (their time counts): {RETRIES.by_target or 'none'}.",
         "",
@@ -727,7 +760,7 @@ def tail_goals(
     PyTriton's batcher, and the checks (batched p99 no worse than unbatched nor than PyTriton+
     batching; req/s within 5% of the "before" server's, when there is one)."""
     names = [t.name for t in targets]
-    shown = [n for n in ("graphgate", "graphgate+batching", BEFORE, "pytriton+batching")
+    shown = [n for n in ("graphgate", "graphgate+batching", BEFORE_BATCHED, "pytriton+batching")
              if n in names]  # fmt: skip
     if 32 not in concurrencies:
         return []
@@ -742,7 +775,7 @@ def tail_goals(
             "-" if n not in m else "yes" if ours.p99_ms <= m[n].p99_ms else "no"
             for n in ("graphgate", "pytriton+batching")
         ]
-        ratio = f"{ours.per_s / m[BEFORE].per_s:.2f}x" if BEFORE in m else "-"
+        ratio = f"{ours.per_s / m[BEFORE_BATCHED].per_s:.2f}x" if BEFORE_BATCHED in m else "-"
         cells = " | ".join(f"{m[n].per_s:.0f}, {m[n].p99_ms:.1f}" for n in shown)
         lines.append(f"| {case.key} | {cells} | {' | '.join(checks)} | {ratio} |")
     return [*lines, ""]
@@ -770,11 +803,19 @@ def grpc_goals(
             lines.append(f"| c=1 p50: gRPC no worse than REST binary | {case.key} | "
                          f"{grpc.p50_ms:.2f} vs {rest.p50_ms:.2f} ms "
                          f"({grpc.p50_ms / rest.p50_ms:.2f}x) |")  # fmt: skip
+            if f"{BEFORE} gRPC" in names:
+                before = m(case, 1, f"{BEFORE} gRPC")
+                lines.append(f"| (c=1 p50 over gRPC, `--before` tree -> this tree) | {case.key} | "
+                             f"{before.p50_ms:.2f} -> {grpc.p50_ms:.2f} ms |")  # fmt: skip
             floor, grpc_floor = m(case, 1, CEILING), m(case, 1, f"{CEILING} gRPC")
             lines.append(f"| (the clients' own floor at c=1: no-op servers, p50) | {case.key} | "
                          f"gRPC {grpc_floor.p50_ms:.2f} vs HTTP {floor.p50_ms:.2f} ms |")  # fmt: skip
         if 32 not in concurrencies:
             continue
+        if f"{BEFORE} gRPC" in names:
+            before, after = m(case, 32, f"{BEFORE} gRPC"), m(case, 32, "graphgate gRPC")
+            lines.append(f"| (c=32 req/s over gRPC, unbatched, `--before` tree -> this tree) | "
+                         f"{case.key} | {before.per_s:.0f} -> {after.per_s:.0f} |")  # fmt: skip
         ours = m(case, 32, "graphgate+batching gRPC")
         if "pytriton+batching gRPC" in names:
             peer = m(case, 32, "pytriton+batching gRPC")
@@ -802,11 +843,12 @@ def main() -> None:
     parser.add_argument("--peers", default="pytriton,mlserver,kserve")
     parser.add_argument("--protocols", default="http", help="http, or http,grpc")
     parser.add_argument("--no-install", action="store_true", help="fail if a venv is missing")
+    parser.add_argument("--before", default="", help="also graphgate from this tree (a rev)")
     parser.add_argument("--out", default=str(RESULTS), help="the table (a smoke run: elsewhere)")
     parser.add_argument(
-        "--baseline",
-        type=Path,
-        help="another checkout: its graphgate+batching as a 'before' target",
+        "--before-batching",
+        action="store_true",
+        help="the --before tree's server batches (a 'graphgate+batching (before)' target)",
     )
     run(parser.parse_args())
 

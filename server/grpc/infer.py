@@ -2,9 +2,10 @@
 takes (server/routes/inference.py), in the same order.
 
 NOTE: `model_infer` is gRPC's admission (key, rate, slot: server/grpc/admission.py) and the
-model, then the same one service call the REST route makes (`inference.answer`: decode,
-budget, dispatch, run and encode), between the message translated to a V2 binary request
-(server/grpc/translate.py) and its answer translated back.
+model, then the message translated to a V2 binary request and checked by the codec as REST's
+body is (server/grpc/translate.py), the same service call past decoding that the REST route
+makes (`inference.answer_decoded`: budget, dispatch, run and encode), and the answer
+translated back.
 """
 
 from __future__ import annotations
@@ -22,6 +23,7 @@ from server.grpc import admission, translate
 from server.grpc import grpc_predict_v2_pb2 as pb
 from server.services import inference
 from server.services.types import LoadedModel, Principal
+from server.v2.codec import InferRequest
 
 Answer = tuple[bytes, dict[str, str]]
 # Answers at most this big are translated on the event loop; bigger ones (typed contents turn
@@ -52,9 +54,14 @@ async def model_infer(
         notes.model = model = await admission.resolve(
             state, principal, request.model_name, request.model_version
         )
-        v2 = translate.to_v2(request, model.compiled.program.outputs)
-        headers = {**v2.headers, **_timeout_metadata(metadata)}
-        body, answer_headers = await _answer(state, model, v2.body, headers, time_left_s, principal)
+        program = model.compiled.program
+        v2 = translate.to_v2(request, program.outputs)
+        decoded = v2.decode(program.inputs, program.outputs)
+        headers = _timeout_metadata(metadata)
+        size = len(v2.binary)  # the tensors' bytes: what makes a message big
+        body, answer_headers = await _answer(
+            state, model, decoded, size, headers, time_left_s, principal
+        )
     if len(body) <= INLINE_MAX_ANSWER_BYTES:
         return translate.from_v2(body, answer_headers, v2.typed)
     response: pb.ModelInferResponse = await _in_thread(
@@ -66,20 +73,28 @@ async def model_infer(
 async def _answer(
     state: Any,
     model: LoadedModel,
-    body: bytes,
+    decoded: InferRequest,
+    size: int,
     headers: dict[str, str],
     time_left_s: float | None,
     principal: Principal,
 ) -> Answer:
-    """The REST route's one service call (server/services/inference.py `answer`: decode,
-    budget, dispatch, run and encode in the worker), the gRPC deadline as the longest wait."""
+    """The REST route's service call past decoding (server/services/inference.py
+    `answer_decoded`: budget, dispatch, run and encode in the worker), the gRPC deadline as
+    the longest wait."""
     dispatch: inference.Dispatch = state.dispatch
     if time_left_s is not None:
         dispatch = dataclasses.replace(dispatch, timeout_s=min(dispatch.timeout_s, time_left_s))
     cancel = Cancel()
     try:
-        reply = await inference.answer(
-            model, body, headers, dispatch=dispatch, cancel=cancel, source=principal.key_id
+        reply = await inference.answer_decoded(
+            model,
+            decoded,
+            headers,
+            size=size,
+            dispatch=dispatch,
+            cancel=cancel,
+            source=principal.key_id,
         )
     except asyncio.CancelledError:  # the call ended (cancelled, or past its deadline)
         cancel.set()

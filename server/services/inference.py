@@ -98,7 +98,38 @@ async def answer(
     loop = asyncio.get_running_loop()
     after = _memory_back(dispatch.threads) if len(body) >= BIG_BODY_BYTES else None
     try:
-        return await _answer(model, body, headers, dispatch, cancel, source, loop, after)
+        if decodes_cheaply(body, headers):
+            decoded = decode(model, body, headers, max_body_bytes=dispatch.max_body_bytes)
+        else:
+            decoded = await _in_thread(
+                loop,
+                dispatch.threads,
+                lambda: decode(model, body, headers, max_body_bytes=dispatch.max_body_bytes),
+            )
+        return await _answer(model, decoded, headers, dispatch, cancel, source, loop, after)
+    except BaseException:
+        if after is not None:
+            after()
+        raise
+
+
+async def answer_decoded(
+    model: LoadedModel,
+    decoded: InferRequest,
+    headers: Mapping[str, str],
+    *,
+    size: int,
+    dispatch: Dispatch,
+    cancel: Cancel,
+    source: str = "",
+) -> Reply:
+    """`answer` for a request decoded elsewhere (gRPC: server/grpc/translate.py reads the
+    message into the codec's checks directly, without a V2 body to write and parse); `size`
+    is the request's size in bytes (a big one gives its memory back once over)."""
+    loop = asyncio.get_running_loop()
+    after = _memory_back(dispatch.threads) if size >= BIG_BODY_BYTES else None
+    try:
+        return await _answer(model, decoded, headers, dispatch, cancel, source, loop, after)
     except BaseException:
         if after is not None:
             after()
@@ -107,7 +138,7 @@ async def answer(
 
 async def _answer(
     model: LoadedModel,
-    body: bytes,
+    decoded: InferRequest,
     headers: Mapping[str, str],
     dispatch: Dispatch,
     cancel: Cancel,
@@ -115,14 +146,6 @@ async def _answer(
     loop: asyncio.AbstractEventLoop,
     after: Callable[[], None] | None,
 ) -> Reply:
-    if decodes_cheaply(body, headers):
-        decoded = decode(model, body, headers, max_body_bytes=dispatch.max_body_bytes)
-    else:
-        decoded = await _in_thread(
-            loop,
-            dispatch.threads,
-            lambda: decode(model, body, headers, max_body_bytes=dispatch.max_body_bytes),
-        )
     due = deadline(decoded, headers, dispatch.timeout_s)
     spec = answer_spec(model, decoded, dispatch.budget_of(model.tenant_id))
     batchers = dispatch.batchers()

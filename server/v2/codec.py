@@ -155,6 +155,19 @@ def decode_request(
         return _decode_request(body, header_length, inputs, outputs, _standard_loads)
 
 
+def decode_document(
+    doc: dict[str, Any],
+    binary: bytes | memoryview,
+    inputs: Sequence[TensorSpec],
+    outputs: Sequence[TensorSpec],
+) -> InferRequest:
+    """Checks a request already read into its document (the JSON header's object, built by
+    server/grpc/translate.py from a protobuf message) with `binary` (the inputs' bytes, in
+    order): the same checks and codes as `decode_request`, without writing and parsing JSON.
+    The document's inputs carry `binary_data_size`, never JSON `data`."""
+    return _decode_document(doc, b"", memoryview(binary), inputs, outputs)
+
+
 def _standard_loads(raw: bytes) -> Any:
     """json.loads with numbers capped in length before they are converted (Python refuses
     integers over 4,300 digits with a ValueError, and converts long ones in quadratic time)."""

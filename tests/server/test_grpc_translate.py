@@ -4,6 +4,7 @@ answers become messages, and every error class reaches gRPC with a status and it
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import grpc
@@ -26,6 +27,7 @@ from server.settings import Settings
 from server.v2 import codec
 from server.v2.errors import (
     InferMalformed,
+    InferRequestInvalid,
     InferUnsupported,
     InputData,
     InputDataSource,
@@ -59,8 +61,7 @@ def _request(**contents: list[object]) -> pb.ModelInferRequest:
 
 
 def _decoded(request: pb.ModelInferRequest) -> codec.InferRequest:
-    v2 = translate.to_v2(request, OUTPUTS)
-    return codec.decode_request(v2.body, v2.headers[codec.HEADER_LENGTH], INPUTS, OUTPUTS)
+    return translate.to_v2(request, OUTPUTS).decode(INPUTS, OUTPUTS)
 
 
 def test_typed_contents_become_the_inputs_datatypes() -> None:
@@ -71,6 +72,57 @@ def test_typed_contents_become_the_inputs_datatypes() -> None:
     np.testing.assert_array_equal(decoded.feeds["c"], np.array([0, 255], np.uint8))
     assert [out.spec.name for out in decoded.outputs] == ["y"]
     assert all(out.binary for out in decoded.outputs)
+
+
+def _as_v2_body(v2: translate.V2Request) -> tuple[bytes, str]:
+    """The V2 binary body tritonclient.http would send for the same request: the document
+    written as JSON, the inputs' bytes after it; and its Inference-Header-Content-Length."""
+    head = json.dumps(v2.document).encode()
+    return head + bytes(v2.binary), str(len(head))
+
+
+def _raw_request(x: bytes, shape: list[int], **params: int) -> pb.ModelInferRequest:
+    request = pb.ModelInferRequest(model_name="m", id="r-1", raw_input_contents=[x])
+    request.inputs.add(name="x", datatype="FP32", shape=shape)
+    for name, value in params.items():
+        request.parameters[name].int64_param = value
+    request.outputs.add(name="y")
+    return request
+
+
+RAW_INPUTS = (TensorSpec("x", DType.FP32, (-1, 2)),)
+
+
+def test_the_document_reads_as_the_same_request_written_as_json() -> None:
+    x = np.array([[1.5, -2.0], [0.25, 3.0]], np.float32)
+    v2 = translate.to_v2(_raw_request(x.tobytes(), [2, 2], timeout=5000), OUTPUTS)
+    direct = v2.decode(RAW_INPUTS, OUTPUTS)
+    via_json = codec.decode_request(*_as_v2_body(v2), RAW_INPUTS, OUTPUTS)
+    np.testing.assert_array_equal(direct.feeds["x"], x)
+    np.testing.assert_array_equal(via_json.feeds["x"], x)
+    assert (direct.id, direct.timeout_us) == (via_json.id, via_json.timeout_us) == ("r-1", 5000)
+    assert direct.outputs == via_json.outputs
+    assert [out.spec.name for out in direct.outputs] == ["y"]
+
+
+@pytest.mark.parametrize(
+    ("x", "shape", "params"),
+    [
+        (bytes(12), [2, 2], {}),  # 12 bytes for 4 FP32 elements
+        (bytes(16), [2, 2, 1], {}),  # a dim too many
+        (bytes(16), [2, 2], {"timeout": -1}),
+    ],
+)
+def test_the_document_is_refused_as_the_same_request_written_as_json(
+    x: bytes, shape: list[int], params: dict[str, int]
+) -> None:
+    v2 = translate.to_v2(_raw_request(x, shape, **params), OUTPUTS)
+    with pytest.raises(InferRequestInvalid) as direct:
+        v2.decode(RAW_INPUTS, OUTPUTS)
+    with pytest.raises(InferRequestInvalid) as via_json:
+        codec.decode_request(*_as_v2_body(v2), RAW_INPUTS, OUTPUTS)
+    assert type(direct.value) is type(via_json.value)
+    assert str(direct.value) == str(via_json.value)
 
 
 @pytest.mark.parametrize(
