@@ -19,7 +19,7 @@ from sqlalchemy import select
 from sqlalchemy.orm import Session, sessionmaker
 
 from server.db.models import Model, Rejection, Tenant
-from server.dispatch import Digests
+from server.dispatch import Blob, Digests
 from server.errors import (
     ModelRejected,
     NotFound,
@@ -84,10 +84,12 @@ class UploadService:
         principal: Principal,
         actor: Actor,
         name: str,
-        program: bytes,
-        params: bytes | None,
+        program: Blob,
+        params: Blob | None,
         signature: SignatureFile | None = None,
     ) -> UploadedModel:
+        """`program`, `params`: bytes, or spool files (the HTTP upload's, hashed as they
+        streamed in: their digests are taken from there, nothing is read again)."""
         tenant_id = principal.tenant_id
         digests = Digests.of(program, params)  # the upload's one hash of its bytes
         shas = {"program_sha256": digests.program, "params_sha256": digests.params}
@@ -124,8 +126,8 @@ class UploadService:
         self,
         principal: Principal,
         tenant: str,
-        program: bytes,
-        params: bytes | None,
+        program: Blob,
+        params: Blob | None,
         signature: SignatureFile | None = None,
     ) -> CheckedModel:
         """The dry run with the caller's policy (the server's default for an operator): the
