@@ -44,6 +44,7 @@ RESULTS = ROOT / "benchmarks" / "results" / "upload.md"
 BIG_CACHE = ROOT / "benchmarks" / ".cache"
 BASE_TREE = Path("/work/wt-base")
 BOUNDARY = "graphgate-bench-upload-boundary"
+BIG_HEADROOM = 6  # MemAvailable needed, in multiples of the big upload's params
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "benchmarks"))
 
@@ -408,7 +409,10 @@ def main() -> int:
             *ratio_rows(p2o, times),
             "",
         ]
-    if not args.skip_big:
+    if not args.skip_big and (refusal := _memory_refusal(args.big_mib)):
+        print(refusal, flush=True)
+        lines += [f"## Peak memory of a {args.big_mib} MiB-params upload: not run", "", refusal, ""]
+    elif not args.skip_big:
         found = []
         for tree in trees:
             found.append(peak_memory(tree, args.big_mib))
@@ -426,6 +430,22 @@ def main() -> int:
     RESULTS.write_text("\n".join(lines))
     print("\n".join(lines))
     return 0
+
+
+def _memory_refusal(mib: int) -> str:
+    """Why the big upload would not fit in this shared machine's free memory now ("" if it
+    fits): a compile holds the weights a few times over in its worker (the lowering's protobuf,
+    its serialization, onnxruntime's copy) and the other engineers' work must not be killed
+    for it."""
+    for line in Path("/proc/meminfo").read_text().splitlines():
+        if line.startswith("MemAvailable:"):
+            available_mib = int(line.split()[1]) // 1024
+            if available_mib < BIG_HEADROOM * mib:
+                return (
+                    f"MemAvailable {available_mib:,} MiB < {BIG_HEADROOM} x {mib:,} MiB: not run "
+                    "(use a smaller --big-mib or a quieter machine)"
+                )
+    return ""
 
 
 @contextmanager
