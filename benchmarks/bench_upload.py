@@ -378,7 +378,15 @@ def main() -> int:
     parser.add_argument("--big-mib", type=int, default=1024)
     parser.add_argument("--skip-big", action="store_true")
     parser.add_argument("--skip-time", action="store_true")
+    parser.add_argument(
+        "--compile-nice",
+        type=int,
+        help="GRAPHGATE_COMPILE_NICE for every server (default: the server's own, 10: a "
+        "compile yields the CPUs to inference, and so to any other work on a loaded machine)",
+    )
     args = parser.parse_args()
+    if args.compile_nice is not None:
+        os.environ["GRAPHGATE_COMPILE_NICE"] = str(args.compile_nice)
     specs = args.tree or [f"before={BASE_TREE}", f"after={ROOT}"]
     trees = [Tree(label, Path(source)) for label, source in (s.split("=", 1) for s in specs)]
     os.environ["GRAPHGATE_MAX_UPLOAD_BYTES"] = str(4 * 1024**3)
