@@ -44,7 +44,7 @@ RESULTS = ROOT / "benchmarks" / "results" / "upload.md"
 BIG_CACHE = ROOT / "benchmarks" / ".cache"
 BASE_TREE = Path("/work/wt-base")
 BOUNDARY = "graphgate-bench-upload-boundary"
-BIG_HEADROOM = 6  # MemAvailable needed, in multiples of the big upload's params
+BIG_HEADROOM = 5  # MemAvailable needed, in multiples of the big upload's params
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "benchmarks"))
 
@@ -146,15 +146,12 @@ def server_pid(url: str) -> int:
     raise SystemExit(f"no server process found for {url}")
 
 
-def descendants(pid: int) -> list[int]:
+def workers_of(pid: int) -> list[int]:
+    """The server's worker processes: its grandchildren (its children are multiprocessing's
+    forkserver, which forks the workers, and resource tracker)."""
     parents = _parents()
-    found, frontier = [], [pid]
-    while frontier:
-        current = frontier.pop()
-        children = [p for p, parent in parents.items() if parent == current]
-        found += children
-        frontier += children
-    return found
+    children = {p for p, parent in parents.items() if parent == pid}
+    return [p for p, parent in parents.items() if parent in children]
 
 
 def status_kib(pid: int, field_name: str) -> int:
@@ -169,7 +166,7 @@ def status_kib(pid: int, field_name: str) -> int:
 
 @dataclass
 class RssSampler:
-    """Samples VmRSS of the server and of each descendant (workers) until stopped."""
+    """Samples VmRSS of the server and of each of its workers until stopped."""
 
     server: int
     interval_s: float = 0.02
@@ -190,9 +187,7 @@ class RssSampler:
     def _loop(self) -> None:
         while not self._stop.is_set():
             self.server_peak_kib = max(self.server_peak_kib, status_kib(self.server, "VmRSS"))
-            for pid in descendants(self.server):
-                if b"forkserver" in Path(f"/proc/{pid}/cmdline").read_bytes():
-                    continue  # the forkserver itself holds no model
+            for pid in workers_of(self.server):
                 self.worker_pids.add(pid)
                 self.worker_peak_kib = max(self.worker_peak_kib, status_kib(pid, "VmRSS"))
             self._stop.wait(self.interval_s)
@@ -350,11 +345,14 @@ def ratio_rows(p2o: list[float], times: dict[str, list[float]]) -> list[str]:
 def memory_rows(found: list[Memory]) -> list[str]:
     rows = [
         "| tree | status | s | params MiB | server before MiB | server peak MiB (x params) "
-        "| server VmHWM MiB (x params) | worker peak MiB (x params) | worker VmHWM MiB |",
-        "|---|---|---|---|---|---|---|---|---|",
+        "| server growth MiB (x params) | server VmHWM MiB (x params) "
+        "| worker peak MiB (x params) | worker VmHWM MiB |",
+        "|---|---|---|---|---|---|---|---|---|---|",
     ]
     for m in found:
         size_kib = m.params_bytes / 1024
+
+        growth = m.server_peak_kib - m.server_before_kib
 
         def mib(kib: int) -> str:
             return f"{kib / 1024:,.0f}"
@@ -362,7 +360,8 @@ def memory_rows(found: list[Memory]) -> list[str]:
         rows.append(
             f"| {m.label} | {m.status} | {m.seconds:.1f} | {m.params_bytes / _MIB:,.0f} | "
             f"{mib(m.server_before_kib)} | {mib(m.server_peak_kib)} "
-            f"({m.server_peak_kib / size_kib:.2f}x) | {mib(m.server_hwm_kib)} "
+            f"({m.server_peak_kib / size_kib:.2f}x) | {mib(growth)} ({growth / size_kib:.2f}x) "
+            f"| {mib(m.server_hwm_kib)} "
             f"({m.server_hwm_kib / size_kib:.2f}x) | {mib(m.worker_peak_kib)} "
             f"({m.worker_peak_kib / size_kib:.2f}x) | {mib(m.worker_hwm_kib)} |"
         )
@@ -376,6 +375,13 @@ def main() -> int:
         "--tree", action="append", default=[], help="LABEL=SOURCE (default: before and this tree)"
     )
     parser.add_argument("--big-mib", type=int, default=1024)
+    parser.add_argument(
+        "--big",
+        action="append",
+        default=[],
+        help="LABEL:MIB, a tree's peak-memory upload at that size (default: every tree at "
+        "--big-mib)",
+    )
     parser.add_argument("--skip-big", action="store_true")
     parser.add_argument("--skip-time", action="store_true")
     parser.add_argument(
@@ -417,18 +423,23 @@ def main() -> int:
             *ratio_rows(p2o, times),
             "",
         ]
-    if not args.skip_big and (refusal := _memory_refusal(args.big_mib)):
-        print(refusal, flush=True)
-        lines += [f"## Peak memory of a {args.big_mib} MiB-params upload: not run", "", refusal, ""]
-    elif not args.skip_big:
-        found = []
-        for tree in trees:
-            found.append(peak_memory(tree, args.big_mib))
+    bigs = args.big or [f"{t.label}:{args.big_mib}" for t in trees]
+    if not args.skip_big:
+        found, refused = [], []
+        for label, mib in (b.rsplit(":", 1) for b in bigs):
+            if refusal := _memory_refusal(int(mib)):
+                print(f"{label}: {refusal}", flush=True)
+                refused.append(f"{label}, {mib} MiB: {refusal}")
+                continue
+            (tree,) = [t for t in trees if t.label == label]
+            found.append(peak_memory(tree, int(mib)))
             print(found[-1], flush=True)
         lines += [
-            f"## Peak memory of a {args.big_mib} MiB-params upload (one server at a time)",
+            "## Peak memory of an upload of a large program (one server at a time)",
             "",
             *memory_rows(found),
+            "",
+            *(f"Not run: {line}" for line in refused),
             "",
             "Server: the `graphgate serve` process; worker: the largest of its worker "
             "processes (the compile runs there). Peak: VmRSS sampled every 20 ms during the "
