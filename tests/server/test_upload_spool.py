@@ -13,6 +13,8 @@ import pytest
 from fastapi.testclient import TestClient
 
 from server.settings import Settings
+from server.storage.artifacts import Artifacts
+from server.storage.spool import Spool
 from tests.support.api import auth
 from tests.support.builders import Built, mlp
 from tests.support.uploads import post_upload, upload
@@ -128,3 +130,18 @@ def test_a_refused_upload_leaves_a_stored_model_sharing_its_program_whole(
     ]
     onnx = client.get("/v1/models/kept/versions/1/onnx", headers=auth(key_a))
     assert onnx.status_code == 200
+
+
+def test_a_spool_file_is_hashed_as_written_and_stored_under_that_digest(tmp_path: Path) -> None:
+    data = bytes(range(256)) * 4099  # not a multiple of any piece below
+    writer = Spool(tmp_path / "spool").writer()
+    for start in range(0, len(data), 4096):
+        writer.write(data[start : start + 4096])
+    spooled = writer.finish()
+    assert (spooled.size, spooled.sha256) == (len(data), sha256(data))
+
+    store = Artifacts(tmp_path / "artifacts")
+    assert store.put_file(spooled.path, spooled.sha256) == sha256(data)
+    spooled.discard()  # the stored artifact does not depend on the spool file
+    assert store.get(sha256(data)) == data
+    assert list(store.list()) == [sha256(data)]
