@@ -316,9 +316,37 @@ def peak_memory(tree: Tree, mib: int) -> Memory:
 
 @contextmanager
 def _server(tree: Tree, scratch: str) -> Iterator[str]:
+    """bench_serving.serve's server; when it does not come up (60 s), once more with its
+    output kept, to say why."""
     data = Path(scratch) / f"data-{tree.label}"
-    with serve(data, tree.source) as url:
+    try:
+        context = serve(data, tree.source)
+        url = context.__enter__()
+    except Exception as error:  # httpx2's ConnectError after serve's 60 s
+        raise SystemExit(
+            f"{tree.label}: the server did not come up: {error}; {_why(tree)}"
+        ) from None
+    try:
         yield url
+    finally:
+        context.__exit__(None, None, None)
+
+
+def _why(tree: Tree) -> str:
+    """The last lines a server of `tree` prints when started by hand (30 s at most)."""
+    import subprocess
+
+    with tempfile.TemporaryDirectory() as data:
+        command = [sys.executable, "-m", "server.cli", "serve", "--port", "0", "--data-dir", data]
+        env = {**os.environ, "GRAPHGATE_ADMIN_TOKEN": "x" * 40, "PYTHONPATH": str(tree.source)}
+        try:
+            done = subprocess.run(
+                command, cwd=tree.source, env=env, capture_output=True, text=True, timeout=30
+            )
+            output = done.stdout + done.stderr
+        except subprocess.TimeoutExpired as slow:
+            output = f"still running after 30 s (it started): {slow.stderr!r}"
+    return " | ".join(output.strip().splitlines()[-5:])
 
 
 # -- the report ---------------------------------------------------------------------------------
