@@ -27,7 +27,10 @@ def check_servable(
 
 
 def prepare_servable(
-    program: bytes, params: bytes | None, policy: Policy, dims: Mapping[str, int] | None = None
+    program: bytes,
+    params: bytes | memoryview | None,
+    policy: Policy,
+    dims: Mapping[str, int] | None = None,
 ) -> Prepared:
     """`check_servable` up to the session: validation, lowering and gate (ValidationFailed)."""
     validated = validate(program, params, policy, dims=dims)

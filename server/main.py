@@ -48,6 +48,7 @@ from server.services.tenants import TenantService, announce_admin_token
 from server.services.uploads import UploadService
 from server.settings import Settings
 from server.storage import ArtifactStore, open_artifacts
+from server.storage.spool import Spool
 
 log = logging.getLogger("graphgate.server")
 Lifespan = Callable[[FastAPI], AbstractAsyncContextManager[None]]
@@ -68,6 +69,10 @@ def start_services(app: FastAPI, settings: Settings) -> None:
     artifacts = open_artifacts(settings.artifacts_url, settings.data_dir)
     if swept := artifacts.sweep():
         log.warning("removed %d temporary files left by an interrupted write", swept)
+    # Beside the artifacts (one file system: a stored upload is a link, not a copy).
+    app.state.spool = spool = Spool(settings.data_dir / "spool")
+    if swept := spool.sweep(older_than_s=settings.artifact_gc_grace_s):
+        log.warning("removed %d spool files left by an interrupted upload", swept)
     bus: Bus = app.state.bus
     tenants = TenantService(sessions, cache_ttl_s=settings.auth_cache_ttl_s, publish=bus.publish)
     token = settings.admin_token.get_secret_value() if settings.admin_token else None
@@ -91,6 +96,7 @@ def start_services(app: FastAPI, settings: Settings) -> None:
         policy_for=lambda tenant_id: app.state.policies.policy_of(tenant_id),
         rules_for_update=lambda s, tenant_id: app.state.policies.rules_for_update(s, tenant_id),
         compile_queue=app.state.limits.compiles.run_blocking,
+        spool=spool,
     )
     if orphans := app.state.models.sweep_artifacts(settings.artifact_gc_grace_s):
         log.warning("removed %d artifacts no model version names (a killed upload's)", orphans)

@@ -14,7 +14,7 @@ from validator.ops import TensorType
 
 
 def match_params(
-    params_bytes: bytes | None,
+    params_bytes: bytes | memoryview | None,
     persistable: list[str],
     declared: Mapping[str, TensorType],
     out: list[Diagnostic],

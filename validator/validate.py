@@ -64,7 +64,7 @@ class ValidatedProgram:
 
 def validate(
     program_bytes: bytes,
-    params_bytes: bytes | None = None,
+    params_bytes: bytes | memoryview | None = None,
     policy: Policy = DEFAULT_POLICY,
     registry: Registry = REGISTRY,
     dims: Mapping[str, int] | None = None,
@@ -145,7 +145,7 @@ def _at_pir_op(d: Diagnostic, origins: Mapping[tuple[int, int], PirOrigin]) -> D
 
 def _validate(
     program: pb.ProgramDesc,
-    params_bytes: bytes | None,
+    params_bytes: bytes | memoryview | None,
     policy: Policy,
     registry: Registry,
     dims: Mapping[str, int] | None,

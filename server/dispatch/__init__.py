@@ -4,6 +4,7 @@ worker (arena.py), a worker that dies fails only its own request; dynamic batchi
 merges concurrent requests to one model into one run. See docs/architecture.md."""
 
 from server.dispatch.pool import (
+    Blob,
     Cancel,
     Digests,
     ModelLabel,
@@ -11,9 +12,12 @@ from server.dispatch.pool import (
     RemoteModel,
     WorkerPool,
     WorkerStats,
+    sha256_of,
+    size_of,
 )
 
 __all__ = [
+    "Blob",
     "Cancel",
     "Digests",
     "ModelLabel",
@@ -21,4 +25,6 @@ __all__ = [
     "RemoteModel",
     "WorkerPool",
     "WorkerStats",
+    "sha256_of",
+    "size_of",
 ]

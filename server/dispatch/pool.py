@@ -40,6 +40,7 @@ from server.errors import (
     WorkerOutOfMemory,
 )
 from server.settings import Settings
+from server.storage.spool import Spooled
 from validator import Policy, Report, TensorSpec
 
 log = logging.getLogger("graphgate.workers")
@@ -112,9 +113,9 @@ class Signature:
 @dataclass(frozen=True, eq=False)
 class RemoteModel:
     """A model compiled in the workers: `run` sends the feeds to one of them. `source` reads
-    the program and params again (from storage) for a worker that has not loaded it yet.
-    `onnx_bytes`: the lowered model, readable once right after a compile (upload stores it),
-    so that a cached model does not hold a copy of its weights in the server process."""
+    the program and params again (from storage) for a worker that has not loaded it yet. The
+    lowered ONNX never comes to the server's memory: a compile asked for it writes it to a
+    file (`WorkerPool.compile`'s `onnx_to`)."""
 
     program: Signature
     key: str
@@ -122,15 +123,10 @@ class RemoteModel:
     policy: Policy
     options: SessionOptions
     pool: WorkerPool
-    _onnx: list[bytes] = field(default_factory=list)
     # Who signed the bytes this compile verified (a signed upload's); None: not checked.
     provenance: Provenance | None = None
     # The upload's declared dims (sorted): a worker that loads the model validates at them too.
     dims: DeclaredDims = ()
-
-    @property
-    def onnx_bytes(self) -> bytes:
-        return self._onnx.pop() if self._onnx else b""
 
     def run(
         self,
@@ -181,9 +177,23 @@ class Digests:
     params: str | None
 
     @classmethod
-    def of(cls, program: bytes, params: bytes | None) -> Digests:
-        params_sha = None if params is None else hashlib.sha256(params).hexdigest()
-        return cls(hashlib.sha256(program).hexdigest(), params_sha)
+    def of(cls, program: Blob, params: Blob | None) -> Digests:
+        """The digests of the bytes, or of spool files those they were hashed with as they
+        were written (nothing read again)."""
+        return cls(sha256_of(program), None if params is None else sha256_of(params))
+
+
+# An upload's program or params: bytes in memory, or a spool file (the HTTP upload's, hashed as
+# it streamed in: server/storage/spool.py), which the worker reads and maps itself.
+Blob = bytes | Spooled
+
+
+def sha256_of(blob: Blob) -> str:
+    return blob.sha256 if isinstance(blob, Spooled) else hashlib.sha256(blob).hexdigest()
+
+
+def size_of(blob: Blob) -> int:
+    return blob.size if isinstance(blob, Spooled) else len(blob)
 
 
 def _taken(arena: Arena, encoded: Encoded, small: bool) -> Answer:
@@ -481,8 +491,8 @@ class WorkerPool:
 
     def compile(
         self,
-        program: bytes,
-        params: bytes | None,
+        program: Blob,
+        params: Blob | None,
         policy: Policy,
         options: SessionOptions,
         source: Callable[[], tuple[bytes, bytes | None]],
@@ -490,24 +500,26 @@ class WorkerPool:
         signature: SignatureCheck | None = None,
         owner: str = "",
         dims: DeclaredDims = (),
+        onnx_to: Path | None = None,
     ) -> RemoteModel:
         """Validates, lowers, gates and builds the session in a worker (which keeps it).
-        Raises what check_servable raises, WorkerCrashed, or CompileTimeout. `source`: where
-        another worker reads the program and params again (storage); `digests`: their hashes
-        when the caller has them (else computed here); `signature`: verified first, in the
-        worker and within the compile's time (a SignatureRefused when it does not pass);
-        `owner`: the tenant compiling it (whose share of the worker's cache it counts in);
-        `dims`: the upload's declared dims, validated at."""
+        Raises what check_servable raises, WorkerCrashed, or CompileTimeout. A spooled
+        program and params go to the worker as their file names (it reads and maps them), not
+        as pickled bytes. `source`: where another worker reads the program and params again
+        (storage); `digests`: their hashes when the caller has them (else computed here);
+        `signature`: verified first, in the worker and within the compile's time (a
+        SignatureRefused when it does not pass); `owner`: the tenant compiling it (whose share
+        of the worker's cache it counts in); `dims`: the upload's declared dims, validated at;
+        `onnx_to`: a new file the worker writes the lowered ONNX to (upload stores it from
+        there)."""
         key = content_key(digests or Digests.of(program, params), policy, dims)
         message = (
             "compile", next(self._seq), key, program, params, policy, options, signature, owner,
-            dims,
+            dims, onnx_to,
         )  # fmt: skip
         reply = self._call(message, self.settings.compile_timeout_s, label=None)
-        report, onnx_bytes, provenance = reply[2]
-        return RemoteModel(
-            Signature(report), key, source, policy, options, self, [onnx_bytes], provenance, dims
-        )
+        report, provenance = reply[2]
+        return RemoteModel(Signature(report), key, source, policy, options, self, provenance, dims)
 
     def run(
         self,

@@ -10,6 +10,7 @@ from __future__ import annotations
 import errno
 import itertools
 import math
+import mmap
 import os
 import resource
 import sys
@@ -22,7 +23,7 @@ from dataclasses import dataclass
 from functools import partial
 from multiprocessing.connection import Connection
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Final, NoReturn, TypeVar
+from typing import TYPE_CHECKING, Any, Final, NoReturn, TypeVar, cast
 
 import numpy as np
 
@@ -31,6 +32,7 @@ from executor.errors import DeadlineExceeded, OutOfMemory, RunCancelled
 from server.dispatch.answer import AnswerSpec, Encoded, check_before_run, encode
 from server.dispatch.arena import Arena, Layout
 from server.errors import ResponseOverBudget
+from server.storage.spool import Spooled
 from validator import Policy
 
 if TYPE_CHECKING:
@@ -245,18 +247,23 @@ class Worker:
     def compile(
         self,
         key: str,
-        program: bytes,
-        params: bytes | None,
+        program_blob: bytes | Spooled,
+        params_blob: bytes | Spooled | None,
         policy: Policy,
         options: SessionOptions,
         signature: SignatureCheck | None = None,
         owner: str = "",
         dims: DeclaredDims = (),
+        onnx_to: Path | None = None,
         *,
         nice: int = 0,
-    ) -> tuple[Any, bytes, Provenance | None]:
+    ) -> tuple[Any, Provenance | None]:
+        program = program_blob.read() if isinstance(program_blob, Spooled) else program_blob
+        params = _mapped(params_blob) if isinstance(params_blob, Spooled) else params_blob
         # A signed upload is verified first: bytes its tenant's trust refuses are never parsed.
-        provenance = None if signature is None else signature.verify(program, params)
+        # (The mapped params as bytes: signing only hashes and writes them, which takes any
+        # buffer.)
+        provenance = None if signature is None else signature.verify(program, cast(bytes, params))
         # Compiling, and the session's threads, may use every CPU: unpinned until built.
         _pin_this_thread(self.cpus)
         try:
@@ -269,7 +276,9 @@ class Worker:
         finally:
             _pin_this_thread(_left_to_the_caller(self.cpus, self.session_cpus))
         self.cache.put(key, model, owner)
-        return model.program.report, model.onnx_bytes, provenance
+        if onnx_to is not None:
+            _write_new(onnx_to, model.onnx_bytes)
+        return model.program.report, provenance
 
     def run(
         self,
@@ -427,6 +436,21 @@ def at_lower_priority(work: Callable[[], T], nice: int) -> T:
     # One fresh thread per call: its nice value ends with it.
     with ThreadPoolExecutor(1, "graphgate-compile", initializer=lower_this_thread) as lowered:
         return lowered.submit(work).result()  # work's exception, MemoryError included, as is
+
+
+def _mapped(params: Spooled) -> memoryview:
+    """The spooled params mapped read-only: the validator's views and the lowering read the
+    page cache, no copy of the file is made in this process (nor pickled into it)."""
+    if params.size == 0:
+        return memoryview(b"")
+    with params.path.open("rb") as f:
+        return memoryview(mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ))
+
+
+def _write_new(path: Path, data: bytes) -> None:
+    """The lowered ONNX to a file the server named (it hashes and stores it from there)."""
+    with path.open("xb") as f:
+        f.write(data)
 
 
 def _nbytes(dtype: str, shape: tuple[int, ...]) -> int:

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import json
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Any, Final
 
@@ -14,11 +16,13 @@ from server.errors import BadRequest
 from server.http.admin_deps import ActorDep, UploadsDep, get_actor
 from server.http.deps import MetricsDep, ModelsDep, PrincipalDep
 from server.http.paths import CHECK, MODELS, V1
+from server.http.upload_form import UploadForm, read_upload_form, spooled
 from server.routes.json import iso
 from server.routes.schemas import ERRORS, UPLOAD_ERRORS
 from server.services.limits import CompileQueue
 from server.services.signing_policy import SignatureFile
 from server.services.types import StoredModel, StoredVersion
+from server.storage.spool import Spool, Spooled
 
 router = APIRouter(prefix=V1, tags=["models"], responses=ERRORS)
 JSON: Final = "application/json"
@@ -51,8 +55,9 @@ def _multipart(required: list[str], properties: dict[str, Any]) -> dict[str, Any
 
 @dataclass(frozen=True, slots=True)
 class _Upload:
-    program: bytes
-    params: bytes | None
+    program: Spooled
+    params: Spooled | None
+    files: UploadForm  # the spool files, removed by whoever holds them last
     name: str = ""
     signature: SignatureFile | None = None
     dims: str = ""  # the `dims` field as sent; the service reads it (validator/dims.py)
@@ -97,9 +102,20 @@ async def upload_model(
         form = await _read_form(request, named=True)
 
         def upload() -> bytes:
-            uploaded = uploads.upload(
-                principal, actor, form.name, form.program, form.params, form.signature, form.dims
-            )
+            if not form.files.take():
+                return b""  # given up before it ran: nobody reads this
+            try:
+                uploaded = uploads.upload(
+                    principal,
+                    actor,
+                    form.name,
+                    form.program,
+                    form.params,
+                    form.signature,
+                    form.dims,
+                )
+            finally:
+                form.files.discard()
             return _json_bytes(
                 {
                     "name": uploaded.name,
@@ -110,7 +126,7 @@ async def upload_model(
                 }
             )
 
-        with metrics.upload(principal.tenant_id):
+        with metrics.upload(principal.tenant_id), _spooled_until_taken(form):
             content = await admission.run(upload)
     return Response(content, status.HTTP_201_CREATED, media_type=JSON)
 
@@ -131,9 +147,14 @@ async def check_model(request: Request, principal: PrincipalDep, uploads: Upload
         form = await _read_form(request, named=False)
 
         def check() -> bytes:
-            checked = uploads.check(
-                principal, actor.tenant, form.program, form.params, form.signature, form.dims
-            )
+            if not form.files.take():
+                return b""  # given up before it ran: nobody reads this
+            try:
+                checked = uploads.check(
+                    principal, actor.tenant, form.program, form.params, form.signature, form.dims
+                )
+            finally:
+                form.files.discard()
             return _json_bytes(
                 {
                     "valid": True,
@@ -142,7 +163,8 @@ async def check_model(request: Request, principal: PrincipalDep, uploads: Upload
                 }
             )
 
-        content = await admission.run(check)
+        with _spooled_until_taken(form):
+            content = await admission.run(check)
     return Response(content, media_type=JSON)
 
 
@@ -185,32 +207,51 @@ def download_onnx(name: str, version: int, principal: PrincipalDep, models: Mode
 
 async def _read_form(request: Request, *, named: bool) -> _Upload:
     """The form's `program`, optional `params`, `signature` and `dims` and, when `named`, `name`;
-    a missing or mistyped part is 400 BAD_REQUEST (a malformed body: Starlette's 400)."""
-    form = await request.form()  # capped by server/http/body_limit.py as it streams
+    a missing or mistyped part is 400 BAD_REQUEST (a malformed body: Starlette's 400). The
+    files are in the spool, hashed as they streamed (server/http/upload_form.py)."""
+    # capped by server/http/body_limit.py as it streams
+    form = await read_upload_form(request, _spool(request))
     try:
         program_part, params_part = form.get("program"), form.get("params")
-        program = await _file(program_part, "program")
+        program = _file(program_part, "program")
         if program is None:
             raise BadRequest("expected a form part 'program' (the .pdmodel file), got none")
-        params = await _file(params_part, "params")
-        # Read whole like the others (the body cap bounds it): the service refuses it by size.
-        bundle = await _file(form.get("signature"), "signature")
+        params = _file(params_part, "params")
+        # Read whole (the body cap bounds it): the service refuses it by size.
+        bundle = _file(form.get("signature"), "signature")
         signature = None
         if bundle is not None:  # the files are matched to the signed ones by these names
             params_name = None if params is None else _filename(params_part)
-            signature = SignatureFile(bundle, _filename(program_part), params_name)
+            signature = SignatureFile(bundle.read(), _filename(program_part), params_name)
         name = _name(form.get("name")) if named else ""
-        return _Upload(program, params, name, signature, _text(form.get("dims"), "dims"))
+        dims = _text(form.get("dims"), "dims")
+        return _Upload(program, params, form, name, signature, dims)
+    except BaseException:
+        form.discard()
+        raise
+
+
+@contextmanager
+def _spooled_until_taken(form: _Upload) -> Iterator[None]:
+    """Removes the upload's spool files if the request is given up (the client left, the
+    server is full) before the thread that uploads it took them."""
+    try:
+        yield
     finally:
-        await form.close()
+        form.files.discard_unless_taken()
 
 
-async def _file(part: UploadFile | str | None, what: str) -> bytes | None:
+def _file(part: UploadFile | str | None, what: str) -> Spooled | None:
     if part is None or part == "":  # an empty text field is an absent part, as FastAPI had it
         return None
     if isinstance(part, str):
         raise BadRequest(f"expected form part {what!r} as a file, got a text field")
-    return await part.read()
+    return spooled(part)
+
+
+def _spool(request: Request) -> Spool:
+    spool: Spool = request.app.state.spool
+    return spool
 
 
 def _filename(part: UploadFile | str | None) -> str:

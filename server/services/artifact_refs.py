@@ -18,6 +18,7 @@ from __future__ import annotations
 import contextlib
 import threading
 from collections.abc import Callable, Iterable, Mapping, Sequence
+from typing import TypeVar
 
 from sqlalchemy import func, select, union
 from sqlalchemy.orm import Session, sessionmaker
@@ -26,6 +27,8 @@ from server.db.models import ArtifactRef, Model, ModelVersion, Tenant
 from server.services.limits import StorageQuotaExceeded
 from server.storage import ArtifactStore
 from server.storage.artifacts import ArtifactMissing
+
+T = TypeVar("T")
 
 
 class ArtifactRefs:
@@ -60,12 +63,12 @@ class ArtifactRefs:
                 row.refs += 1
                 row.size_bytes = size or row.size_bytes
 
-    def keep_stored(self, blobs: Iterable[tuple[str, bytes]]) -> None:
-        """After the version row is committed: stores any of `blobs` (sha, bytes) that a
-        concurrent `collect` deleted in between (a stat each otherwise)."""
+    def keep_stored(self, blobs: Iterable[tuple[str, T]], put: Callable[[str, T], None]) -> None:
+        """After the version row is committed: stores again, with `put(sha, blob)`, any of
+        `blobs` that a concurrent `collect` deleted in between (a stat each otherwise)."""
         with self._lock:
-            for sha, data in blobs:
-                self._artifacts.put(data, sha)
+            for sha, blob in blobs:
+                put(sha, blob)
 
     # -- delete ----------------------------------------------------------------------------
 

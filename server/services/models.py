@@ -2,13 +2,15 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
 import threading
 import time
 import uuid
 from collections import OrderedDict
 from collections.abc import Callable, Mapping
-from typing import Any, Final
+from pathlib import Path
+from typing import Any, Final, Generic, TypeVar
 
 from sqlalchemy import delete, func, select
 from sqlalchemy.exc import IntegrityError
@@ -18,7 +20,15 @@ from executor import SessionOptions
 from server.db.models import Model, ModelCrash, ModelVersion, Tenant
 
 # NOTE: compiled in a worker process (server/dispatch): the server holds its signature only.
-from server.dispatch import Digests, PoolSettings, RemoteModel, WorkerPool, WorkerStats
+from server.dispatch import (
+    Blob,
+    Digests,
+    PoolSettings,
+    RemoteModel,
+    WorkerPool,
+    WorkerStats,
+    size_of,
+)
 from server.dispatch.pool import declared
 from server.dispatch.signing import SignatureCheck
 from server.dispatch.worker import DeclaredDims
@@ -42,7 +52,8 @@ from server.services.types import (
     UploadedModel,
     check_name,
 )
-from server.storage import ArtifactStore
+from server.storage import ArtifactStore, StorageUnavailable
+from server.storage.spool import Spool, Spooled, temporary_spool
 from validator import DEFAULT_POLICY, Policy, ValidationFailed
 
 READY: Final = "ready"
@@ -90,8 +101,11 @@ class ModelService:
         policy_for: Callable[[str], Policy] | None = None,
         rules_for_update: Callable[[Session, str], RegistrationRules] | None = None,
         compile_queue: Callable[[str, Callable[[], RemoteModel]], RemoteModel] | None = None,
+        spool: Spool | None = None,
     ) -> None:
         self._sessions = sessions
+        # Where a compile's ONNX is written by the worker, to be hashed and stored from.
+        self._spool = spool or temporary_spool()
         # Where a model left the cache is compiled again: the tenant's turn in the compile
         # queue, under its compile cap (CompileQueue.run_blocking); in place without one.
         self._compile_queue = compile_queue or (lambda _tenant, work: work())
@@ -130,8 +144,8 @@ class ModelService:
 
     def check(
         self,
-        program: bytes,
-        params: bytes | None,
+        program: Blob,
+        params: Blob | None,
         tenant_id: str = "",
         signature: SignatureCheck | None = None,
         dims: Mapping[str, int] | None = None,
@@ -150,58 +164,109 @@ class ModelService:
         self,
         principal: Principal,
         name: str,
-        program: bytes,
-        params: bytes | None,
+        program: Blob,
+        params: Blob | None,
         digests: Digests | None = None,
         signature: SignatureCheck | None = None,
         dims: Mapping[str, int] | None = None,
     ) -> UploadedModel:
         """Adds a version of `name`: artifacts first, the database row last (crash-safe).
-        `digests`: the caller's hashes of program and params (else computed here, once);
-        `signature`: verified in the worker before anything else, its signer kept; `dims`: the
-        upload's declared dims, kept with the version and validated at on every compile."""
+        `program`, `params`: bytes, or spool files hashed as they were written (the HTTP
+        upload's: then no byte of them is read into this process); `digests`: the caller's
+        hashes of them (else computed here, once); `signature`: verified in the worker before
+        anything else, its signer kept; `dims`: the upload's declared dims, kept with the
+        version and validated at on every compile. The program and params are stored while the
+        worker compiles; a refused upload removes what it stored (what no version names)."""
         tenant = _tenant_of(principal)
         _check_name(name)
         policy = self._policy_for(tenant)
         digests = digests or Digests.of(program, params)
         bounds = declared(dims)
-        compiled = self._compile(
-            program, params, policy, digests, signature, owner=tenant, dims=bounds
-        )
-        report = compiled.program.report
-        provenance = compiled.provenance
-        shas = (
-            self._artifacts.put(program, digests.program),
-            None if params is None else self._artifacts.put(params, digests.params),
-            self._artifacts.put(onnx := compiled.onnx_bytes),  # readable once (workers)
-        )
-        sizes = _sizes(shas, (program, params, onnx))
+        inputs = [(digests.program, program)]
+        if params is not None and digests.params is not None:
+            inputs.append((digests.params, params))
+        onnx_path = self._spool.new_path()
         try:
-            signed = None if provenance is None else json.dumps(provenance.to_json())
-            version, status = self._register(
-                tenant, name, shas, json.dumps(report.to_json()), sizes, policy, signed, bounds
+            compiled, onnx = self._compile_storing(
+                inputs, params, policy, digests, signature, onnx_path, tenant, bounds
             )
-        except (StorageQuotaExceeded, QuotaExceeded):
-            self._refs.collect(list(sizes))  # what this upload stored and nothing else names
-            raise
-        self._refs.keep_stored(
-            (sha, blob)
-            for sha, blob in zip(shas, (program, params, onnx), strict=True)
-            if sha is not None and blob is not None
-        )
+            report = compiled.program.report
+            provenance = compiled.provenance
+            blobs = [*inputs, (onnx.sha256, onnx)]
+            sizes = {sha: size_of(blob) for sha, blob in blobs}
+            shas = (digests.program, digests.params, onnx.sha256)
+            try:
+                signed = None if provenance is None else json.dumps(provenance.to_json())
+                version, status = self._register(
+                    tenant, name, shas, json.dumps(report.to_json()), sizes, policy, signed, bounds
+                )
+            except (StorageQuotaExceeded, QuotaExceeded):
+                self._refs.collect(list(sizes))  # what this upload stored and nothing else names
+                raise
+            self._refs.keep_stored(blobs, self._put)
+        finally:
+            onnx_path.unlink(missing_ok=True)  # stored: the artifact is its own link or copy
         self._remember((shas[0], shas[1], policy, bounds), compiled, tenant)
         if status == BLOCKED:
             status = self._revalidate(tenant, name, version, program, params, digests, bounds)
         self._invalidate(tenant, name)  # "latest" is the new version from now on
         return UploadedModel(name, version, status, report, provenance)
 
+    def _compile_storing(
+        self,
+        inputs: list[tuple[str, Blob]],
+        params: Blob | None,
+        policy: Policy,
+        digests: Digests,
+        signature: SignatureCheck | None,
+        onnx_path: Path,
+        owner: str,
+        dims: DeclaredDims,
+    ) -> tuple[RemoteModel, Spooled]:
+        """Compiles (the worker writes the ONNX to `onnx_path`) while a thread stores the
+        program and params; then stores the ONNX, hashed once from its file. Whatever fails,
+        what this stored and no version names is removed before the error goes on: a refused
+        upload leaves nothing in the store."""
+        program = inputs[0][1]
+        storing = _InThread(lambda: self._put_all(inputs))
+        stored = [sha for sha, _ in inputs]
+        try:
+            compiled = self._compile(
+                program, params, policy, digests, signature, owner, dims, onnx_path
+            )
+            storing.result()
+            onnx = self._spool.hashed(onnx_path)
+            stored.append(onnx.sha256)
+            self._put(onnx.sha256, onnx)
+        except BaseException:
+            storing.wait()
+            self._forget_stored(stored)
+            raise
+        return compiled, onnx
+
+    def _put_all(self, blobs: list[tuple[str, Blob]]) -> None:
+        for sha, blob in blobs:
+            self._put(sha, blob)
+
+    def _put(self, sha: str, blob: Blob) -> None:
+        if isinstance(blob, Spooled):
+            self._artifacts.put_file(blob.path, sha)
+        else:
+            self._artifacts.put(blob, sha)
+
+    def _forget_stored(self, shas: list[str]) -> None:
+        """Removes what a refused upload stored and no version names (an unreachable store
+        keeps them: the start-up sweep removes them later)."""
+        with contextlib.suppress(StorageUnavailable):
+            self._refs.collect(shas)
+
     def _revalidate(
         self,
         tenant: str,
         name: str,
         version: int,
-        program: bytes,
-        params: bytes | None,
+        program: Blob,
+        params: Blob | None,
         digests: Digests,
         dims: DeclaredDims = (),
     ) -> str:
@@ -391,13 +456,14 @@ class ModelService:
 
     def _compile(
         self,
-        program: bytes,
-        params: bytes | None,
+        program: Blob,
+        params: Blob | None,
         policy: Policy,
         digests: Digests,
         signature: SignatureCheck | None = None,
         owner: str = "",
         dims: DeclaredDims = (),
+        onnx_to: Path | None = None,
     ) -> RemoteModel:
         """`owner`: the tenant it is compiled for (whose share of the worker's cache it takes)."""
         # The one servability check, shared with `graphgate check`: what it passes, upload keeps.
@@ -413,6 +479,7 @@ class ModelService:
                 signature,
                 owner,
                 dims,
+                onnx_to,
             )
         except ValidationFailed as failed:
             diagnostics = list(failed.diagnostics)
@@ -649,11 +716,34 @@ def _tenant_row(s: Session, name: str) -> Tenant:
     return tenant
 
 
-def _sizes(
-    shas: tuple[str, str | None, str], blobs: tuple[bytes, bytes | None, bytes]
-) -> dict[str, int]:
-    pairs = zip(shas, blobs, strict=True)
-    return {sha: len(blob) for sha, blob in pairs if sha is not None and blob is not None}
+T = TypeVar("T")
+
+
+class _InThread(Generic[T]):
+    """`work()` started in a thread of its own: `result()` waits and returns it or raises its
+    error; `wait()` waits, whatever it did."""
+
+    def __init__(self, work: Callable[[], T]) -> None:
+        self._work = work
+        self._done: list[T] = []
+        self._error: BaseException | None = None
+        self._thread = threading.Thread(target=self._run, name="graphgate-store", daemon=True)
+        self._thread.start()
+
+    def _run(self) -> None:
+        try:
+            self._done.append(self._work())
+        except BaseException as error:  # handed to whoever asks for the result
+            self._error = error
+
+    def wait(self) -> None:
+        self._thread.join()
+
+    def result(self) -> T:
+        self._thread.join()
+        if self._error is not None:
+            raise self._error
+        return self._done[0]
 
 
 def _evictee(

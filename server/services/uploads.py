@@ -19,7 +19,7 @@ from sqlalchemy import select
 from sqlalchemy.orm import Session, sessionmaker
 
 from server.db.models import Model, Rejection, Tenant
-from server.dispatch import Digests
+from server.dispatch import Blob, Digests
 from server.errors import (
     DimDeclarationRefused,
     InvalidDims,
@@ -87,12 +87,14 @@ class UploadService:
         principal: Principal,
         actor: Actor,
         name: str,
-        program: bytes,
-        params: bytes | None,
+        program: Blob,
+        params: Blob | None,
         signature: SignatureFile | None = None,
         dims: str = "",
     ) -> UploadedModel:
-        """`dims`: the upload's `dims` form field (NAME=SIZE,...; "" none), read first."""
+        """`program`, `params`: bytes, or spool files (the HTTP upload's, hashed as they
+        streamed in: their digests are taken from there, nothing is read again); `dims`: the
+        upload's `dims` form field (NAME=SIZE,...; "" none), read first."""
         tenant_id = principal.tenant_id
         declared = declared_dims(dims)
         digests = Digests.of(program, params)  # the upload's one hash of its bytes
@@ -132,8 +134,8 @@ class UploadService:
         self,
         principal: Principal,
         tenant: str,
-        program: bytes,
-        params: bytes | None,
+        program: Blob,
+        params: Blob | None,
         signature: SignatureFile | None = None,
         dims: str = "",
     ) -> CheckedModel:

@@ -25,6 +25,11 @@ class ArtifactStore(Protocol):
         from these bytes already: an upload hashes its bytes once)."""
         ...
 
+    def put_file(self, path: Path, sha: str) -> str:
+        """Stores the file at `path`, whose sha256 the caller computed as it wrote it (a spool
+        file: server/storage/spool.py), without reading it into memory; returns `sha`."""
+        ...
+
     def get(self, sha: str) -> bytes:
         """The bytes stored under `sha`, verified; ArtifactMissing when absent or corrupt."""
         ...

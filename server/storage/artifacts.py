@@ -1,4 +1,5 @@
-"""Content-addressed artifact files: put(bytes) -> sha256, get(sha256) -> bytes, atomically;
+"""Content-addressed artifact files: put(bytes) -> sha256, put_file(path, sha256) (a spool file
+linked into place), get(sha256) -> bytes, atomically;
 delete(sha256), list() and size(sha256) for the garbage collector (which decides what to delete:
 this layer knows bytes only)."""
 
@@ -8,6 +9,7 @@ import hashlib
 import os
 import re
 import secrets
+import shutil
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -32,24 +34,48 @@ class Artifacts:
         """Stores `data` durably (file and directory entry fsynced) and returns its sha256
         (`sha`, when given, is the caller's own hash of these bytes)."""
         sha = sha or hashlib.sha256(data).hexdigest()
+        if (final := self._new_place(sha)) is not None:
+            tmp = final.parent / f"{TMP_PREFIX}{secrets.token_hex(8)}"
+            try:
+                with tmp.open("xb") as f:
+                    f.write(data)
+                    f.flush()
+                    os.fsync(f.fileno())
+                os.replace(tmp, final)
+            finally:
+                tmp.unlink(missing_ok=True)
+            _fsync_dir(final.parent)
+        return sha
+
+    def put_file(self, path: Path, sha: str) -> str:
+        """Stores the file at `path` (its bytes hash to `sha`: the caller hashed them as it
+        wrote them) durably, as a hard link when it is on this file system (no byte is copied;
+        the caller never writes to it again), else as a kernel-side copy."""
+        if (final := self._new_place(sha)) is not None:
+            tmp = final.parent / f"{TMP_PREFIX}{secrets.token_hex(8)}"
+            try:
+                _link_or_copy(path, tmp)
+                fd = os.open(tmp, os.O_RDONLY)
+                try:
+                    os.fsync(fd)
+                finally:
+                    os.close(fd)
+                os.replace(tmp, final)
+            finally:
+                tmp.unlink(missing_ok=True)
+            _fsync_dir(final.parent)
+        return sha
+
+    def _new_place(self, sha: str) -> Path | None:
+        """The path to write `sha` to, or None when it is stored already."""
         final = self._path(sha)
         if final.is_file():
             # Stored again: its age restarts, as garbage collection's grace period counts from
             # the last store (a replica's start-up sweep never deletes what was just uploaded).
             os.utime(final)
-            return sha
+            return None
         final.parent.mkdir(exist_ok=True)
-        tmp = final.parent / f"{TMP_PREFIX}{secrets.token_hex(8)}"
-        try:
-            with tmp.open("xb") as f:
-                f.write(data)
-                f.flush()
-                os.fsync(f.fileno())
-            os.replace(tmp, final)
-        finally:
-            tmp.unlink(missing_ok=True)
-        _fsync_dir(final.parent)
-        return sha
+        return final
 
     def get(self, sha: str) -> bytes:
         """The bytes stored under `sha`, verified against it."""
@@ -102,6 +128,13 @@ class Artifacts:
         if not SHA256.fullmatch(sha):
             raise ArtifactMissing(f"not a sha256: {sha!r}")
         return self.root / sha[:2] / sha
+
+
+def _link_or_copy(source: Path, target: Path) -> None:
+    try:
+        os.link(source, target)
+    except OSError:  # another file system, or links not allowed there
+        shutil.copyfile(source, target)  # copy_file_range/sendfile: not through this process
 
 
 def _fsync_dir(path: Path) -> None:

@@ -13,6 +13,7 @@ import hashlib
 import logging
 from collections.abc import Iterator
 from datetime import UTC, datetime
+from pathlib import Path
 from typing import Any, Final
 
 import boto3
@@ -24,6 +25,7 @@ from server.storage import StorageUnavailable
 from server.storage.artifacts import SHA256, ArtifactMissing
 
 log = logging.getLogger("graphgate.storage")
+_READ_BYTES: Final = 1024 * 1024  # how much of a spool file the MD5 reads at a time
 _ABSENT: Final = frozenset({"404", "NoSuchKey", "NotFound"})
 # Short timeouts and few retries: an upload fails with 503 within seconds when the store is
 # down, rather than holding the client (and a server thread) for minutes.
@@ -69,6 +71,23 @@ class S3Artifacts:
             Body=data,
             ContentMD5=base64.b64encode(md5).decode(),
         )
+        return sha
+
+    def put_file(self, path: Path, sha: str) -> str:
+        """`put` of a spool file, streamed from disk (read once more for the MD5 S3 checks
+        the body against, never held whole in memory)."""
+        md5 = hashlib.md5(usedforsecurity=False)
+        with path.open("rb") as f:
+            while chunk := f.read(_READ_BYTES):
+                md5.update(chunk)
+            f.seek(0)
+            self._call(
+                "put_object",
+                Bucket=self.bucket,
+                Key=self._key(sha),
+                Body=f,
+                ContentMD5=base64.b64encode(md5.digest()).decode(),
+            )
         return sha
 
     def get(self, sha: str) -> bytes:
