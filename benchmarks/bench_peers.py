@@ -3,6 +3,7 @@
 Usage: python benchmarks/bench_peers.py [--rounds 4] [--seconds 2] [--large-seconds 5]
                                         [--models small,image,resnet50] [--no-install] [--out F]
                                         [--protocols http,grpc] [--peers pytriton,mlserver,kserve]
+                                        [--json]
 
 Serves, on loopback, the ONNX graphgate made of each model (downloaded from graphgate through
 `GET /v1/models/{name}/versions/1/onnx`) with:
@@ -27,6 +28,9 @@ takes them; MLServer's and KServe's REST answer JSON, noted in the table).
 With `--protocols` naming grpc, every server that speaks KServe V2 over gRPC (graphgate on its
 GRAPHGATE_GRPC_PORT, PyTriton, MLServer and KServe on their HTTP port + 1) is also a target
 `<name> gRPC`, driven by `tritonclient.grpc` (raw tensor contents), in the same rounds.
+With `--json`, graphgate and PyTriton are also targets `<name> JSON`: the same tritonclient.http
+client sending and asking for JSON tensors (`binary_data=False`), in the same rounds; the model
+`transport` (mean of x[1, 3, 224, 224]: no compute, a 3 MB JSON request) is the one to run them on.
 Writes benchmarks/results/peers.md.
 """
 
@@ -126,6 +130,13 @@ def cases(turn: float, large_turn: float, which: list[str]) -> list[Case]:
              (example / "model.pdmodel").read_bytes(), (example / "model.pdiparams").read_bytes(),
              image, turn),
     ]  # fmt: skip
+    if "transport" in which:
+        from bench_serving import transport_model
+
+        transport = transport_model().built()
+        x = rng.standard_normal((1, 3, 224, 224)).astype(np.float32)
+        all_cases.append(Case("transport", "no compute (mean of x), x[1, 3, 224, 224]",
+                              transport.program, transport.params, x, turn))  # fmt: skip
     if "resnet50" in which:
         (resnet,) = [m for m in bench_executor.MODELS if m.key == "resnet50"]
         program, params = bench_executor.model_files([resnet])["resnet50"]
@@ -548,6 +559,8 @@ def run(args: argparse.Namespace) -> None:
                 grpc_url = f"127.0.0.1:{port + 1}"
                 peer_targets += [t.over_grpc(grpc_url) for t in peer_targets]
             targets += peer_targets
+        if args.json:
+            targets += [as_json(t) for t in targets if t.name in ("graphgate", "pytriton")]
         noop_port = free_port()
         noop = [sys.executable, str(PEERS / "noop_server.py"), str(noop_port)]
         stack.enter_context(process(noop, f"http://127.0.0.1:{noop_port}/v2/health/ready"))
@@ -583,6 +596,11 @@ def run(args: argparse.Namespace) -> None:
         write(args, chosen, concurrencies, targets, results)
 
 
+def as_json(target: Target) -> Target:
+    """The same server and models, sent and asked JSON tensors."""
+    return Target(f"{target.name} JSON", target.url, target.model, target.headers, binary=False)
+
+
 def median(cells: list[Cell]) -> Cell:
     return Cell(
         statistics.median(c.p50_ms for c in cells),
@@ -604,7 +622,8 @@ def write(
         "",
         f"`python benchmarks/bench_peers.py --rounds {args.rounds} --seconds {args.seconds} "
         f"--large-seconds {args.large_seconds} --models {args.models} --concurrency "
-        f"{args.concurrency} --peers '{args.peers}' --protocols {args.protocols}`; "
+        f"{args.concurrency} --peers '{args.peers}' --protocols {args.protocols}"
+        f"{' --json' if args.json else ''}`; "
         f"{os.cpu_count()} CPUs ({cpu}), Python {platform.python_version()}, "
         f"onnxruntime {ort.__version__}, CPU provider, 1 intra-op thread per session, loopback.",
         "",
@@ -635,6 +654,7 @@ def write(
         lines.append("")
     lines += goals(chosen, concurrencies, results)
     lines += grpc_goals(chosen, concurrencies, targets, results)
+    lines += json_goals(chosen, concurrencies, targets, results)
     out = Path(args.out)
     out.write_text("\n".join(lines) + "\n")
     print(out.read_text())
@@ -719,6 +739,31 @@ def grpc_goals(
     return [*lines, ""]
 
 
+def json_goals(
+    chosen: list[Case],
+    concurrencies: list[int],
+    targets: list[Target],
+    results: dict[tuple[str, int, str], list[Cell]],
+) -> list[str]:
+    """The JSON goals (issue 25), from this run's medians at c=1, for the rows this run has."""
+    names = {t.name for t in targets}
+    if "graphgate JSON" not in names or 1 not in concurrencies:
+        return []
+    lines = ["## JSON tensors against the goals (this run, c=1, p50)", "",
+             "| model | graphgate JSON / binary (goal <= 5x) | graphgate JSON vs PyTriton JSON "
+             "(goal: no slower) |", "|---|---|---|"]  # fmt: skip
+    for case in chosen:
+        ours = median(results[(case.key, 1, "graphgate JSON")]).p50_ms
+        binary = median(results[(case.key, 1, "graphgate")]).p50_ms
+        peer = "n/a"
+        if "pytriton JSON" in names:
+            theirs = median(results[(case.key, 1, "pytriton JSON")]).p50_ms
+            peer = f"{ours:.2f} vs {theirs:.2f} ms ({ours / theirs:.2f}x)"
+        lines.append(f"| {case.key} | {ours / binary:.1f}x ({ours:.2f} vs {binary:.2f} ms) | "
+                     f"{peer} |")  # fmt: skip
+    return [*lines, ""]
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--rounds", type=int, default=4)
@@ -729,6 +774,7 @@ def main() -> None:
     parser.add_argument("--peers", default="pytriton,mlserver,kserve")
     parser.add_argument("--protocols", default="http", help="http, or http,grpc")
     parser.add_argument("--no-install", action="store_true", help="fail if a venv is missing")
+    parser.add_argument("--json", action="store_true", help="graphgate and PyTriton JSON rows too")
     parser.add_argument("--out", default=str(RESULTS), help="the table (a smoke run: elsewhere)")
     run(parser.parse_args())
 
