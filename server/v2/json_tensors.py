@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import os
 import re
+import threading
 from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any, Final
@@ -49,6 +50,9 @@ MAX_NESTING: Final = 32
 MAX_INNER_ARRAYS: Final = 4096
 # The Python steps one document may take (see _Walk): a request has a few dozen strings.
 MAX_WALK_STEPS: Final = 4 * MAX_INNER_ARRAYS
+# The largest array a thread's reused simdjson parser reads (see _parser): a 1x3x224x224
+# tensor's text is about 3 MB.
+REUSED_PARSER_BYTES: Final = 8 * 1024 * 1024
 # Without a quote, a JSON array can hold numbers, arrays, true, false, null and empty objects;
 # one with any of these bytes stays in the document, where the reference reading sees it.
 # (Anything else that is not a number, NaN for one, is invalid JSON, which orjson refuses.)
@@ -208,7 +212,7 @@ def _parse(document: bytes, start: int, end: int, nesting: int) -> np.ndarray:
     finds."""
     floats = any(document.find(mark, start, end) >= 0 for mark in _FRACTION_OR_EXPONENT)
     if nesting == 1:
-        numbers = _straight(document[start:end], floats)
+        numbers = _straight(memoryview(document)[start:end], floats)
         if numbers is not None:
             return numbers
     try:
@@ -227,7 +231,7 @@ def _parse(document: bytes, start: int, end: int, nesting: int) -> np.ndarray:
         raise NotCut from None  # uneven nesting: the reference names the error
 
 
-def _straight(array: bytes, floats: bool) -> np.ndarray | None:
+def _straight(array: memoryview, floats: bool) -> np.ndarray | None:
     """A flat JSON array of numbers parsed by simdjson straight into a buffer of float64
     (`floats`) or int64, without a Python object per number; None where simdjson refuses it
     (invalid JSON, a number out of its type's range: 1e400, an integer past int64), which
@@ -242,10 +246,27 @@ def _straight(array: bytes, floats: bool) -> np.ndarray | None:
     if simdjson is None:
         return None
     try:
-        # A parser per array: one holds a single document at a time, requests are decoded on
-        # several threads, and making one costs nothing next to the parse (measured).
-        parsed = simdjson.Parser().parse(array)
+        parsed = _parser(len(array)).parse(array)
         buffer = parsed.as_buffer(of_type="d" if floats else "i")
     except (ValueError, TypeError, RuntimeError):
         return None  # NUMBER_ERROR, BIGINT_ERROR (a RuntimeError), TAPE_ERROR, INCORRECT_TYPE...
+    finally:
+        parsed = None  # no proxy into the parser outlives the call: it is reused
     return np.frombuffer(buffer, np.float64 if floats else np.int64)
+
+
+def _parser(size: int) -> Any:
+    """A simdjson parser for `size` bytes: this thread's own up to REUSED_PARSER_BYTES (a parser
+    keeps its buffers, the copy of the text and the parsed tape, from one array to the next:
+    made afresh, their first touch cost more page faults than the parse itself), a new one
+    for a larger array (so a thread keeps at most a few MB). One per thread: a parser holds
+    one document at a time, and requests are decoded on several threads."""
+    if size > REUSED_PARSER_BYTES:
+        return simdjson.Parser()
+    parser = getattr(_PARSERS, "parser", None)
+    if parser is None:
+        parser = _PARSERS.parser = simdjson.Parser(max_capacity=REUSED_PARSER_BYTES)
+    return parser
+
+
+_PARSERS: Final = threading.local()
