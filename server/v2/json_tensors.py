@@ -20,6 +20,7 @@ Answers are written by the worker (server/dispatch/answer.py), in C the same way
 
 from __future__ import annotations
 
+import importlib
 import os
 import re
 import threading
@@ -30,10 +31,17 @@ from typing import Any, Final
 import numpy as np
 import orjson
 
-try:
-    import simdjson
-except ImportError:  # pragma: no cover - a dependency (pyproject.toml)
-    simdjson = None
+
+def _import_simdjson() -> Any:
+    """pysimdjson, a dependency (pyproject.toml); None in an environment made before it was
+    one: arrays are then read by orjson, as before, slower."""
+    try:
+        return importlib.import_module("simdjson")
+    except ImportError:  # pragma: no cover - the tests run with it
+        return None
+
+
+simdjson: Final = _import_simdjson()
 
 # Documents smaller than this are decoded by the reference reading alone: cutting would save
 # microseconds, and small requests are most of them.

@@ -239,3 +239,9 @@ def test_the_generated_documents_reach_the_fast_reading(style: str, nested: bool
     body = _body(DType.INT8, [ROWS, COLUMNS], texts, ",", "", nested, None)
     assert len(body) >= json_tensors.MIN_DOCUMENT_BYTES
     assert len(json_tensors.cut(body).arrays) == 1
+
+
+def test_the_arrays_are_parsed_by_simdjson() -> None:
+    # Without pysimdjson (a dependency) the fast reading falls back to orjson's, correct but
+    # slower, and the property above would not exercise simdjson's reading at all.
+    assert json_tensors.simdjson is not None, "pysimdjson is missing: pip install -e ."
