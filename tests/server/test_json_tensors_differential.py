@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 import os
+from concurrent.futures import ThreadPoolExecutor
 from typing import Any, Final
 from unittest import mock
 
@@ -245,3 +246,21 @@ def test_the_arrays_are_parsed_by_simdjson() -> None:
     # Without pysimdjson (a dependency) the fast reading falls back to orjson's, correct but
     # slower, and the property above would not exercise simdjson's reading at all.
     assert json_tensors.simdjson is not None, "pysimdjson is missing: pip install -e ."
+
+
+def test_threads_decoding_at_once_each_get_their_own_numbers() -> None:
+    # Parsers are kept and handed from thread to thread (json_tensors._take_parser): requests
+    # decoded at once, each with its own numbers, must each get theirs.
+    spec = TensorSpec("x", DType.FP64, (-1, COLUMNS))
+    bodies = [
+        _body(DType.FP64, [ROWS, COLUMNS], _filler(ROWS * COLUMNS, seed, "float32"), ", ", "",
+              False, None)
+        for seed in range(8)
+    ]  # fmt: skip
+    wanted = [_as_json_loads_reads(body, spec).reshape(ROWS, COLUMNS) for body in bodies]
+    with ThreadPoolExecutor(8) as threads:
+        for _ in range(5):
+            got = list(threads.map(lambda body: _decoded(body, spec, cut_tensors=True), bodies))
+            for request, want in zip(got, wanted, strict=True):
+                assert isinstance(request, InferRequest), request
+                assert request.feeds["x"].tobytes() == want.tobytes()
