@@ -607,8 +607,12 @@ def run(args: argparse.Namespace) -> None:
 
 
 def as_json(target: Target) -> Target:
-    """The same server and models, sent and asked JSON tensors."""
-    return Target(f"{target.name} JSON", target.url, target.model, target.headers, binary=False)
+    """The same server and models, sent and asked JSON tensors.
+
+    NOTE: its own headers dict: tritonclient adds Inference-Header-Content-Length to the dict
+    it is given for a binary request, which a shared one would then send with JSON too."""
+    headers = dict(target.headers)
+    return Target(f"{target.name} JSON", target.url, target.model, headers, binary=False)
 
 
 def median(cells: list[Cell]) -> Cell:
