@@ -192,6 +192,8 @@ JSON = "application/json"
 def end_to_end(runs: int, before: Path | None) -> dict[str, dict[str, float]]:
     """p50 ms per (server, model) and request kind, everything interleaved in blocks."""
     x = image()
+    # REST only: two servers (and other work's) would otherwise race for gRPC's port 8001.
+    os.environ["GRAPHGATE_GRPC_PORT"] = "0"
     servers = {"now": ROOT} | ({"before": before} if before is not None else {})
     with ExitStack() as stack:
         steps: dict[str, Step] = {}

@@ -3,7 +3,7 @@
 Usage: python benchmarks/bench_peers.py [--rounds 4] [--seconds 2] [--large-seconds 5]
                                         [--models small,image,resnet50] [--no-install] [--out F]
                                         [--protocols http,grpc] [--peers pytriton,mlserver,kserve]
-                                        [--before CHECKOUT [--before-batching]]
+                                        [--before CHECKOUT [--before-batching]] [--json]
 
 Serves, on loopback, the ONNX graphgate made of each model (downloaded from graphgate through
 `GET /v1/models/{name}/versions/1/onnx`) with:
@@ -34,6 +34,9 @@ GRAPHGATE_GRPC_PORT, PyTriton, MLServer and KServe on their HTTP port + 1) is al
 `<name> gRPC`, driven by `tritonclient.grpc` (raw tensor contents), in the same rounds.
 `--before TREE` adds graphgate served from another checkout (over HTTP and, with grpc, gRPC) to
 the same rounds: a change's before and after side by side.
+With `--json`, graphgate and PyTriton are also targets `<name> JSON`: the same tritonclient.http
+client sending and asking for JSON tensors (`binary_data=False`), in the same rounds; the model
+`transport` (mean of x[1, 3, 224, 224]: no compute, a 3 MB JSON request) is the one to run them on.
 Writes benchmarks/results/peers.md.
 """
 
@@ -74,7 +77,8 @@ import tritonclient.grpc as triton_grpc  # noqa: E402
 import tritonclient.http as triton_http  # noqa: E402
 from geventhttpclient.response import HTTPParseError  # noqa: E402
 
-from tests.support.builders import mlp  # noqa: E402
+from graph_proto.types import DType  # noqa: E402
+from tests.support.builders import GraphBuilder, V, mlp  # noqa: E402
 
 ADMIN_TOKEN = "bench-admin-token-0123456789abcdef0123456789"
 # PyTriton 0.7.0's Triton Python-backend stub embeds an older libpython 3.11 than 3.11.7, whose
@@ -136,6 +140,11 @@ def cases(turn: float, large_turn: float, which: list[str]) -> list[Case]:
              (example / "model.pdmodel").read_bytes(), (example / "model.pdiparams").read_bytes(),
              image, turn),
     ]  # fmt: skip
+    if "transport" in which:
+        transport = transport_model().built()
+        x = rng.standard_normal((1, 3, 224, 224)).astype(np.float32)
+        all_cases.append(Case("transport", "no compute (channel means), x[1, 3, 224, 224]",
+                              transport.program, transport.params, x, turn))  # fmt: skip
     if "resnet50" in which:
         (resnet,) = [m for m in bench_executor.MODELS if m.key == "resnet50"]
         program, params = bench_executor.model_files([resnet])["resnet50"]
@@ -143,6 +152,17 @@ def cases(turn: float, large_turn: float, which: list[str]) -> list[Case]:
         all_cases.append(Case("resnet50", "ResNet50, image[1, 3, 224, 224]",
                               program.read_bytes(), params.read_bytes(), x, large_turn))  # fmt: skip
     return [c for c in all_cases if c.key in which]
+
+
+def transport_model() -> GraphBuilder:
+    """x FP32[-1, 3, 224, 224] to its channel means [-1, 3]: only the request is big. (Not
+    bench_serving's mean to [-1]: Triton refuses a batched model's output without dims.)"""
+    g = GraphBuilder()
+    g.feed("x", DType.FP32, [-1, 3, 224, 224])
+    attrs = {"dim": [2, 3], "keep_dim": False, "reduce_all": False}
+    g.node("reduce_mean", {"X": ["x"]}, {"Out": [V("mean", [-1, 3])]}, attrs)
+    g.fetch("mean")
+    return g
 
 
 def venv(peer: str, install: bool) -> Path:
@@ -609,6 +629,8 @@ def run(args: argparse.Namespace) -> None:
                 grpc_url = f"127.0.0.1:{port + 1}"
                 peer_targets += [t.over_grpc(grpc_url) for t in peer_targets]
             targets += peer_targets
+        if args.json:
+            targets += [as_json(t) for t in targets if t.name in ("graphgate", "pytriton")]
         noop_port = free_port()
         noop = [sys.executable, str(PEERS / "noop_server.py"), str(noop_port)]
         stack.enter_context(process(noop, f"http://127.0.0.1:{noop_port}/v2/health/ready"))
@@ -649,6 +671,15 @@ def run(args: argparse.Namespace) -> None:
         write(args, chosen, concurrencies, targets, results)
 
 
+def as_json(target: Target) -> Target:
+    """The same server and models, sent and asked JSON tensors.
+
+    NOTE: its own headers dict: tritonclient adds Inference-Header-Content-Length to the dict
+    it is given for a binary request, which a shared one would then send with JSON too."""
+    headers = dict(target.headers)
+    return Target(f"{target.name} JSON", target.url, target.model, headers, binary=False)
+
+
 def median(cells: list[Cell]) -> Cell:
     """Medians of the latencies and rates; rows and runs summed over the rounds."""
     return Cell(
@@ -675,7 +706,8 @@ def write(
         f"--large-seconds {args.large_seconds} --models {args.models} --concurrency "
         f"{args.concurrency} --peers '{args.peers}' --protocols {args.protocols}"
         f"{f' --before {args.before}' if args.before else ''}"
-        f"{' --before-batching' if args.before_batching else ''}`; "
+        f"{' --before-batching' if args.before_batching else ''}"
+        f"{' --json' if args.json else ''}`; "
         f"{os.cpu_count()} CPUs ({cpu}), Python {platform.python_version()}, "
         f"onnxruntime {ort.__version__}, CPU provider, 1 intra-op thread per session, loopback.",
         "",
@@ -710,6 +742,7 @@ def write(
     lines += goals(chosen, concurrencies, results)
     lines += tail_goals(chosen, concurrencies, targets, results)
     lines += grpc_goals(chosen, concurrencies, targets, results)
+    lines += json_goals(chosen, concurrencies, targets, results)
     out = Path(args.out)
     out.write_text("\n".join(lines) + "\n")
     print(out.read_text())
@@ -833,6 +866,31 @@ def grpc_goals(
     return [*lines, ""]
 
 
+def json_goals(
+    chosen: list[Case],
+    concurrencies: list[int],
+    targets: list[Target],
+    results: dict[tuple[str, int, str], list[Cell]],
+) -> list[str]:
+    """The JSON goals (issue 25), from this run's medians at c=1, for the rows this run has."""
+    names = {t.name for t in targets}
+    if "graphgate JSON" not in names or 1 not in concurrencies:
+        return []
+    lines = ["## JSON tensors against the goals (this run, c=1, p50)", "",
+             "| model | graphgate JSON / binary (goal <= 5x) | graphgate JSON vs PyTriton JSON "
+             "(goal: no slower) |", "|---|---|---|"]  # fmt: skip
+    for case in chosen:
+        ours = median(results[(case.key, 1, "graphgate JSON")]).p50_ms
+        binary = median(results[(case.key, 1, "graphgate")]).p50_ms
+        peer = "n/a"
+        if "pytriton JSON" in names:
+            theirs = median(results[(case.key, 1, "pytriton JSON")]).p50_ms
+            peer = f"{ours:.2f} vs {theirs:.2f} ms ({ours / theirs:.2f}x)"
+        lines.append(f"| {case.key} | {ours / binary:.1f}x ({ours:.2f} vs {binary:.2f} ms) | "
+                     f"{peer} |")  # fmt: skip
+    return [*lines, ""]
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--rounds", type=int, default=4)
@@ -844,6 +902,7 @@ def main() -> None:
     parser.add_argument("--protocols", default="http", help="http, or http,grpc")
     parser.add_argument("--no-install", action="store_true", help="fail if a venv is missing")
     parser.add_argument("--before", default="", help="also graphgate from this tree (a rev)")
+    parser.add_argument("--json", action="store_true", help="graphgate and PyTriton JSON rows too")
     parser.add_argument("--out", default=str(RESULTS), help="the table (a smoke run: elsewhere)")
     parser.add_argument(
         "--before-batching",
