@@ -86,7 +86,13 @@ def upload(server: Server, key: str, name: str, built: Built) -> None:
 @pytest.fixture(scope="module")
 def served(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[GrpcServer, str, str]]:
     """Tenant acme owns `m`; tenant globex owns `m` and `secret`. Yields both keys."""
-    env = {"GRAPHGATE_MAX_INFER_BYTES": str(INFER_CAP), "GRAPHGATE_USE_CUDA": "false"}
+    env = {
+        "GRAPHGATE_MAX_INFER_BYTES": str(INFER_CAP),
+        "GRAPHGATE_USE_CUDA": "false",
+        # a batch budget no run reaches: a loaded machine's slow runs never cap the 64 concurrent
+        # calls' batches at one row (the cap itself: tests/server/test_batching.py)
+        "GRAPHGATE_BATCH_MAX_RUN_MS": "60000",
+    }
     server = GrpcServer(Path(tmp_path_factory.mktemp("grpc")) / "data", env)
     server.start()
     try:
