@@ -76,11 +76,15 @@ class AnswerSpec:
     @classmethod
     def from_wire(cls, wire: WireSpec) -> AnswerSpec:
         name, version, request_id, outputs, budget = wire
-        return cls(name, version, request_id, tuple(OutputSpec(*o) for o in outputs), Budget(*budget))
+        return cls(
+            name, version, request_id, tuple(OutputSpec(*o) for o in outputs), Budget(*budget)
+        )
 
 
 # AnswerSpec.wire(): (model name, version, request id, outputs, (max bytes, max JSON bytes))
-WireSpec = tuple[str, str, str | None, tuple[tuple[str, str, str, bool, bool], ...], tuple[int, int]]
+WireSpec = tuple[
+    str, str, str | None, tuple[tuple[str, str, str, bool, bool], ...], tuple[int, int]
+]
 
 
 @dataclass(frozen=True, slots=True)
