@@ -176,33 +176,30 @@ def encode(
     when all is JSON). `stop()` is called between slices and raises to stop (the deadline,
     a cancel); the JSON text is counted against the budget as it is written."""
     counter = _Counting(sink, spec, values)
-    # The document json.dumps(doc, separators=(",", ":")) would write, field by field.
-    counter.text(
-        '{"model_name":' + _DUMPS(spec.model_name) + ',"model_version":'
-        + _DUMPS(spec.model_version)
-    )  # fmt: skip
+    # The document json.dumps(doc, separators=(",", ":")) would write, field by field; the
+    # text between two outputs' numbers is counted and written as one piece (an all-binary
+    # answer's whole header is one).
+    text = ['{"model_name":', _DUMPS(spec.model_name), ',"model_version":']
+    text.append(_DUMPS(spec.model_version))
     if spec.request_id is not None:
-        counter.text(',"id":' + _DUMPS(spec.request_id))
-    counter.text(',"outputs":[')
+        text += [',"id":', _DUMPS(spec.request_id)]
+    text.append(',"outputs":[')
     raws: list[np.ndarray] = []
     for index, out in enumerate(spec.outputs):
         value = values[out.name]
         # Strings through json's own escaping, integers as str() writes them (as json does):
         # the dict's json.dumps, without building and walking a dict (~2 us each).
-        shape = ",".join(map(str, value.shape))
-        counter.text(
-            ('{"name":' if not index else ',{"name":') + _DUMPS(out.name) + ',"datatype":'
-            + _DUMPS(out.datatype) + ',"shape":[' + shape + "]"
-        )  # fmt: skip
+        text += [',{"name":' if index else '{"name":', _DUMPS(out.name), ',"datatype":']
+        text += [_DUMPS(out.datatype), ',"shape":[', ",".join(map(str, value.shape)), "]"]
         if out.binary:
             raw = np.ascontiguousarray(value, dtype=np.dtype(out.dtype))
             raws.append(raw)
-            counter.text(',"parameters":{"binary_data_size":' + str(raw.nbytes) + "}}")
+            text += [',"parameters":{"binary_data_size":', str(raw.nbytes), "}}"]
         else:
-            counter.text(',"data":[')
+            counter.text("".join(text) + ',"data":[')
             _numbers(counter, value, out.bf16, stop)
-            counter.text("]}")
-    counter.text("]}")
+            text = ["]}"]
+    counter.text("".join(text) + "]}")
     counter.flush()
     header = counter.written
     for raw in raws:
