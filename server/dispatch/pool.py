@@ -566,9 +566,10 @@ class WorkerPool:
             )
             _, _, encoded, arena_size, retire = reply
             worker.arena.ensure(arena_size)
-            small = sum(e.length for e in encoded if isinstance(e, Encoded)) <= COPY_MAX_BYTES
+            found = [e if isinstance(e, Exception) else Encoded(*e) for e in encoded]
+            small = sum(e.length for e in found if isinstance(e, Encoded)) <= COPY_MAX_BYTES
             done = [
-                e if isinstance(e, Exception) else _taken(worker.arena, e, small) for e in encoded
+                e if isinstance(e, Exception) else _taken(worker.arena, e, small) for e in found
             ]
         self._give_back(worker, retire)
         return done
@@ -627,8 +628,9 @@ class WorkerPool:
         if cancelled is not None:
             cancelled.on_cancel(lambda: worker.cancel(seq))
         try:
+            wire = None if answers is None else tuple(a.wire() for a in answers)
             message = (
-                "run", seq, model.key, layout, inline, arena.size, deadline, answers, tuple(rows),
+                "run", seq, model.key, layout, inline, arena.size, deadline, wire, tuple(rows),
                 owner,
             )  # fmt: skip
             started = time.monotonic()

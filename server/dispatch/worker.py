@@ -29,7 +29,7 @@ import numpy as np
 
 from executor import CompiledModel, RunCancel, SessionOptions, build_servable, prepare_servable
 from executor.errors import DeadlineExceeded, OutOfMemory, RunCancelled
-from server.dispatch.answer import AnswerSpec, Encoded, check_before_run, encode
+from server.dispatch.answer import AnswerSpec, EncodedWire, WireSpec, check_before_run, encode
 from server.dispatch.arena import Arena, Layout
 from server.errors import ResponseOverBudget
 from server.storage.spool import Spooled
@@ -288,7 +288,7 @@ class Worker:
         inline: dict[str, Any],
         arena_bytes: int,
         deadline: float | None,
-        answers: tuple[AnswerSpec, ...] | None = None,
+        wire_answers: tuple[WireSpec, ...] | None = None,
         rows: tuple[int, ...] = (),
         owner: str = "",
     ) -> tuple[Any, ...]:
@@ -298,6 +298,7 @@ class Worker:
         model = self.cache.get(key, owner)
         if model is None:
             return ("missing", seq)
+        answers = None if wire_answers is None else tuple(map(AnswerSpec.from_wire, wire_answers))
         self.arena.ensure(arena_bytes)
         feeds = self.arena.read(layout, inline, copy=False)
         measured = self.cache.measures_first_run(key)
@@ -328,12 +329,13 @@ class Worker:
         outputs: dict[str, np.ndarray],
         start: int,
         stop: Callable[[], None],
-    ) -> tuple[Encoded | Exception, ...]:
-        """Each member's answer, one after the other in the arena from `start`; a member over
-        its budget gets its error, the others their answers."""
+    ) -> tuple[EncodedWire | Exception, ...]:
+        """Each member's answer, one after the other in the arena from `start` (as
+        Encoded.wire() tuples); a member over its budget gets its error, the others their
+        answers."""
         parts = [outputs] if len(answers) == 1 else _split_rows(outputs, rows)
         sink = _ArenaSink(self.arena, start)
-        done: list[Encoded | Exception] = []
+        done: list[EncodedWire | Exception] = []
         for spec, values in zip(answers, parts, strict=True):
             offset = sink.end = -(-sink.end // 64) * 64
             try:
@@ -341,7 +343,7 @@ class Worker:
             except ResponseOverBudget as over:
                 done.append(over)
                 continue
-            done.append(Encoded(offset, length, header))
+            done.append((offset, length, header))
         return tuple(done)
 
 

@@ -1,0 +1,111 @@
+"""Served small-model requests, checkouts' servers side by side, rounds interleaved.
+
+Usage: python benchmarks/bench_served_pair.py --trees A,B [--rounds 7] [--requests 1000] [--json]
+
+Starts one `graphgate serve` per checkout (bench_serving.serve, its defaults: 2 workers, the
+batcher), uploads fc 16->16 + softmax to each, then the checkouts take turns round by round:
+`requests` requests, batch 1, one http.client connection, V2 binary (or JSON with `--json`).
+Prints, per checkout, the median over the rounds of the server's CPU per request (the serve
+process and every process under it, utime + stime from /proc: the figure to trust on a shared
+machine) and of the client's p50.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import statistics
+import sys
+import tempfile
+import time
+from contextlib import ExitStack
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+sys.path.insert(0, str(ROOT / "benchmarks"))
+
+import bench_serving as bs  # noqa: E402
+import httpx2  # noqa: E402
+import numpy as np  # noqa: E402
+
+from tests.support.builders import mlp  # noqa: E402
+
+_TICK = os.sysconf("SC_CLK_TCK")
+
+
+def tree_cpu_s(root: int) -> float:
+    """utime + stime of `root` and every process under it."""
+    procs: dict[int, tuple[int, int]] = {}
+    for name in os.listdir("/proc"):
+        if name.isdigit():
+            try:
+                with open(f"/proc/{name}/stat") as f:
+                    fields = f.read().rsplit(")", 1)[1].split()
+            except OSError:
+                continue
+            procs[int(name)] = (int(fields[1]), int(fields[11]) + int(fields[12]))
+    tree, grown = {root}, True
+    while grown:
+        grown = False
+        for pid, (parent, _ticks) in procs.items():
+            if parent in tree and pid not in tree:
+                tree.add(pid)
+                grown = True
+    return sum(procs[pid][1] for pid in tree if pid in procs) / _TICK
+
+
+def _serve_pid(port: str) -> int:
+    for name in os.listdir("/proc"):
+        if name.isdigit():
+            try:
+                with open(f"/proc/{name}/cmdline", "rb") as f:
+                    words = f.read().split(b"\0")
+            except OSError:
+                continue
+            if b"serve" in words and port.encode() in words:
+                return int(name)
+    raise SystemExit(f"no serve process on port {port}")
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--trees", required=True, help="comma-separated checkouts")
+    parser.add_argument("--rounds", type=int, default=7)
+    parser.add_argument("--requests", type=int, default=1000)
+    parser.add_argument("--json", action="store_true")
+    args = parser.parse_args()
+    small = mlp((16, 16)).built()
+    x = np.random.default_rng(0).standard_normal((1, 16)).astype(np.float32)
+    case = bs.Case("small", "small", small.program, small.params, "x", x, args.requests)
+    runner = bs.json_runner if args.json else bs.binary_runner
+    with ExitStack() as stack:
+        cells = {}
+        for tree in args.trees.split(","):
+            data = Path(stack.enter_context(tempfile.TemporaryDirectory()))
+            url = stack.enter_context(bs.serve(data, Path(tree)))
+            auth = {"Authorization": f"Bearer {bs.tenant_key(url)}"}
+            client = stack.enter_context(httpx2.Client(base_url=url, headers=auth))
+            bs.upload_and_download(client, case)
+            run, _ = runner(bs.Connection(url, auth), case)
+            for _ in range(300):
+                run()
+            cells[tree] = (run, _serve_pid(url.rsplit(":", 1)[1]), [])
+        for _ in range(args.rounds):
+            for run, pid, figures in cells.values():
+                cpu, walls = tree_cpu_s(pid), []
+                for _ in range(args.requests):
+                    start = time.perf_counter()
+                    run()
+                    walls.append(time.perf_counter() - start)
+                cpu = tree_cpu_s(pid) - cpu
+                figures.append((cpu / args.requests * 1e6, statistics.median(walls) * 1e3))
+    print(f"| checkout | server CPU per request ({'JSON' if args.json else 'binary'}) | p50 |")
+    print("|---|---|---|")
+    for tree, (_run, _pid, figures) in cells.items():
+        cpu_us, p50_ms = (statistics.median(column) for column in zip(*figures, strict=True))
+        print(f"| {tree} | {cpu_us:.0f} us | {p50_ms:.3f} ms |")
+
+
+if __name__ == "__main__":
+    main()
