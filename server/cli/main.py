@@ -396,9 +396,9 @@ def _reuse_body_sized_memory() -> None:
     NOTE: every fresh page costs a fault on first touch: reading a 3.1 MB JSON body cost the
     event loop 4.1 ms of CPU, 3.8 ms of it in the kernel, ~1,200 page faults (13 reads of
     256 KiB, each copied twice by uvicorn, then Starlette's join). glibc raises its threshold
-    by itself only after freeing such a block. The memory kept is about the busiest moment's; bodies of 16 MiB and more are still given back after their
-    request (server/services/inference.py's malloc_trim). An operator's own MALLOC_*_ settings
-    win. benchmarks/results/json_tensors.md has the figures."""
+    by itself only after freeing such a block. The memory kept is about the busiest moment's;
+    bodies of 16 MiB and more are still given back after their request (the malloc_trim in
+    server/services/inference.py). An operator's own MALLOC_*_ settings win. benchmarks/results/json_tensors.md has the figures."""
     import ctypes
     import os
 
