@@ -31,7 +31,7 @@ sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "benchmarks"))
 
 import bench_peers  # noqa: E402
-from bench_peers import ADMIN_TOKEN, Clients, Target, caller, raw_session, signature  # noqa: E402
+from bench_peers import ADMIN_TOKEN, Caller, Clients, Target, raw_session, signature  # noqa: E402
 from bench_serving import LOOP_COST_SECTION, RESULTS  # noqa: E402
 
 _TICK = os.sysconf("SC_CLK_TCK")
@@ -123,7 +123,7 @@ def main() -> None:
                 onnx = bench_peers.upload(url, key, case)
                 sig, raw = signature(onnx), raw_session(onnx)
                 target = Target(name, url, headers={"Authorization": f"Bearer {key}"})
-                make = functools.partial(caller, target, case, sig, raw)
+                make = functools.partial(Caller, target, case, sig, raw)
                 clients[(name, batching)] = (Clients(make, args.clients), pid)
             figures: dict[tuple[str, bool], list[tuple[float, float]]] = {k: [] for k in clients}
             for each, _pid in clients.values():
