@@ -9,8 +9,9 @@ import time
 import uuid
 from collections import OrderedDict
 from collections.abc import Callable, Mapping
+from concurrent.futures import Future, wait
 from pathlib import Path
-from typing import Any, Final, Generic, TypeVar
+from typing import Any, Final, TypeVar
 
 from sqlalchemy import delete, func, select
 from sqlalchemy.exc import IntegrityError
@@ -228,7 +229,7 @@ class ModelService:
         what this stored and no version names is removed before the error goes on: a refused
         upload leaves nothing in the store."""
         program = inputs[0][1]
-        storing = _InThread(lambda: self._put_all(inputs))
+        storing = _in_thread(lambda: self._put_all(inputs))
         stored = [sha for sha, _ in inputs]
         try:
             compiled = self._compile(
@@ -239,7 +240,7 @@ class ModelService:
             stored.append(onnx.sha256)
             self._put(onnx.sha256, onnx)
         except BaseException:
-            storing.wait()
+            wait([storing])
             self._forget_stored(stored)
             raise
         return compiled, onnx
@@ -719,31 +720,18 @@ def _tenant_row(s: Session, name: str) -> Tenant:
 T = TypeVar("T")
 
 
-class _InThread(Generic[T]):
-    """`work()` started in a thread of its own: `result()` waits and returns it or raises its
-    error; `wait()` waits, whatever it did."""
+def _in_thread(work: Callable[[], T]) -> Future[T]:
+    """`work()` started in a thread of its own; its outcome (result or error) in the future."""
+    future: Future[T] = Future()
 
-    def __init__(self, work: Callable[[], T]) -> None:
-        self._work = work
-        self._done: list[T] = []
-        self._error: BaseException | None = None
-        self._thread = threading.Thread(target=self._run, name="graphgate-store", daemon=True)
-        self._thread.start()
-
-    def _run(self) -> None:
+    def run() -> None:
         try:
-            self._done.append(self._work())
+            future.set_result(work())
         except BaseException as error:  # handed to whoever asks for the result
-            self._error = error
+            future.set_exception(error)
 
-    def wait(self) -> None:
-        self._thread.join()
-
-    def result(self) -> T:
-        self._thread.join()
-        if self._error is not None:
-            raise self._error
-        return self._done[0]
+    threading.Thread(target=run, name="graphgate-store", daemon=True).start()
+    return future
 
 
 def _evictee(
