@@ -108,24 +108,38 @@ def measure(
     """Infers at the bounds and checks each budget; None when inference itself fails there.
 
     `declared`: sizes the upload gives unknown dims (validator/dims.py names them), each one's
-    bound and a run-time constraint. Where no binding below works, the program's own ops are
-    asked which sizes they take (dims.solve): the figures are then taken at the sizes found,
-    and the constraints kept for the run-time check, each naming its op as `label` does."""
+    bound and a run-time constraint. Where the bounds contradict the program (a split into 3
+    at batch 32, a weight of 4 rows), its own ops are asked which sizes they take
+    (dims.solve): the figures are then taken at the sizes found, and the constraints kept for
+    the run-time check, each naming its op as `label` does. Only where no size is found are
+    the figures taken at a fallback binding (_measure_fallback), with a warning."""
     binding = initial_binding(feeds, policy, declared)
     attempt: list[Diagnostic] = []
-    if binding.constraints:
-        cost = _measure_binding(ops, feeds, params, fetches, policy, attempt, binding)
-    else:
-        cost = _measure_plain(ops, feeds, params, fetches, policy, attempt)
+    cost = _measure_binding(ops, feeds, params, fetches, policy, attempt, binding)
     errors = [d for d in attempt if d.severity == Severity.ERROR]
-    if cost is not None or not errors or errors[0].code in _NOT_SOLVABLE:
+    if cost is not None or not errors:
         out.extend(attempt)
         return cost
-    solved = solve(ops, feeds, params, fixed_dims(ops, params), binding, label)
-    if isinstance(solved, Contradiction):
-        out.append(_diag(errors[0].code, solved.op, solved.message))
+    declaring = bool(binding.constraints)  # (solve records its constraints on `binding`)
+    # Why the sizes the ops were asked for fail, when they were asked: what a refusal says.
+    unsolved: list[Diagnostic] | None = None
+    if binding.values and errors[0].code not in _NOT_SOLVABLE:
+        solved = solve(ops, feeds, params, fixed_dims(ops, params), binding, label)
+        unsolved = []
+        if isinstance(solved, Contradiction):
+            unsolved.append(_diag(errors[0].code, solved.op, solved.message))
+        else:
+            cost = _measure_binding(ops, feeds, params, fetches, policy, unsolved, solved)
+            if cost is not None:
+                out.extend(unsolved)
+                return cost
+    if declaring:  # declared sizes are the bounds: no other binding is tried
+        out.extend(attempt if unsolved is None else unsolved)
         return None
-    return _measure_binding(ops, feeds, params, fetches, policy, out, solved)
+    fallback: list[Diagnostic] = []
+    cost = _measure_fallback(ops, feeds, params, fetches, policy, fallback, errors[0])
+    out.extend(fallback if cost is not None or unsolved is None else unsolved)
+    return cost
 
 
 def _measure_binding(
@@ -148,64 +162,63 @@ def _measure_binding(
     return _finish(replace(cost, dims=binding), policy, out)
 
 
-def _measure_plain(
+def _measure_fallback(
     ops: Sequence[BoundOp],
     feeds: Mapping[str, TensorType],
     params: Mapping[str, TensorType],
     fetches: Sequence[str],
     policy: Policy,
     out: list[Diagnostic],
+    first: Diagnostic,
 ) -> Cost | None:
-    """The figures at the policy's bounds: max_batch and max_dynamic_dim.
+    """The figures when no upload declaration binds the dims and neither the policy's bounds
+    (max_batch, max_dynamic_dim) nor the sizes the ops were asked for run through (`first`:
+    the rejection at the bounds).
 
-    Binding every dynamic dim gives exact figures. When the program itself pins a dynamic dim
-    (a fixed [1, 1, 128, 128] causal mask sliced by the sequence length), that binding
-    contradicts it; the dims are then bound to the largest size the program takes and contradicts
-    one above (see _pinned). Failing that (a feed of [-1, -1, 5, 5] into a layer of 4
-    channels), the figures are taken with only the batch bound, each remaining unknown dim
-    counted at max_dynamic_dim (an upper bound). A warning says which.
+    Where the program itself pins the dynamic dims (a fixed [1, 1, 128, 128] causal mask
+    sliced by a length the solver could not bound), they are bound to the largest size the
+    program takes and contradicts one above (see _pinned_size). Failing that (a feed of
+    [-1, -1, 5, 5] into a layer of 4 channels), the figures are taken with only the batch
+    bound, each remaining unknown dim counted at max_dynamic_dim (an upper bound). A warning
+    says which.
     """
     exact, batch = bounded_feeds(feeds, policy)
-    try:
-        cost = _measure_at(ops, exact, batch, params, fetches, policy, exact_dims=True)
-    except _Rejected as first:
-        size = None if exact == feeds else _pinned_size(ops, feeds, params, fetches, policy)
-        if size is None and (first.diagnostic.code in _FINAL or exact == feeds):
-            out.append(first.diagnostic)
-            return None
-        if size is not None:
-            bounded, batch = bounded_feeds(feeds, policy, dynamic=size)
-            return _measure_instead(
-                ops,
-                bounded,
-                batch,
-                params,
-                fetches,
-                policy,
-                out,
-                exact_dims=True,
-                warning=Diagnostic(
-                    code=Code.BUDGET_PINNED_DIMS,
-                    severity=Severity.WARNING,
-                    message=f"cost figures are taken with the dynamic dims at {size}, the size the program pins them to (at {policy.max_dynamic_dim}: {first.diagnostic.message})",
-                ),
-            )
+    size = None if exact == feeds else _pinned_size(ops, feeds, params, fetches, policy)
+    if size is None and (first.code in _FINAL or exact == feeds):
+        out.append(first)
+        return None
+    if size is not None:
+        bounded, batch = bounded_feeds(feeds, policy, dynamic=size)
         return _measure_instead(
             ops,
-            bounded_feeds(feeds, policy, batch_only=True)[0],
+            bounded,
             batch,
             params,
             fetches,
             policy,
             out,
-            exact_dims=False,
+            exact_dims=True,
             warning=Diagnostic(
-                code=Code.BUDGET_UPPER_BOUND,
+                code=Code.BUDGET_PINNED_DIMS,
                 severity=Severity.WARNING,
-                message=f"cost figures are upper bounds: binding every dynamic dim to {policy.max_dynamic_dim} contradicts the program ({first.diagnostic.message})",
+                message=f"cost figures are taken with the dynamic dims at {size}, the size the program pins them to (at {policy.max_dynamic_dim}: {first.message})",
             ),
         )
-    return _finish(cost, policy, out)
+    return _measure_instead(
+        ops,
+        bounded_feeds(feeds, policy, batch_only=True)[0],
+        batch,
+        params,
+        fetches,
+        policy,
+        out,
+        exact_dims=False,
+        warning=Diagnostic(
+            code=Code.BUDGET_UPPER_BOUND,
+            severity=Severity.WARNING,
+            message=f"cost figures are upper bounds: binding every dynamic dim to {policy.max_dynamic_dim} contradicts the program ({first.message})",
+        ),
+    )
 
 
 def _measure_instead(

@@ -248,9 +248,16 @@ def _strip_bookkeeping(program: pb.ProgramDesc) -> None:
 def _bounds_in_use(
     binding: Binding, symbolic: Mapping[str, tuple[int | str, ...]]
 ) -> tuple[tuple[str, int], ...]:
-    """Each symbol the signature still names (one unified away or fixed is gone) and its bound."""
+    """Each symbol the signature still names (one unified away or fixed is gone) and the size
+    every budget was computed at: its bound, or less where a constraint caps it (a causal mask
+    of 128 positions, a broadcast against 4)."""
     named = dict.fromkeys(d for dims in symbolic.values() for d in dims if isinstance(d, str))
-    return tuple((symbol, binding.bounds[symbol]) for symbol in named if symbol in binding.bounds)
+    return tuple(
+        (symbol, max((binding.values[p] for p in places), default=binding.bounds[symbol]))
+        for symbol in named
+        if symbol in binding.bounds
+        for places in [binding.places_of(symbol)]
+    )
 
 
 def _report(

@@ -23,7 +23,7 @@ from dataclasses import dataclass, field
 from multiprocessing.connection import Connection
 from multiprocessing.process import BaseProcess
 from pathlib import Path
-from typing import Any, Final
+from typing import Any, Final, Protocol, TypeVar
 
 import numpy as np
 
@@ -61,6 +61,19 @@ ModelLabel = tuple[str, str, int]
 # worker nor a load of the model): the batcher's cost per row (batching.RowCost).
 Ran = Callable[[float], None]
 _MIB: Final = 1024**2
+T = TypeVar("T")
+
+
+class LoadQueue(Protocol):
+    """Where a model a worker lacks is compiled into one: `work` run in `tenant`'s turn, under
+    its compile cap (services' CompileQueue.run_blocking)."""
+
+    def __call__(self, tenant: str, work: Callable[[], T], /) -> T: ...
+
+
+def in_place(_tenant: str, work: Callable[[], T], /) -> T:
+    """A LoadQueue with no queue: `work` at once, in the caller's thread."""
+    return work()
 
 
 def _default(name: str) -> Any:
@@ -430,6 +443,12 @@ class WorkerPool:
         self._lock = threading.Lock()
         self._started = False
         self._seq = itertools.count(1)
+        self._load_queue: LoadQueue = in_place
+
+    def queue_loads(self, queue: LoadQueue) -> None:
+        """Compiles of models a worker lacks go through `queue` (the compile queue's fair,
+        capped turns: one tenant cycling many models waits behind its own compiles only)."""
+        self._load_queue = queue
 
     # -- lifecycle ---------------------------------------------------------------------------
 
@@ -532,13 +551,12 @@ class WorkerPool:
         ran: Ran | None = None,
     ) -> dict[str, np.ndarray]:
         """The outputs of one run, copied out of the worker's arena."""
-        worker = self._worker_for(deadline, cancelled, label)
+        worker, reply = self._reply(model, feeds, deadline, cancelled, None, (), label, ran)
         with self._released_on_failure(worker, label):
-            reply = self._run_on(worker, model, feeds, deadline, cancelled, None, (), label, ran)
-        _, _, (out_layout, out_inline), arena_size, retire = reply
-        worker.arena.ensure(arena_size)
-        outputs = worker.arena.read(out_layout, out_inline, copy=True)
-        worker.arena.forget()
+            _, _, (out_layout, out_inline), arena_size, retire = reply
+            worker.arena.ensure(arena_size)
+            outputs = worker.arena.read(out_layout, out_inline, copy=True)
+            worker.arena.forget()
         self._give_back(worker, retire)
         return outputs
 
@@ -559,11 +577,10 @@ class WorkerPool:
         Answers of at most COPY_MAX_BYTES together are copied into memory; bigger ones into
         files of their own (arena.Spill), read from there as they are sent. Either way the
         worker is free once this returns."""
-        worker = self._worker_for(deadline, cancelled, label)
+        worker, reply = self._reply(
+            model, feeds, deadline, cancelled, tuple(answers), rows, label, ran
+        )
         with self._released_on_failure(worker, label):
-            reply = self._run_on(
-                worker, model, feeds, deadline, cancelled, tuple(answers), rows, label, ran
-            )
             _, _, encoded, arena_size, retire = reply
             worker.arena.ensure(arena_size)
             found = [e if isinstance(e, Exception) else Encoded(*e) for e in encoded]
@@ -575,6 +592,56 @@ class WorkerPool:
         return done
 
     # -- helpers -----------------------------------------------------------------------------
+
+    def _reply(
+        self,
+        model: RemoteModel,
+        feeds: Mapping[str, np.ndarray],
+        deadline: float | None,
+        cancelled: Cancel | None,
+        answers: tuple[AnswerSpec, ...] | None,
+        rows: Sequence[int],
+        label: ModelLabel | None,
+        ran: Ran | None,
+    ) -> tuple[_Worker, tuple[Any, ...]]:
+        """A run's reply and the worker that gave it (held: the caller reads its arena). A
+        worker lacking the model is given back, and the model is compiled into the next free
+        one in the tenant's turn of the compile queue.
+        NOTE: no worker is held while the load waits for its turn: the compiles ahead of it
+        need workers, and a request holding one while waiting for them would never run."""
+        run = (model, feeds, deadline, cancelled, answers, rows, label, ran)
+        worker = self._worker_for(deadline, cancelled, label)
+        with self._released_on_failure(worker, label):
+            reply = self._run_on(worker, *run)
+        if reply[0] != "missing":
+            return worker, reply
+        self._idle.put(worker)
+        owner = "" if label is None else label[0]
+        worker = self._load_queue(
+            owner, lambda: self._loaded(model, owner, deadline, cancelled, label)
+        )
+        with self._released_on_failure(worker, label):
+            # The held worker keeps what it just loaded (its newest session is never evicted).
+            return worker, self._run_on(worker, *run)
+
+    def _loaded(
+        self,
+        model: RemoteModel,
+        owner: str,
+        deadline: float | None,
+        cancelled: Cancel | None,
+        label: ModelLabel | None,
+    ) -> _Worker:
+        """The next free worker, `model` compiled into it (if it lacks it), held."""
+        worker = self._acquire(deadline, cancelled)
+        with self._released_on_failure(worker, label):
+            program, params = model.source()
+            load = (
+                "load", next(self._seq), model.key, program, params, model.policy,
+                model.options, None, owner, model.dims,
+            )  # fmt: skip
+            self._check(worker.call(load, self.settings.compile_timeout_s))
+        return worker
 
     def _worker_for(
         self, deadline: float | None, cancelled: Cancel | None, label: ModelLabel | None
@@ -635,15 +702,6 @@ class WorkerPool:
             )  # fmt: skip
             started = time.monotonic()
             reply = worker.call(message, timeout)
-            if reply[0] == "missing":
-                program, params = model.source()
-                load = (
-                    "load", seq, model.key, program, params, model.policy, model.options, None,
-                    owner, model.dims,
-                )  # fmt: skip
-                self._check(worker.call(load, self.settings.compile_timeout_s))
-                started = time.monotonic()  # the load is not the run's cost
-                reply = worker.call(message, timeout)
             if ran is not None and reply[0] == "ok":
                 ran(time.monotonic() - started)
         finally:

@@ -225,7 +225,9 @@ class Worker:
             if kind == "compile":
                 return ("ok", seq, self.compile(*message[2:], nice=self.config.compile_nice))
             if kind == "load":  # for a request waiting to run: at the priority of runs
-                self.compile(*message[2:])
+                key, owner = message[2], message[8]
+                if self.cache.get(key, owner) is None:  # else another request loaded it here
+                    self.compile(*message[2:])
                 return ("ok", seq, None)
             if kind == "stats":
                 stats = (self.cache.keys(), self.cache.total, rss_bytes(), self.cache.sessions())

@@ -30,7 +30,7 @@ from server.dispatch import (
     WorkerStats,
     size_of,
 )
-from server.dispatch.pool import declared
+from server.dispatch.pool import LoadQueue, declared, in_place
 from server.dispatch.signing import SignatureCheck
 from server.dispatch.worker import DeclaredDims
 from server.errors import (
@@ -101,15 +101,16 @@ class ModelService:
         publish: Callable[[dict[str, str]], None] | None = None,
         policy_for: Callable[[str], Policy] | None = None,
         rules_for_update: Callable[[Session, str], RegistrationRules] | None = None,
-        compile_queue: Callable[[str, Callable[[], RemoteModel]], RemoteModel] | None = None,
+        compile_queue: LoadQueue | None = None,
         spool: Spool | None = None,
     ) -> None:
         self._sessions = sessions
         # Where a compile's ONNX is written by the worker, to be hashed and stored from.
         self._spool = spool or temporary_spool()
-        # Where a model left the cache is compiled again: the tenant's turn in the compile
-        # queue, under its compile cap (CompileQueue.run_blocking); in place without one.
-        self._compile_queue = compile_queue or (lambda _tenant, work: work())
+        # Where a model left the cache is compiled again (here, or in a worker that lacks
+        # it): the tenant's turn in the compile queue, under its compile cap
+        # (CompileQueue.run_blocking); in place without one.
+        self._compile_queue: LoadQueue = compile_queue or in_place
         self._artifacts = artifacts
         # The tenant's storage quota in bytes (0: none), checked where the artifact references
         # are counted, in the transaction that adds the version (shared artifacts count once).
@@ -124,6 +125,7 @@ class ModelService:
         )
         self._options = options or SessionOptions()
         self._pool = pool or WorkerPool(PoolSettings(workers=1))
+        self._pool.queue_loads(self._compile_queue)
         self._cache_size = cache_size
         self._cache: OrderedDict[_CacheKey, RemoteModel] = OrderedDict()
         self._owners: dict[_CacheKey, str] = {}  # the tenant that last used each entry

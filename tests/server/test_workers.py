@@ -27,6 +27,7 @@ from server.dispatch.pool import _POLL_S, _Handoff, without_frames
 from server.dispatch.worker import SessionCache, _Cancels, at_lower_priority
 from server.errors import WorkerOutOfMemory
 from server.main import create_app
+from server.services.limits import CompileQueue, TooManyCompiles
 from server.storage import open_artifacts
 from tests.support.api import ADMIN_TOKEN, auth, new_tenant
 from tests.support.backends import SettingsFactory
@@ -226,6 +227,32 @@ def test_the_session_cache_evicts_by_bytes_least_recently_used_first() -> None:
         assert pool.cached_keys() == [first.key, tiny.key]
     finally:
         pool.stop()
+
+
+def test_a_model_a_worker_lacks_is_compiled_into_it_in_the_tenants_compile_turn() -> None:
+    """A worker-level cache miss is a compile like any other: it takes a place in the compile
+    queue under the tenant's cap (one tenant cycling models more than the workers hold waits
+    for its own compiles), and its worker is not held while it waits."""
+    pool = WorkerPool(PoolSettings(workers=1, session_cache_bytes=16 * 2**20))
+    queue = CompileQueue(threads=1, per_tenant=1, total=4)
+    pool.queue_loads(queue.run_blocking)
+    options = SessionOptions(use_cuda=False)
+    x = np.ones((2, 8), np.float32)
+    try:
+        first = _model(pool, mlp((8, 1024, 2048)).built(), options)
+        _model(pool, mlp((8, 2048, 1024)).built(), options)  # the worker now lacks `first`
+        with queue.slots.slot("greedy"):  # the tenant's one compile place is taken
+            with pytest.raises(TooManyCompiles):
+                first.run({"x": x}, label=("greedy", "first", 1))
+            # Another tenant's load of the same model takes its own place, and the worker
+            # the refused request held a moment ago is free for it.
+            out = first.run({"x": x}, label=("patient", "first", 1))
+        assert next(iter(out.values())).shape == (2, 2048)
+        assert pool.cached_keys() == [first.key]
+        assert queue.slots.in_flight_total() == 0
+    finally:
+        pool.stop()
+        queue.shutdown()
 
 
 def _nice(pid: int, tid: int) -> int:

@@ -278,28 +278,58 @@ def test_contradicting_intermediate_dims_are_a_warning_and_inference_wins(
     assert warnings == expected
 
 
-def test_a_program_pinning_a_dynamic_dim_is_costed_at_the_pinned_size() -> None:
-    # x[-1, -1]: binding the second dim to max_dynamic_dim contradicts the parameter's 4; 5
-    # does too, 4 does not: the figures are those of x[-1, 4].
+def test_a_dim_an_op_pins_is_a_recorded_constraint_and_costed_at_its_size() -> None:
+    # x[-1, -1] * scale[4]: the second dim is 4 or 1 (a broadcast), whatever the policy's
+    # max_dynamic_dim; the report says so, and the figures are those of x[-1, 4].
     g = affine()
     _stored_dims(g, "x", [-1, -1])
-    program = validated(g)
-    assert [w.code for w in program.report.warnings] == [Code.BUDGET_PINNED_DIMS]
-    assert "at 4, the size the program pins" in program.report.warnings[0].message
+    report = validated(g).report
+    assert report.warnings == ()
+    (constraint,) = report.dim_constraints
+    assert (constraint.feed, constraint.axis) == ("x", 1)
+    assert constraint.violation(3) == (
+        "x dim 1 must be 4 or 1 (required by block 0, op 1 (elementwise_mul)), got 3"
+    )
+    assert constraint.violation(4) is None and constraint.violation(1) is None
+    assert dict(report.dim_bounds) == {"B": DEFAULT_POLICY.max_batch, "D1": 4}
     exact = validated(affine()).report
-    assert program.report.batch == exact.batch == DEFAULT_POLICY.max_batch
-    assert program.report.flops_per_sample == exact.flops_per_sample
-    assert program.report.peak_activation_bytes_per_sample == exact.peak_activation_bytes_per_sample
+    assert report.batch == exact.batch == DEFAULT_POLICY.max_batch
+    assert report.flops_per_sample == exact.flops_per_sample
+    assert report.peak_activation_bytes_per_sample == exact.peak_activation_bytes_per_sample
 
 
-def test_dynamic_dims_pinned_to_different_sizes_are_costed_with_an_upper_bound() -> None:
-    # x[-1, -1] * scale[4] and z[-1, -1] + shift[3]: no one size fits both dynamic dims.
+def test_dynamic_dims_pinned_to_different_sizes_are_each_recorded() -> None:
+    # x[-1, -1] * scale[4] and z[-1, -1] + shift[3]: one constraint each.
     g = affine()
     _stored_dims(g, "x", [-1, -1])
     z = g.feed("z", DType.FP32, [-1, -1])
     shift = g.param("shift", np.ones(3, np.float32))
     g.node("elementwise_add", {"X": [z], "Y": [shift]}, {"Out": [V("zs", [-1, 3])]})
     g.fetch("zs")
+    report = validated(g).report
+    assert report.warnings == ()
+    assert [(c.feed, c.axis, c.constraint.value) for c in report.dim_constraints] == [
+        ("x", 1, 4),
+        ("z", 1, 3),
+    ]
+    assert dict(report.dim_bounds) == {"B": DEFAULT_POLICY.max_batch, "D1": 4, "D2": 3}
+
+
+def test_a_dim_no_size_satisfies_is_costed_with_an_upper_bound() -> None:
+    # x[-1, -1] @ w[4, 2] and x + shift[3]: the product needs 4, the sum 3 or 1; no size of
+    # x's second dim runs, so none is recorded; the figures are upper bounds, and a warning
+    # says so (every request to it is refused by shape at run time).
+    g = affine()
+    _stored_dims(g, "x", [-1, -1])
+    w = g.param("w", np.ones((4, 2), np.float32))
+    g.node(
+        "matmul_v2", {"X": ["x"], "Y": [w]}, {"Out": [V("product", [-1, 2])]},
+        {"trans_x": False, "trans_y": False},
+    )  # fmt: skip
+    shift = g.param("shift", np.ones(3, np.float32))
+    g.node("elementwise_add", {"X": ["x"], "Y": [shift]}, {"Out": [V("shifted", [-1, 3])]})
+    g.fetch("product")
+    g.fetch("shifted")
     program = validated(g)
     assert [w.code for w in program.report.warnings] == [Code.BUDGET_UPPER_BOUND]
     assert program.report.batch == DEFAULT_POLICY.max_batch
