@@ -15,6 +15,8 @@ import hashlib
 import itertools
 import logging
 import multiprocessing
+import multiprocessing.forkserver
+import os
 import threading
 import time
 from collections import deque
@@ -62,6 +64,11 @@ ModelLabel = tuple[str, str, int]
 Ran = Callable[[float], None]
 _MIB: Final = 1024**2
 T = TypeVar("T")
+# glibc's malloc asks the kernel for transparent huge pages (madvise) on the blocks it maps, in
+# the workers: their big buffers (a model's serialized ONNX, onnxruntime's copies of its
+# weights, an answer) are faulted in 2 MiB at a time instead of 4 KiB. Measured on ResNet50
+# (102 MB of weights): a fresh 100 MB buffer touched in 0.02-0.03 s instead of 0.15-0.2 s.
+_WORKER_MALLOC: Final = "glibc.malloc.hugetlb=1"
 
 
 class LoadQueue(Protocol):
@@ -432,6 +439,22 @@ class _Handoff:
             return {id(w) for w in self._idle}
 
 
+def _fork_server_started() -> None:
+    """Starts multiprocessing's fork server, the workers' parent, with _WORKER_MALLOC in its
+    environment (glibc reads its tunables when a process starts: the workers it forks have
+    them). The server's own environment is left as it was."""
+    before = os.environ.get("GLIBC_TUNABLES")
+    if before is None or "glibc.malloc.hugetlb" not in before:  # the operator's choice wins
+        os.environ["GLIBC_TUNABLES"] = ":".join(filter(None, [before, _WORKER_MALLOC]))
+    try:
+        multiprocessing.forkserver.ensure_running()
+    finally:
+        if before is None:
+            os.environ.pop("GLIBC_TUNABLES", None)
+        else:
+            os.environ["GLIBC_TUNABLES"] = before
+
+
 class WorkerPool:
     def __init__(self, settings: PoolSettings = PoolSettings()) -> None:
         self.settings = settings
@@ -457,6 +480,7 @@ class WorkerPool:
             if self._started:
                 return
             self._started = True
+        _fork_server_started()
         for _ in range(self.settings.workers):
             self._idle.put(self._spawn())
 

@@ -211,6 +211,20 @@ def test_a_request_over_the_memory_cap_fails_alone_and_its_worker_is_replaced() 
         pool.stop()
 
 
+def test_workers_map_big_blocks_with_huge_pages_and_the_server_keeps_its_malloc() -> None:
+    before = os.environ.get("GLIBC_TUNABLES")
+    pool = WorkerPool(PoolSettings(workers=1))
+    try:
+        pool.start()
+        (pid,) = pool.pids()
+        environ = Path(f"/proc/{pid}/environ").read_bytes().split(b"\0")
+        (tunables,) = [e for e in environ if e.startswith(b"GLIBC_TUNABLES=")]
+        assert b"glibc.malloc.hugetlb=1" in tunables.split(b"=", 1)[1].split(b":")
+        assert os.environ.get("GLIBC_TUNABLES") == before
+    finally:
+        pool.stop()
+
+
 def test_the_session_cache_evicts_by_bytes_least_recently_used_first() -> None:
     # Each model holds 8.4 MiB of weights; the cache takes 16 MiB: one of them at a time, with
     # room left for the allocator's noise in the measured growth (a few MiB) and a tiny model.
