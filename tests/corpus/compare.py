@@ -16,7 +16,7 @@ import sys
 import time
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
-from functools import cache
+from functools import lru_cache
 from pathlib import Path
 from typing import TYPE_CHECKING, Final
 
@@ -356,7 +356,9 @@ def outputs_verdict(name: str, run: Runner, reference: Files, judged_by_float64:
     return result
 
 
-@cache
+# A few models' files kept (a model's legacy program is read again by its PIR test): all of
+# them kept held 2-4 GB per test process through the full corpus.
+@lru_cache(maxsize=4)
 def files_of(name: str, fmt: str = "legacy") -> Files | str:
     found = exported([name], fmt)[name]
     return Files.read(found) if isinstance(found, Path) else found
