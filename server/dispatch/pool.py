@@ -467,6 +467,7 @@ class WorkerPool:
         self._started = False
         self._seq = itertools.count(1)
         self._load_queue: LoadQueue = in_place
+        self._loads: dict[str, tuple[threading.Lock, int]] = {}  # content key -> its load's lock
 
     def queue_loads(self, queue: LoadQueue) -> None:
         """Compiles of models a worker lacks go through `queue` (the compile queue's fair,
@@ -640,13 +641,39 @@ class WorkerPool:
         if reply[0] != "missing":
             return worker, reply
         self._idle.put(worker)
-        owner = "" if label is None else label[0]
-        worker = self._load_queue(
-            owner, lambda: self._loaded(model, owner, deadline, cancelled, label)
-        )
+        # One load of a model at a time: the requests that found it missing meanwhile wait
+        # for that load and try again, rather than each taking a compile place (8 requests to
+        # a model new to a worker were refused 429 by the tenant's compile cap).
+        with self._loading(model.key):
+            worker = self._worker_for(deadline, cancelled, label)
+            with self._released_on_failure(worker, label):
+                reply = self._run_on(worker, *run)
+            if reply[0] != "missing":
+                return worker, reply
+            self._idle.put(worker)
+            owner = "" if label is None else label[0]
+            worker = self._load_queue(
+                owner, lambda: self._loaded(model, owner, deadline, cancelled, label)
+            )
         with self._released_on_failure(worker, label):
             # The held worker keeps what it just loaded (its newest session is never evicted).
             return worker, self._run_on(worker, *run)
+
+    @contextlib.contextmanager
+    def _loading(self, key: str) -> Iterator[None]:
+        with self._lock:
+            lock, users = self._loads.get(key, (threading.Lock(), 0))
+            self._loads[key] = (lock, users + 1)
+        try:
+            with lock:
+                yield
+        finally:
+            with self._lock:
+                lock, users = self._loads[key]
+                if users == 1:
+                    del self._loads[key]
+                else:
+                    self._loads[key] = (lock, users - 1)
 
     def _loaded(
         self,

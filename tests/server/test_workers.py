@@ -211,6 +211,37 @@ def test_a_request_over_the_memory_cap_fails_alone_and_its_worker_is_replaced() 
         pool.stop()
 
 
+def test_requests_finding_a_model_missing_together_wait_for_one_load() -> None:
+    """Many requests to a model a worker lacks take one compile place between them, not one
+    each: with a cap of 1 per tenant, 8 at once all get their answers."""
+    pool = WorkerPool(PoolSettings(workers=2, session_cache_bytes=16 * 2**20))
+    queue = CompileQueue(threads=1, per_tenant=1, total=1)
+    pool.queue_loads(queue.run_blocking)
+    options = SessionOptions(use_cuda=False)
+    x = np.ones((2, 8), np.float32)
+    try:
+        first = _model(pool, mlp((8, 1024, 2048)).built(), options)
+        _model(pool, mlp((8, 2048, 1024)).built(), options)  # evicts `first` from its worker
+        answers: list[Any] = [None] * 8
+
+        def ask(index: int) -> None:
+            try:
+                answers[index] = first.run({"x": x}, label=("busy", "first", 1))
+            except Exception as e:  # kept: the assertion below names it
+                answers[index] = e
+
+        threads = [threading.Thread(target=ask, args=(i,)) for i in range(8)]
+        for thread in threads:
+            thread.start()
+        for thread in threads:
+            thread.join()
+        assert [type(a).__name__ for a in answers] == ["dict"] * 8
+        assert all(next(iter(a.values())).shape == (2, 2048) for a in answers)
+    finally:
+        pool.stop()
+        queue.shutdown()
+
+
 def test_workers_map_big_blocks_with_huge_pages_and_the_server_keeps_its_malloc() -> None:
     before = os.environ.get("GLIBC_TUNABLES")
     pool = WorkerPool(PoolSettings(workers=1))
