@@ -17,7 +17,7 @@ graphgate's answer is compared with the predictor's (max |diff| / (1e-5 + 1e-4 |
 corpus tolerance); where it is over 1, with Paddle's Executor too, to tell whose answer moved.
 
 Timing: the engines take turns in blocks (who goes first rotates from block to block, as in
-bench_executor.latency), each after one untimed run; the predictor's blocks are followed by a
+bench_executor.latency), each after one untimed run when a run is short; the predictor's blocks are followed by a
 pause that lets its idle threads stop spinning (Paddle's OpenMP threads spin for 200 ms after a
 parallel region; onnxruntime's, with the service's settings, for 20 us); the number of
 runs per engine follows from a time budget per model (`--budget` seconds, both batches), at
@@ -67,9 +67,13 @@ BLOCKS: Final = 8
 # Paddle's libiomp5 threads spin for KMP_BLOCKTIME (200 ms) after a parallel region: a pause
 # longer than that after each of its blocks keeps them off the next engine's cores.
 SETTLE_S: Final = 0.25
+# Below this a run is short enough for the previous engine's idle threads to matter: one
+# untimed run first.
+WARM_BELOW_S: Final = 0.05
 CHILD_TIMEOUT_S: Final = 900
 MARK: Final = "@@LATENCY "
 GRAPHGATE, P2O, PADDLE = "graphgate", "Paddle2ONNX", "Paddle Inference"
+AA: Final = "A/A"  # the variant label of a second session with the same settings
 
 
 # -- the child: one model, every engine --------------------------------------------------------
@@ -198,7 +202,8 @@ def timed(runners: Mapping[str, Callable[[], object]], budget_s: float) -> dict[
     for b in range(math.ceil(runs / block)):
         for name in names[b % len(names) :] + names[: b % len(names)]:
             run = runners[name]
-            run()
+            if estimate[name] < WARM_BELOW_S:
+                run()
             for _ in range(min(block, runs - b * block)):
                 started = time.perf_counter()
                 run()
@@ -371,7 +376,7 @@ def table(rows: list[Row], variants: list[str]) -> list[str]:
     )
     labels = [spec.split(":", 1)[0] for spec in variants]
     for label in labels:
-        head += f" {label} ms b1 | b8 | {label}/PI b1 | b8 |"
+        head += f" {label} ms b1 | b8 | {label} / graphgate b1 | b8 |"
     lines = [head, "|" + "---|" * (head.count("|") - 1)]
     for row in rows:
         ms = row.result.get("ms", {})
@@ -392,14 +397,14 @@ def table(rows: list[Row], variants: list[str]) -> list[str]:
         cells.append(worst_cell(row.result.get("worst", {})))
         for label in labels:
             cells += [cell_ms(ms, b, label) for b in BATCHES]
-            cells += [ratio_cell(ratio(ms, b, PADDLE, label)) for b in BATCHES]
+            cells += [f"{r:.2f}" if (r := ratio(ms, b, GRAPHGATE, label)) else "-" for b in BATCHES]
         lines.append("| " + " | ".join(cells) + " |")
     return lines
 
 
 def summary(rows: list[Row], variants: list[str]) -> list[str]:
     lines = []
-    for engine_label in [GRAPHGATE] + [spec.split(":", 1)[0] for spec in variants]:
+    for engine_label in [GRAPHGATE]:
         for other in (PADDLE, P2O):
             for batch in BATCHES:
                 ratios = [
@@ -415,6 +420,23 @@ def summary(rows: list[Row], variants: list[str]) -> list[str]:
                     f"- {engine_label} / {other}, batch {batch}: median {statistics.median(ratios):.2f} "
                     f"over {len(ratios)} models; more than 1.05x on {len(slower)}"
                     + (f" ({', '.join(slower)})" if slower else "")
+                )
+    for label in [spec.split(":", 1)[0] for spec in variants]:
+        for batch in BATCHES:
+            found = [
+                r for row in rows if (r := ratio(row.result.get("ms", {}), batch, GRAPHGATE, label))
+            ]
+            if len(found) >= 2:
+                deciles = (
+                    statistics.quantiles(found, n=10)
+                    if len(found) >= 10
+                    else [min(found), max(found)]
+                )
+                lines.append(
+                    f"- {label} / graphgate, batch {batch}"
+                    + (" (a second session of the same graph: the noise)" if label == AA else "")
+                    + f": median {statistics.median(found):.2f}, 80% of "
+                    f"{len(found)} models within {deciles[0]:.2f}-{deciles[-1]:.2f}"
                 )
     either = {
         row.name
@@ -447,7 +469,7 @@ def write(out: Path, rows: list[Row], context: dict[str, str], variants: list[st
         "Paddle2ONNX 2.1.0's ONNX of the same legacy program in onnxruntime with the same "
         "settings; Paddle Inference's predictor (IR optimizations, oneDNN, "
         "set_cpu_math_library_num_threads). Engines take turns in blocks (the first rotates), "
-        "each after an untimed run (and a 0.25 s pause after the predictor's, whose OpenMP threads "
+        "each after an untimed run where runs are under 50 ms (and a 0.25 s pause after the predictor's, whose OpenMP threads "
         "spin for 200 ms). Ratios are graphgate / the other, from the same rounds; "
         "**bold** is more than 1.05x. \"nodes\": ONNX nodes of graphgate's and Paddle2ONNX's "
         'files; "runs": nodes of the graph onnxruntime runs after its optimizations. '
@@ -475,11 +497,9 @@ def write(out: Path, rows: list[Row], context: dict[str, str], variants: list[st
     out.with_suffix(".json").write_text(json.dumps(saved, indent=1) + "\n")
 
 
-def merged(out: Path, rows: list[Row]) -> list[Row]:
-    """The rows of the run saved beside `out` (its .json), with this run's rows in place of theirs."""
-    saved = json.loads(out.with_suffix(".json").read_text())
+def merged(kept: list[Row], rows: list[Row]) -> list[Row]:
+    """The rows `kept` of an earlier run, with this run's rows in place of theirs."""
     fresh = {row.name: row for row in rows}
-    kept = [Row(**r) for r in saved["rows"]]
     return [fresh.get(row.name, row) for row in kept] + [
         r for r in rows if r.name not in {k.name for k in kept}
     ]
@@ -527,6 +547,12 @@ def main() -> int:
         "machine": f"{os.cpu_count()} CPUs, load average {load[0]:.1f} at the start",
     }
     out, rows = Path(args.out), []
+    kept: list[Row] = []
+    if args.merge:  # the earlier run's rows and context; this run's command is added to it
+        saved = json.loads(out.with_suffix(".json").read_text())
+        kept = [Row(**r) for r in saved["rows"]]
+        rerun = f"; rerun: `{context['command']}` ({context['when']}, {context['machine']})"
+        context = {**saved["context"], "command": saved["context"]["command"] + rerun}
     with tempfile.TemporaryDirectory() as tmp:
         converter = Converter(Path(tmp))
         try:
@@ -548,18 +574,12 @@ def main() -> int:
                 run_child(row, where, None if error else onnx_path, error, args)
                 onnx_path.unlink(missing_ok=True)
                 print(f"{name}: {json.dumps(row.result.get('ms'))} {row.notes}", flush=True)
-                if not args.merge:
-                    write(out, rows, context, args.variant)
+                write(out, merged(kept, rows), context, args.variant)
         finally:
             converter.close()
     end = os.getloadavg()[0]
-    context["machine"] += f", {end:.1f} at the end (2 cores shared with other work)"
-    if args.merge:
-        saved = json.loads(out.with_suffix(".json").read_text())["context"]
-        context = {**saved, "command": saved["command"] + f"; rerun: `{context['command']}` "
-                   f"({context['when']}, {context['machine']})"}  # fmt: skip
-        rows = merged(out, rows)
-    write(out, rows, context, args.variant)
+    context["machine"] += f", {end:.1f} at the end of the run (2 cores shared with other work)"
+    write(out, merged(kept, rows), context, args.variant)
     return 0
 
 
