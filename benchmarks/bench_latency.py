@@ -17,7 +17,7 @@ graphgate's answer is compared with the predictor's (max |diff| / (1e-5 + 1e-4 |
 corpus tolerance); where it is over 1, with Paddle's Executor too, to tell whose answer moved.
 
 Timing: the engines take turns in blocks (who goes first rotates from block to block, as in
-bench_executor.latency), each after one untimed run when a run is short; the predictor's blocks are followed by a
+bench_executor.latency), each after one untimed run; the predictor's blocks are followed by a
 pause that lets its idle threads stop spinning (Paddle's OpenMP threads spin for 200 ms after a
 parallel region; onnxruntime's, with the service's settings, for 20 us); the number of
 runs per engine follows from a time budget per model (`--budget` seconds, both batches), at
@@ -67,9 +67,6 @@ BLOCKS: Final = 8
 # Paddle's libiomp5 threads spin for KMP_BLOCKTIME (200 ms) after a parallel region: a pause
 # longer than that after each of its blocks keeps them off the next engine's cores.
 SETTLE_S: Final = 0.25
-# Below this a run is short enough for the previous engine's idle threads to matter: one
-# untimed run first.
-WARM_BELOW_S: Final = 0.05
 CHILD_TIMEOUT_S: Final = 900
 MARK: Final = "@@LATENCY "
 GRAPHGATE, P2O, PADDLE = "graphgate", "Paddle2ONNX", "Paddle Inference"
@@ -196,14 +193,17 @@ def timed(runners: Mapping[str, Callable[[], object]], budget_s: float) -> dict[
     pauses = BLOCKS * SETTLE_S if PADDLE in runners else 0.0
     runs = int((budget_s - pauses) / max(sum(estimate.values()), 1e-6)) - BLOCKS
     runs = max(MIN_RUNS, min(MAX_RUNS, runs))
-    block = math.ceil(runs / BLOCKS)
+    # Each block starts with an untimed run: the engine that follows the predictor's pause
+    # would otherwise time its first run on cold caches and sleeping threads (graphgate did, in
+    # 3 of 4 rotations: 4-10% against the same graph in another session). Slow engines take
+    # fewer, longer blocks, so that the untimed runs cost less.
+    block = math.ceil(runs / min(BLOCKS, max(2, runs // 2)))
     times: dict[str, list[float]] = {name: [] for name in runners}
     names = list(runners)
     for b in range(math.ceil(runs / block)):
         for name in names[b % len(names) :] + names[: b % len(names)]:
             run = runners[name]
-            if estimate[name] < WARM_BELOW_S:
-                run()
+            run()
             for _ in range(min(block, runs - b * block)):
                 started = time.perf_counter()
                 run()
@@ -469,7 +469,7 @@ def write(out: Path, rows: list[Row], context: dict[str, str], variants: list[st
         "Paddle2ONNX 2.1.0's ONNX of the same legacy program in onnxruntime with the same "
         "settings; Paddle Inference's predictor (IR optimizations, oneDNN, "
         "set_cpu_math_library_num_threads). Engines take turns in blocks (the first rotates), "
-        "each after an untimed run where runs are under 50 ms (and a 0.25 s pause after the predictor's, whose OpenMP threads "
+        "each after an untimed run (and a 0.25 s pause after the predictor's, whose OpenMP threads "
         "spin for 200 ms). Ratios are graphgate / the other, from the same rounds; "
         "**bold** is more than 1.05x. \"nodes\": ONNX nodes of graphgate's and Paddle2ONNX's "
         'files; "runs": nodes of the graph onnxruntime runs after its optimizations. '
