@@ -552,18 +552,25 @@ def spinning_config(options: SessionOptions) -> dict[str, str]:
     return {}
 
 
-def build(prepared: Prepared, options: SessionOptions = SessionOptions()) -> CompiledModel:
-    """The onnxruntime session of a prepared program (SessionRefused when it cannot run it).
-
-    NOTE: onnxruntime makes the session's thread pool here, and its threads inherit the OS
-    priority of the thread that calls this: build at the priority runs should have."""
-    program, model_bytes = prepared.program, prepared.model_bytes
+def ort_session_options(options: SessionOptions) -> ort.SessionOptions:
+    """onnxruntime's options for a session built with `options` (also what the benchmarks give
+    other ONNX files, so that they run under the same settings)."""
     session_options = ort.SessionOptions()
     session_options.intra_op_num_threads = options.intra_op_threads
     session_options.inter_op_num_threads = options.inter_op_threads
     for key, value in spinning_config(options).items():
         session_options.add_session_config_entry(key, value)
     session_options.log_severity_level = 3  # a CUDA provider that fails to start: our line below
+    return session_options
+
+
+def build(prepared: Prepared, options: SessionOptions = SessionOptions()) -> CompiledModel:
+    """The onnxruntime session of a prepared program (SessionRefused when it cannot run it).
+
+    NOTE: onnxruntime makes the session's thread pool here, and its threads inherit the OS
+    priority of the thread that calls this: build at the priority runs should have."""
+    program, model_bytes = prepared.program, prepared.model_bytes
+    session_options = ort_session_options(options)
     providers = choose_providers(options.use_cuda)
     graphs = options.cuda_graphs and _fixed_shape(program)
     cuda_options = cuda_provider_options(options, graphs)

@@ -151,8 +151,13 @@ def _gelu_emit(b: OnnxBuilder, x: Value, a: GeluAttrs) -> str:
         cube = b.op("Mul", b.op("Mul", v, v), v)
         inner = b.op("Add", v, b.op("Mul", b.scalar(0.044715, t), cube))
         phi = b.op("Tanh", b.op("Mul", b.scalar(math.sqrt(2 / math.pi), t), inner))
+    elif t == DType.FP32:
+        # 0.5 * x * (1 + erf(x / sqrt(2))), spelled with Div: onnxruntime's Gelu fusion matches
+        # only that form (its fused kernel multiplies by 1/sqrt(2), as Paddle's does); with a
+        # Mul the five ops ran apart (benchmarks/results/latency.md).
+        phi = erf(b, b.op("Div", v, b.scalar(math.sqrt(2.0), t)), t)
     else:
-        # 0.5 * x * (1 + erf(x / sqrt(2)))
+        # 0.5 * x * (1 + erf(x * (1 / sqrt(2)))), Paddle's own order
         phi = erf(b, b.op("Mul", v, b.scalar(math.sqrt(0.5), t)), t)
     half_x = b.op("Mul", v, b.scalar(0.5, t))
     return narrow(b, b.op("Mul", half_x, b.op("Add", b.scalar(1.0, t), phi)), x.dtype)
