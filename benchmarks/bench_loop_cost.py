@@ -86,19 +86,20 @@ def serve(stack: ExitStack, root: Path, batching: bool) -> tuple[str, str, str, 
     command = [sys.executable, "-m", "server.cli", "serve", "--port", str(port),
                "--data-dir", str(data)]  # fmt: skip
     url = f"127.0.0.1:{port}"
-    before = set(os.listdir("/proc"))
     stack.enter_context(bench_peers.process(command, f"http://{url}/v2/health/ready", env))
     import httpx2
 
     admin = {"Authorization": f"Bearer {ADMIN_TOKEN}"}
     made = httpx2.post(f"http://{url}/v1/admin/tenants", json={"name": "bench"}, headers=admin)
     made.raise_for_status()
-    (pid,) = [
-        int(p)
-        for p in set(os.listdir("/proc")) - before
-        if p.isdigit() and _is_server(int(p), port)
-    ]
-    return url, f"127.0.0.1:{grpc_port}", made.json()["key"], pid
+    return url, f"127.0.0.1:{grpc_port}", made.json()["key"], serve_pid(url)
+
+
+def serve_pid(url: str) -> int:
+    """The pid of the `graphgate serve` listening on `url` (host:port)."""
+    port = int(url.rpartition(":")[2])
+    (pid,) = [int(p) for p in os.listdir("/proc") if p.isdigit() and _is_server(int(p), port)]
+    return pid
 
 
 def _is_server(pid: int, port: int) -> bool:
