@@ -4,8 +4,11 @@ The event loop's cost per request caps the server's throughput on 2 cores. On a
 shared, noisy machine the figure to trust is the server's CPU time per request (the `graphgate
 serve` process and every process under it, its workers, from /proc), not the rate: this starts
 one server per checkout (`--base`, e.g. a `git archive` of main, and this one), uploads the
-models, then drives both with the same c `tritonclient.http` clients (binary tensors), taking
-turns round by round, and prints the medians per checkout.
+models, then drives both with the same c `tritonclient.http` clients (binary tensors; with
+`--protocols http,grpc` also c `tritonclient.grpc` clients, raw contents, on each server's
+gRPC port), taking turns round by round, and prints the medians per checkout: the server's
+CPU per request, the event loop thread's share of it, the rate, and (batching on) the rows
+per worker run the batcher achieved.
 
     git archive main | tar -x -C /tmp/hot-base   # the baseline checkout, once
     python benchmarks/bench_loop_cost.py --base /tmp/hot-base --requests 3000 --rounds 5 --write
@@ -59,10 +62,19 @@ def cpu_seconds(root_pid: int) -> float:
     return total
 
 
-def serve(stack: ExitStack, root: Path, batching: bool) -> tuple[str, str, int]:
-    """`graphgate serve` from the checkout at `root`; its host:port, a tenant key, its pid."""
-    port = bench_peers.free_port()
+def loop_seconds(pid: int) -> float:
+    """utime + stime of the main thread of `pid` (the server's event loop)."""
+    stat = Path(f"/proc/{pid}/task/{pid}/stat").read_text()
+    fields = stat[stat.rindex(")") + 2 :].split()
+    return (int(fields[11]) + int(fields[12])) / _TICK
+
+
+def serve(stack: ExitStack, root: Path, batching: bool) -> tuple[str, str, str, int]:
+    """`graphgate serve` from the checkout at `root`; its HTTP and gRPC host:port, a tenant key,
+    its pid."""
+    port, grpc_port = bench_peers.free_port(), bench_peers.free_port()
     env = {
+        "GRAPHGATE_GRPC_PORT": str(grpc_port),
         "GRAPHGATE_ADMIN_TOKEN": ADMIN_TOKEN,
         "GRAPHGATE_TENANT_RATE_PER_S": "0",
         "GRAPHGATE_BATCH_MAX_SIZE": "32" if batching else "0",
@@ -74,19 +86,20 @@ def serve(stack: ExitStack, root: Path, batching: bool) -> tuple[str, str, int]:
     command = [sys.executable, "-m", "server.cli", "serve", "--port", str(port),
                "--data-dir", str(data)]  # fmt: skip
     url = f"127.0.0.1:{port}"
-    before = set(os.listdir("/proc"))
     stack.enter_context(bench_peers.process(command, f"http://{url}/v2/health/ready", env))
     import httpx2
 
     admin = {"Authorization": f"Bearer {ADMIN_TOKEN}"}
     made = httpx2.post(f"http://{url}/v1/admin/tenants", json={"name": "bench"}, headers=admin)
     made.raise_for_status()
-    (pid,) = [
-        int(p)
-        for p in set(os.listdir("/proc")) - before
-        if p.isdigit() and _is_server(int(p), port)
-    ]
-    return url, made.json()["key"], pid
+    return url, f"127.0.0.1:{grpc_port}", made.json()["key"], serve_pid(url)
+
+
+def serve_pid(url: str) -> int:
+    """The pid of the `graphgate serve` listening on `url` (host:port)."""
+    port = int(url.rpartition(":")[2])
+    (pid,) = [int(p) for p in os.listdir("/proc") if p.isdigit() and _is_server(int(p), port)]
+    return pid
 
 
 def _is_server(pid: int, port: int) -> bool:
@@ -97,6 +110,10 @@ def _is_server(pid: int, port: int) -> bool:
     return b"serve" in args and str(port).encode() in args
 
 
+Cell = tuple[str, bool, str]  # checkout, batching, protocol
+Figures = tuple[float, float, float, float]  # server CPU us/request, loop's, req/s, rows/run
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--base", type=Path, required=True, help="the baseline checkout")
@@ -105,11 +122,13 @@ def main() -> None:
     parser.add_argument("--clients", type=int, default=32)
     parser.add_argument("--models", default="small,image")
     parser.add_argument("--batching", choices=["off", "on", "both"], default="both")
+    parser.add_argument("--protocols", default="http", help="http, or http,grpc")
     parser.add_argument("--write", action="store_true", help="into benchmarks/results/serving.md")
     args = parser.parse_args()
     load_before = os.getloadavg()[0]
-    rows: list[tuple[str, bool, dict[str, tuple[float, float]]]] = []
+    rows: list[tuple[str, bool, str, dict[str, Figures]]] = []
     modes = {"off": [False], "on": [True], "both": [False, True]}[args.batching]
+    protocols = args.protocols.split(",")
     roots = {"base": args.base.resolve(), "this": ROOT}
     with ExitStack() as stack:
         servers = {
@@ -118,39 +137,30 @@ def main() -> None:
             for name, root in roots.items()
         }
         for case in bench_peers.cases(args.requests, args.requests, args.models.split(",")):
-            clients: dict[tuple[str, bool], tuple[Clients, int]] = {}
-            for (name, batching), (url, key, pid) in servers.items():
+            clients: dict[Cell, tuple[Clients, int, Target]] = {}
+            for (name, batching), (url, grpc_url, key, pid) in servers.items():
                 onnx = bench_peers.upload(url, key, case)
                 sig, raw = signature(onnx), raw_session(onnx)
-                target = Target(name, url, headers={"Authorization": f"Bearer {key}"})
-                make = functools.partial(Caller, target, case, sig, raw)
-                clients[(name, batching)] = (Clients(make, args.clients), pid)
-            figures: dict[tuple[str, bool], list[tuple[float, float]]] = {k: [] for k in clients}
-            for each, _pid in clients.values():
+                http = Target(name, url, headers={"Authorization": f"Bearer {key}"})
+                for protocol in protocols:
+                    target = http.over_grpc(grpc_url) if protocol == "grpc" else http
+                    make = functools.partial(Caller, target, case, sig, raw)
+                    clients[(name, batching, protocol)] = (Clients(make, args.clients), pid, http)
+            figures: dict[Cell, list[Figures]] = {k: [] for k in clients}
+            for each, _pid, _http in clients.values():
                 each.measure(args.clients * 4)  # warm-up: connections, sessions, caches
             for _ in range(args.rounds):
-                for cell, (each, pid) in clients.items():
-                    used = cpu_seconds(pid)
-                    start = time.perf_counter()
-                    done = each.measure(args.requests)
-                    wall = time.perf_counter() - start
-                    used = cpu_seconds(pid) - used
-                    count = done.per_s * wall
-                    figures[cell].append((1e6 * used / count, done.per_s))
-            medians: dict[bool, dict[str, tuple[float, float]]] = {b: {} for b in modes}
-            for cell, rounds in figures.items():
-                name, batching = cell
-                cpu = statistics.median(r[0] for r in rounds)
-                rate = statistics.median(r[1] for r in rounds)
-                medians[batching][name] = (cpu, rate)
-                print(
-                    f"{case.key:6} batching={'on ' if batching else 'off'} {name:4}: "
-                    f"server CPU {cpu:6.0f} us/request, {rate:7.0f} req/s "
-                    f"(rounds: {', '.join(f'{r[0]:.0f}' for r in rounds)})",
-                    flush=True,
-                )
-            rows.extend((case.label, batching, medians[batching]) for batching in modes)
-            for each, _pid in clients.values():
+                for cell, (each, pid, http) in clients.items():
+                    figures[cell].append(_round(each, pid, http, args.requests, cell[1]))
+            for batching in modes:
+                for protocol in protocols:
+                    medians = {}
+                    for name in roots:
+                        rounds = figures[(name, batching, protocol)]
+                        medians[name] = _medians(rounds)
+                        print(_line(case.key, batching, protocol, name, medians[name], rounds))
+                    rows.append((case.label, batching, protocol, medians))
+            for each, _pid, _http in clients.values():
                 each.close()
     if args.write:
         loads = (load_before, os.getloadavg()[0])
@@ -160,34 +170,70 @@ def main() -> None:
         print(section)
 
 
+def _round(each: Clients, pid: int, http: Target, requests: int, batching: bool) -> Figures:
+    """One cell's turn: `requests` requests, and what the server spent on them."""
+    rows_before = bench_peers.batch_rows(http) if batching else (0.0, 0.0)
+    used, loop = cpu_seconds(pid), loop_seconds(pid)
+    start = time.perf_counter()
+    done = each.measure(requests)
+    wall = time.perf_counter() - start
+    used, loop = cpu_seconds(pid) - used, loop_seconds(pid) - loop
+    rows_after = bench_peers.batch_rows(http) if batching else (0.0, 0.0)
+    runs = rows_after[1] - rows_before[1]
+    count = done.per_s * wall
+    per_run = (rows_after[0] - rows_before[0]) / runs if runs else 0.0
+    return 1e6 * used / count, 1e6 * loop / count, done.per_s, per_run
+
+
+def _medians(rounds: list[Figures]) -> Figures:
+    cpu, loop, rate, per_run = (statistics.median(r[i] for r in rounds) for i in range(4))
+    return cpu, loop, rate, per_run
+
+
+def _line(
+    model: str, batching: bool, protocol: str, name: str, m: Figures, rounds: list[Figures]
+) -> str:
+    cpu, loop, rate, per_run = m
+    rows = f", {per_run:.1f} rows/run" if batching else ""
+    return (
+        f"{model:6} batching={'on ' if batching else 'off'} {protocol:4} {name:4}: server CPU "
+        f"{cpu:6.0f} us/request (event loop {loop:5.0f}), {rate:7.0f} req/s{rows} "
+        f"(rounds: {', '.join(f'{r[0]:.0f}' for r in rounds)})"
+    )
+
+
 def report(
     args: argparse.Namespace,
-    rows: list[tuple[str, bool, dict[str, tuple[float, float]]]],
+    rows: list[tuple[str, bool, str, dict[str, Figures]]],
     loads: tuple[float, float],
 ) -> str:
     command = (
         f"python benchmarks/bench_loop_cost.py --base <baseline checkout> --requests "
-        f"{args.requests} --rounds {args.rounds} --clients {args.clients} --write"
+        f"{args.requests} --rounds {args.rounds} --clients {args.clients} --protocols "
+        f"{args.protocols} --write"
     )
     lines = [
         f"`{command}` on {os.cpu_count()} CPUs, load average (1 min) {loads[0]:.1f} at the "
         f"start, {loads[1]:.1f} at the end. One `graphgate serve` per checkout and batching "
         "setting (`GRAPHGATE_BATCH_MAX_SIZE=0` or 32), all running at once; "
         f"{args.clients} `tritonclient.http` clients (binary tensors, batch 1, the clients "
-        "on the same CPUs) drive one server at a time, the servers taking turns round by "
-        "round. Server CPU: the server process and its workers (utime + stime from /proc) "
-        "per request, median of the rounds; on a shared machine it is the figure to trust, "
-        "the rates move with the other load.",
+        "on the same CPUs; `tritonclient.grpc` ones, raw contents, for the grpc rows) drive one "
+        "server at a time, the servers taking turns round by round. Server CPU: the server "
+        "process and its workers (utime + stime from /proc) per request, median of the rounds; "
+        "the event loop's: the server's main thread alone. On a shared machine they are the "
+        "figures to trust, the rates move with the other load.",
         "",
-        "| model | batching | server CPU per request, base | this | this / base "
-        "| req/s, base | this |",
-        "|---|---|---|---|---|---|---|",
+        "| model | batching | protocol | server CPU per request, base | this | this / base "
+        "| event loop, base | this | req/s, base | this | rows per run, base | this |",
+        "|---|---|---|---|---|---|---|---|---|---|---|---|",
     ]
-    for label, batching, cells in rows:
-        (base_cpu, base_rate), (cpu, rate) = cells["base"], cells["this"]
+    for label, batching, protocol, cells in rows:
+        (b_cpu, b_loop, b_rate, b_rows), (cpu, loop, rate, per_run) = cells["base"], cells["this"]
+        run_rows = f"{b_rows:.1f} | {per_run:.1f}" if batching else "- | -"
         lines.append(
-            f"| {label} | {'on' if batching else 'off'} | {base_cpu:.0f} us | {cpu:.0f} us "
-            f"| {cpu / base_cpu:.2f} | {base_rate:.0f} | {rate:.0f} |"
+            f"| {label} | {'on' if batching else 'off'} | {protocol} | {b_cpu:.0f} us "
+            f"| {cpu:.0f} us | {cpu / b_cpu:.2f} | {b_loop:.0f} us | {loop:.0f} us "
+            f"| {b_rate:.0f} | {rate:.0f} | {run_rows} |"
         )
     return "\n".join(lines) + "\n"
 

@@ -111,12 +111,12 @@ def to_v2(request: pb.ModelInferRequest, outputs: Sequence[TensorSpec]) -> V2Req
 def from_v2(body: bytes, headers: Mapping[str, str], typed: bool) -> pb.ModelInferResponse:
     """The ModelInferResponse of a V2 binary answer (every output binary: `to_v2` asks so)."""
     split = int(headers[codec.HEADER_LENGTH])
-    doc = orjson.loads(body[:split])
+    view = memoryview(body)
+    doc = orjson.loads(view[:split])  # the header read in place, not copied out first
     response = pb.ModelInferResponse(
         model_name=doc["model_name"], model_version=doc["model_version"], id=doc.get("id", "")
     )
     offset = split
-    view = memoryview(body)
     for entry in doc["outputs"]:
         size = entry["parameters"]["binary_data_size"]
         data = view[offset : offset + size]

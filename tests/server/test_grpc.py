@@ -479,6 +479,27 @@ def test_a_cancelled_call_frees_its_worker(lonely: tuple[GrpcServer, str]) -> No
     assert _cancelled(server) == before + 1
 
 
+def test_the_tenants_slot_comes_back_after_every_outcome(lonely: tuple[GrpcServer, str]) -> None:
+    """The tenant may run one call at a time: a call that fails after taking the slot (a
+    missing model, raw contents of the wrong size, a deadline) gives it back, or the tiny
+    call after it would be refused TOO_MANY_CONCURRENT."""
+    server, key = lonely
+    short = _tiny_request("tiny", TINY_X.tobytes()[:-4])
+    slow = pb.ModelInferRequest(
+        model_name="slow", raw_input_contents=[np.eye(SLOW_N, dtype=np.float32).tobytes()]
+    )
+    slow.inputs.add(name="x", datatype="FP32", shape=[SLOW_N, SLOW_N])
+    slow.parameters["timeout"].int64_param = 200_000
+    failures = [
+        (_tiny_request("nothing-here", TINY_X.tobytes()), grpc.StatusCode.NOT_FOUND),
+        (short, grpc.StatusCode.INVALID_ARGUMENT),
+        (slow.SerializeToString(), grpc.StatusCode.DEADLINE_EXCEEDED),
+    ]
+    for payload, expected in failures:
+        assert refused(server.address, "ModelInfer", payload, bearer(key))[0] == expected
+        _assert_worker_free(server, key)
+
+
 def _start_slow(
     server: GrpcServer, key: str, c: triton.InferenceServerClient, timeout_us: int | None = None
 ) -> tuple[Any, queue.Queue[Any]]:
