@@ -20,7 +20,7 @@ import os
 import threading
 import time
 from collections import deque
-from collections.abc import Callable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Hashable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from multiprocessing.connection import Connection
 from multiprocessing.process import BaseProcess
@@ -69,6 +69,30 @@ T = TypeVar("T")
 # weights, an answer) are faulted in 2 MiB at a time instead of 4 KiB. Measured on ResNet50
 # (102 MB of weights): a fresh 100 MB buffer touched in 0.02-0.03 s instead of 0.15-0.2 s.
 _WORKER_MALLOC: Final = "glibc.malloc.hugetlb=1"
+
+
+class KeyedLocks:
+    """A lock per key, kept only while someone holds or waits for it."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._locks: dict[Hashable, tuple[threading.Lock, int]] = {}  # key -> lock, users
+
+    @contextlib.contextmanager
+    def held(self, key: Hashable) -> Iterator[None]:
+        with self._lock:
+            lock, users = self._locks.get(key, (threading.Lock(), 0))
+            self._locks[key] = (lock, users + 1)
+        try:
+            with lock:
+                yield
+        finally:
+            with self._lock:
+                users = self._locks[key][1] - 1
+                if users:
+                    self._locks[key] = (lock, users)
+                else:
+                    del self._locks[key]
 
 
 class LoadQueue(Protocol):
@@ -264,6 +288,19 @@ def declared(dims: Mapping[str, int] | None) -> DeclaredDims:
 # is stopped by its worker (told over the worker's cancel pipe). One mechanism for both
 # layers: the worker stops its run with the same class.
 Cancel = RunCancel
+# One run's arguments, as _run_on takes them: the model, its feeds, deadline, cancel, the
+# answers to encode (None: the outputs themselves), the rows of each batch member, the label
+# charged if the worker dies, and who is told the run's seconds.
+_Run = tuple[
+    RemoteModel,
+    Mapping[str, np.ndarray],
+    float | None,
+    Cancel | None,
+    tuple[AnswerSpec, ...] | None,
+    Sequence[int],
+    ModelLabel | None,
+    Ran | None,
+]
 
 
 @dataclass(frozen=True, slots=True)
@@ -467,7 +504,7 @@ class WorkerPool:
         self._started = False
         self._seq = itertools.count(1)
         self._load_queue: LoadQueue = in_place
-        self._loads: dict[str, tuple[threading.Lock, int]] = {}  # content key -> its load's lock
+        self._loads = KeyedLocks()  # by content key: one load of a model at a time
 
     def queue_loads(self, queue: LoadQueue) -> None:
         """Compiles of models a worker lacks go through `queue` (the compile queue's fair,
@@ -635,22 +672,14 @@ class WorkerPool:
         NOTE: no worker is held while the load waits for its turn: the compiles ahead of it
         need workers, and a request holding one while waiting for them would never run."""
         run = (model, feeds, deadline, cancelled, answers, rows, label, ran)
-        worker = self._worker_for(deadline, cancelled, label)
-        with self._released_on_failure(worker, label):
-            reply = self._run_on(worker, *run)
-        if reply[0] != "missing":
-            return worker, reply
-        self._idle.put(worker)
+        if (found := self._held_reply(run)) is not None:
+            return found
         # One load of a model at a time: the requests that found it missing meanwhile wait
         # for that load and try again, rather than each taking a compile place (8 requests to
         # a model new to a worker were refused 429 by the tenant's compile cap).
-        with self._loading(model.key):
-            worker = self._worker_for(deadline, cancelled, label)
-            with self._released_on_failure(worker, label):
-                reply = self._run_on(worker, *run)
-            if reply[0] != "missing":
-                return worker, reply
-            self._idle.put(worker)
+        with self._loads.held(model.key):
+            if (found := self._held_reply(run)) is not None:
+                return found
             owner = "" if label is None else label[0]
             worker = self._load_queue(
                 owner, lambda: self._loaded(model, owner, deadline, cancelled, label)
@@ -659,21 +688,17 @@ class WorkerPool:
             # The held worker keeps what it just loaded (its newest session is never evicted).
             return worker, self._run_on(worker, *run)
 
-    @contextlib.contextmanager
-    def _loading(self, key: str) -> Iterator[None]:
-        with self._lock:
-            lock, users = self._loads.get(key, (threading.Lock(), 0))
-            self._loads[key] = (lock, users + 1)
-        try:
-            with lock:
-                yield
-        finally:
-            with self._lock:
-                lock, users = self._loads[key]
-                if users == 1:
-                    del self._loads[key]
-                else:
-                    self._loads[key] = (lock, users - 1)
+    def _held_reply(self, run: _Run) -> tuple[_Worker, tuple[Any, ...]] | None:
+        """The reply of `run` on the next free worker, that worker held; None, the worker
+        given back, when it lacks the model."""
+        _model, _feeds, deadline, cancelled, _answers, _rows, label, _ran = run
+        worker = self._worker_for(deadline, cancelled, label)
+        with self._released_on_failure(worker, label):
+            reply = self._run_on(worker, *run)
+        if reply[0] == "missing":
+            self._idle.put(worker)
+            return None
+        return worker, reply
 
     def _loaded(
         self,

@@ -30,7 +30,7 @@ from server.dispatch import (
     WorkerStats,
     size_of,
 )
-from server.dispatch.pool import LoadQueue, declared, in_place
+from server.dispatch.pool import KeyedLocks, LoadQueue, declared, in_place
 from server.dispatch.signing import SignatureCheck
 from server.dispatch.worker import DeclaredDims
 from server.errors import (
@@ -130,7 +130,7 @@ class ModelService:
         self._cache: OrderedDict[_CacheKey, RemoteModel] = OrderedDict()
         self._owners: dict[_CacheKey, str] = {}  # the tenant that last used each entry
         self._cache_lock = threading.Lock()
-        self._build_locks: dict[_CacheKey, threading.Lock] = {}
+        self._build_locks = KeyedLocks()
         self._register_lock = threading.Lock()
         self._lookup_ttl_s = lookup_ttl_s
         self._clock = clock
@@ -423,9 +423,7 @@ class ModelService:
             return self._settle(
                 lookup, LoadedModel(*found, hit, batching, provenance), key, generation
             )
-        with self._cache_lock:
-            build_lock = self._build_locks.setdefault(key, threading.Lock())
-        with build_lock:  # one compile per program, however many requests wait for it
+        with self._build_locks.held(key):  # one compile per program, however many wait for it
             if (hit := self._cached(key)) is None:
                 hit = self._compile_queue(
                     model.tenant_id, lambda: self._rebuild(*key, owner=model.tenant_id)
