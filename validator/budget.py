@@ -189,35 +189,28 @@ def _measure_fallback(
         return None
     if size is not None:
         bounded, batch = bounded_feeds(feeds, policy, dynamic=size)
-        return _measure_instead(
-            ops,
-            bounded,
-            batch,
-            params,
-            fetches,
-            policy,
-            out,
-            exact_dims=True,
-            warning=Diagnostic(
-                code=Code.BUDGET_PINNED_DIMS,
-                severity=Severity.WARNING,
-                message=f"cost figures are taken with the dynamic dims at {size}, the size the program pins them to (at {policy.max_dynamic_dim}: {first.message})",
-            ),
+        warning = Diagnostic(
+            code=Code.BUDGET_PINNED_DIMS,
+            severity=Severity.WARNING,
+            message=f"cost figures are taken with the dynamic dims at {size}, the size the program pins them to (at {policy.max_dynamic_dim}: {first.message})",
+        )
+    else:
+        bounded = bounded_feeds(feeds, policy, batch_only=True)[0]
+        warning = Diagnostic(
+            code=Code.BUDGET_UPPER_BOUND,
+            severity=Severity.WARNING,
+            message=f"cost figures are upper bounds: binding every dynamic dim to {policy.max_dynamic_dim} contradicts the program ({first.message})",
         )
     return _measure_instead(
         ops,
-        bounded_feeds(feeds, policy, batch_only=True)[0],
+        bounded,
         batch,
         params,
         fetches,
         policy,
         out,
-        exact_dims=False,
-        warning=Diagnostic(
-            code=Code.BUDGET_UPPER_BOUND,
-            severity=Severity.WARNING,
-            message=f"cost figures are upper bounds: binding every dynamic dim to {policy.max_dynamic_dim} contradicts the program ({first.message})",
-        ),
+        exact_dims=size is not None,
+        warning=warning,
     )
 
 

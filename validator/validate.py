@@ -253,11 +253,13 @@ def _bounds_in_use(
     of 128 positions, a broadcast against 4)."""
     named = dict.fromkeys(d for dims in symbolic.values() for d in dims if isinstance(d, str))
     return tuple(
-        (symbol, max((binding.values[p] for p in places), default=binding.bounds[symbol]))
-        for symbol in named
-        if symbol in binding.bounds
-        for places in [binding.places_of(symbol)]
+        (symbol, _computed_at(binding, symbol)) for symbol in named if symbol in binding.bounds
     )
+
+
+def _computed_at(binding: Binding, symbol: str) -> int:
+    sizes = [binding.values[place] for place in binding.places_of(symbol)]
+    return max(sizes, default=binding.bounds[symbol])
 
 
 def _report(
