@@ -2,13 +2,12 @@
 
 from __future__ import annotations
 
-import ctypes
-import ctypes.util
 import gc
 from collections.abc import Iterator
 
 import pytest
 
+from server.services.inference import _trim as return_freed_memory
 from tests.conformance import models
 
 
@@ -26,13 +25,4 @@ def _models_built_here_freed_after(request: pytest.FixtureRequest) -> Iterator[N
             value.cache_clear()
     models.calibrated.cache_clear()
     gc.collect()
-    _return_freed_memory()
-
-
-def _return_freed_memory() -> None:
-    """glibc keeps freed memory for reuse; what it can give back goes back to the kernel."""
-    libc = ctypes.util.find_library("c")
-    if libc is not None:
-        trim = getattr(ctypes.CDLL(libc), "malloc_trim", None)
-        if trim is not None:
-            trim(0)
+    return_freed_memory()

@@ -211,17 +211,30 @@ def test_a_request_over_the_memory_cap_fails_alone_and_its_worker_is_replaced() 
         pool.stop()
 
 
+@contextlib.contextmanager
+def _loads_through_a_queue(
+    workers: int, per_tenant: int, total: int
+) -> Iterator[tuple[WorkerPool, CompileQueue, RemoteModel]]:
+    """A pool whose loads go through a real compile queue, and a model a worker lacks: each
+    model holds 8.4 MiB of weights, the session cache takes 16 MiB."""
+    pool = WorkerPool(PoolSettings(workers=workers, session_cache_bytes=16 * 2**20))
+    queue = CompileQueue(threads=1, per_tenant=per_tenant, total=total)
+    pool.queue_loads(queue.run_blocking)
+    options = SessionOptions(use_cuda=False)
+    try:
+        first = _model(pool, mlp((8, 1024, 2048)).built(), options)
+        _model(pool, mlp((8, 2048, 1024)).built(), options)  # a worker now lacks `first`
+        yield pool, queue, first
+    finally:
+        pool.stop()
+        queue.shutdown()
+
+
 def test_requests_finding_a_model_missing_together_wait_for_one_load() -> None:
     """Many requests to a model a worker lacks take one compile place between them, not one
     each: with a cap of 1 per tenant, 8 at once all get their answers."""
-    pool = WorkerPool(PoolSettings(workers=2, session_cache_bytes=16 * 2**20))
-    queue = CompileQueue(threads=1, per_tenant=1, total=1)
-    pool.queue_loads(queue.run_blocking)
-    options = SessionOptions(use_cuda=False)
     x = np.ones((2, 8), np.float32)
-    try:
-        first = _model(pool, mlp((8, 1024, 2048)).built(), options)
-        _model(pool, mlp((8, 2048, 1024)).built(), options)  # evicts `first` from its worker
+    with _loads_through_a_queue(workers=2, per_tenant=1, total=1) as (_pool, _queue, first):
         answers: list[Any] = [None] * 8
 
         def ask(index: int) -> None:
@@ -235,11 +248,8 @@ def test_requests_finding_a_model_missing_together_wait_for_one_load() -> None:
             thread.start()
         for thread in threads:
             thread.join()
-        assert [type(a).__name__ for a in answers] == ["dict"] * 8
-        assert all(next(iter(a.values())).shape == (2, 2048) for a in answers)
-    finally:
-        pool.stop()
-        queue.shutdown()
+    assert [type(a).__name__ for a in answers] == ["dict"] * 8
+    assert all(next(iter(a.values())).shape == (2, 2048) for a in answers)
 
 
 def test_workers_map_big_blocks_with_huge_pages_and_the_server_keeps_its_malloc() -> None:
@@ -278,14 +288,8 @@ def test_a_model_a_worker_lacks_is_compiled_into_it_in_the_tenants_compile_turn(
     """A worker-level cache miss is a compile like any other: it takes a place in the compile
     queue under the tenant's cap (one tenant cycling models more than the workers hold waits
     for its own compiles), and its worker is not held while it waits."""
-    pool = WorkerPool(PoolSettings(workers=1, session_cache_bytes=16 * 2**20))
-    queue = CompileQueue(threads=1, per_tenant=1, total=4)
-    pool.queue_loads(queue.run_blocking)
-    options = SessionOptions(use_cuda=False)
     x = np.ones((2, 8), np.float32)
-    try:
-        first = _model(pool, mlp((8, 1024, 2048)).built(), options)
-        _model(pool, mlp((8, 2048, 1024)).built(), options)  # the worker now lacks `first`
+    with _loads_through_a_queue(workers=1, per_tenant=1, total=4) as (pool, queue, first):
         with queue.slots.slot("greedy"):  # the tenant's one compile place is taken
             with pytest.raises(TooManyCompiles):
                 first.run({"x": x}, label=("greedy", "first", 1))
@@ -295,9 +299,6 @@ def test_a_model_a_worker_lacks_is_compiled_into_it_in_the_tenants_compile_turn(
         assert next(iter(out.values())).shape == (2, 2048)
         assert pool.cached_keys() == [first.key]
         assert queue.slots.in_flight_total() == 0
-    finally:
-        pool.stop()
-        queue.shutdown()
 
 
 def _nice(pid: int, tid: int) -> int:
