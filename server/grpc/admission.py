@@ -9,8 +9,8 @@ server's total is reached). Another tenant's model is NOT_FOUND, like a missing 
 
 from __future__ import annotations
 
-import functools
-from collections.abc import Callable, Mapping
+from collections.abc import AsyncIterator, Mapping
+from contextlib import asynccontextmanager
 from typing import Any
 
 # the threads REST's dependencies read the database in (anyio's limiter, shared by both)
@@ -56,26 +56,22 @@ async def resolve(state: Any, principal: Principal, name: str, version: str) -> 
     return loaded
 
 
-def take_inference_slot(state: Any, principal: Principal) -> Callable[[], None]:
-    """Takes one of the tenant's concurrent inference slots (TOO_MANY_CONCURRENT, or
-    OVERLOADED, when none is free); returns what gives it back.
-
-    NOTE: a plain call and its release, not an async context manager: that was an async
-    generator and two more coroutine frames on every ModelInfer, on the event loop."""
+@asynccontextmanager
+async def inference_slot(state: Any, principal: Principal) -> AsyncIterator[None]:
+    """One of the tenant's concurrent inference slots, held for the block."""
     if principal.is_admin:  # the admin has no models: resolving one is PERMISSION_DENIED
-        return _nothing
+        yield
+        return
     concurrency = state.limits.concurrency
-    tenant_id = principal.tenant_id
     try:
-        concurrency.acquire(tenant_id)
+        concurrency.acquire(principal.tenant_id)
     except TooManyRequests as throttled:
         _count_throttle(state, principal, throttled)
         raise
-    return functools.partial(concurrency.release, tenant_id)
-
-
-def _nothing() -> None:
-    pass
+    try:
+        yield
+    finally:
+        concurrency.release(principal.tenant_id)
 
 
 def _count_throttle(state: Any, principal: Principal, throttled: TooManyRequests) -> None:

@@ -23,7 +23,9 @@ from server.grpc import admission, translate
 from server.grpc import grpc_predict_v2_pb2 as pb
 from server.services import inference
 from server.services.types import LoadedModel, Principal
+from server.v2.codec import InferRequest
 
+Answer = tuple[bytes, dict[str, str]]
 # Answers at most this big are translated on the event loop; bigger ones (typed contents turn
 # each element into a Python number) in a thread, as REST decodes big bodies.
 INLINE_MAX_ANSWER_BYTES: Final = inference.INLINE_MAX_BODY_BYTES
@@ -48,53 +50,64 @@ async def model_infer(
     graphgate's domain errors (server/grpc/errors.py makes them statuses); cancelling the task
     (the client cancelled, or its deadline passed) cancels the run, queued or running."""
     notes.principal = principal = await admission.authenticate(state, metadata)
-    release = admission.take_inference_slot(state, principal)
-    try:
+    async with admission.inference_slot(state, principal):
         notes.model = model = await admission.resolve(
             state, principal, request.model_name, request.model_version
         )
         program = model.compiled.program
         v2 = translate.to_v2(request, program.outputs)
         decoded = v2.decode(program.inputs, program.outputs)
-        cancel = Cancel()
-        try:
-            reply = await inference.answer_decoded(
-                model,
-                decoded,
-                _timeout_metadata(metadata),
-                size=len(v2.binary),  # the tensors' bytes: what makes a message big
-                dispatch=_dispatch(state, time_left_s),
-                cancel=cancel,
-                source=principal.key_id,
-            )
-        except asyncio.CancelledError:  # the call ended (cancelled, or past its deadline)
-            cancel.set()
-            raise
-        try:  # a gRPC message is whole: a big answer (a spill file) is read in a thread
-            body = reply.answer.body() if not reply.answer.streamed else await _read(state, reply)
-        finally:
-            reply.close()
-    finally:
-        release()
+        headers = _timeout_metadata(metadata)
+        size = len(v2.binary)  # the tensors' bytes: what makes a message big
+        body, answer_headers = await _answer(
+            state, model, decoded, size, headers, time_left_s, principal
+        )
     if len(body) <= INLINE_MAX_ANSWER_BYTES:
-        return translate.from_v2(body, reply.headers, v2.typed)
+        return translate.from_v2(body, answer_headers, v2.typed)
     response: pb.ModelInferResponse = await _in_thread(
-        state, translate.from_v2, body, reply.headers, v2.typed
+        state, translate.from_v2, body, answer_headers, v2.typed
     )
     return response
 
 
-def _dispatch(state: Any, time_left_s: float | None) -> inference.Dispatch:
-    """The app's dispatch, the gRPC deadline as the longest wait."""
+async def _answer(
+    state: Any,
+    model: LoadedModel,
+    decoded: InferRequest,
+    size: int,
+    headers: dict[str, str],
+    time_left_s: float | None,
+    principal: Principal,
+) -> Answer:
+    """The REST route's service call past decoding (server/services/inference.py
+    `answer_decoded`: budget, dispatch, run and encode in the worker), the gRPC deadline as
+    the longest wait."""
     dispatch: inference.Dispatch = state.dispatch
-    if time_left_s is None or time_left_s >= dispatch.timeout_s:
-        return dispatch
-    return dataclasses.replace(dispatch, timeout_s=time_left_s)
-
-
-async def _read(state: Any, reply: inference.Reply) -> bytes:
-    whole: bytes = await _in_thread(state, reply.answer.body)
-    return whole
+    if time_left_s is not None:
+        dispatch = dataclasses.replace(dispatch, timeout_s=min(dispatch.timeout_s, time_left_s))
+    cancel = Cancel()
+    try:
+        reply = await inference.answer_decoded(
+            model,
+            decoded,
+            headers,
+            size=size,
+            dispatch=dispatch,
+            cancel=cancel,
+            source=principal.key_id,
+        )
+    except asyncio.CancelledError:  # the call ended (cancelled, or past its deadline)
+        cancel.set()
+        raise
+    try:
+        # A gRPC message is whole: a big answer (a spill file) is read in a thread.
+        if reply.answer.streamed:
+            whole: bytes = await _in_thread(state, reply.answer.body)
+        else:
+            whole = reply.answer.body()
+        return whole, reply.headers
+    finally:
+        reply.close()
 
 
 def _timeout_metadata(metadata: Mapping[str, str]) -> dict[str, str]:

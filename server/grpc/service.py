@@ -115,13 +115,9 @@ class InferenceService:
             outputs=[_tensor(codec.tensor_metadata(spec)) for spec in meta.outputs],
         )
 
-    def model_infer(
-        self, request: pb.ModelInferRequest, call: Call
-    ) -> Awaitable[pb.ModelInferResponse]:
-        # NOTE: not a coroutine of its own: every resumption of a call (its answer coming back)
-        # would pass through one more frame, on the event loop.
+    async def model_infer(self, request: pb.ModelInferRequest, call: Call) -> pb.ModelInferResponse:
         time_left_s = call.context.time_remaining()
-        return model_infer(self.state, request, call.metadata, time_left_s, call.notes)
+        return await model_infer(self.state, request, call.metadata, time_left_s, call.notes)
 
     # -- every call ------------------------------------------------------------------------
 
@@ -138,11 +134,7 @@ class InferenceService:
             outcome: tuple[grpc.StatusCode, str | None] = (grpc.StatusCode.OK, None)
             try:
                 metadata = self._metadata(context.invocation_metadata() or ())
-                _hold_to(kind, raw, cap)
-                if len(raw) <= INLINE_PARSE_BYTES:  # most messages: no coroutine, no thread
-                    request = _parsed(kind, raw)
-                else:
-                    request = await self._parsed_in_thread(kind, raw)
+                request = await self._parse(kind, raw, cap)
                 return await method(request, Call(metadata, context, notes))
             except asyncio.CancelledError:  # the client cancelled, or its deadline passed
                 outcome = _ended(context)
@@ -176,8 +168,14 @@ class InferenceService:
             )
         return {key: value for key, value in items if isinstance(value, str)}
 
-    async def _parsed_in_thread(self, kind: type[Request], raw: bytes) -> Request:
-        """A big message parsed in the app's inference threads, as REST decodes its big bodies."""
+    async def _parse(self, kind: type[Request], raw: bytes, cap: int) -> Request:
+        if len(raw) > cap:
+            raise PayloadTooLarge(
+                f"expected a {kind.DESCRIPTOR.name} of at most {cap} bytes, got {len(raw)}"
+            )
+        if len(raw) <= INLINE_PARSE_BYTES:
+            return _parsed(kind, raw)
+        # in the app's inference threads, as REST decodes its big bodies
         loop = asyncio.get_running_loop()
         parsed: Request = await loop.run_in_executor(self.state.infer_threads, _parsed, kind, raw)
         return parsed
@@ -205,13 +203,6 @@ def _ended(context: Context) -> tuple[grpc.StatusCode, str]:
         else grpc.StatusCode.CANCELLED
     )
     return status, status.name
-
-
-def _hold_to(kind: type[Request], raw: bytes, cap: int) -> None:
-    if len(raw) > cap:
-        raise PayloadTooLarge(
-            f"expected a {kind.DESCRIPTOR.name} of at most {cap} bytes, got {len(raw)}"
-        )
 
 
 def _parsed(kind: type[Request], raw: bytes) -> Request:
