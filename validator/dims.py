@@ -29,7 +29,7 @@ from dataclasses import dataclass, field
 from typing import Any, Final
 
 from validator.bind import BoundOp
-from validator.infer import infer_op
+from validator.infer import FEED, infer_op
 from validator.ops import GraphError, TensorType
 from validator.policy import Policy
 
@@ -47,6 +47,8 @@ def legacy_op_label(op: BoundOp) -> str:
 # a bound on the work a program the plain binding refuses may cost.
 MAX_ROUNDS: Final = 24
 MAX_PROBES: Final = 3000
+# Op inferences a solve remembers (_Solver._infer): ~300 bytes each.
+_MEMO_ENTRIES: Final = 100_000
 # Sizes always tried besides the program's own fixed dims (and one either side of each).
 _SMALL: Final = tuple(range(1, 17))
 _ROUND: Final = (24, 32, 48, 64, 96, 100, 128, 192, 256, 384, 512, 1000, 1024)
@@ -369,9 +371,14 @@ class _Solver:
     context: tuple[int, ...]  # the program's own fixed dims
     label: OpLabel = legacy_op_label
     probes: int = 0
+    _feeding_memo: dict[int, list[int]] = field(default_factory=dict)
+    _inferred: dict[tuple[Any, ...], dict[str, TensorType]] = field(default_factory=dict)
 
-    def first_failure(self, values: Mapping[Place, int]) -> tuple[int, GraphError] | None:
-        """Where concrete inference with the feeds' unknown dims at `values` first fails."""
+    def first_failure(
+        self, values: Mapping[Place, int], through: int | None = None
+    ) -> tuple[int, GraphError] | None:
+        """Where concrete inference with the feeds' unknown dims at `values` first fails; with
+        `through`, whether op `through` itself and the ops it reads from run (see _feeding)."""
         self.probes += 1
         if self.probes > MAX_PROBES:
             raise _OutOfProbes
@@ -381,16 +388,55 @@ class _Solver:
                 values.get(Place(name, a), d) if d < 0 else d for a, d in enumerate(t.shape)
             )
             types[name] = TensorType(t.dtype, dims, t.value)
-        for position, op in enumerate(self.ops):
+        positions = range(len(self.ops)) if through is None else self._feeding(through)
+        for position in positions:
             try:
-                types.update(infer_op(op, types))
+                types.update(self._infer(position, types))
             except GraphError as e:
                 return position, e
         return None
 
+    def _infer(self, position: int, types: Mapping[str, TensorType]) -> dict[str, TensorType]:
+        """infer_op, remembered: the same op over the same input types infers the same, and
+        a probe moves one dim, leaving the ops it does not reach (weights, constants, other
+        feeds) as they were. Not for a sub-block's op (its body reads more than the op lists)
+        nor a feed (it yields what the probe's values say); at most _MEMO_ENTRIES (a hostile
+        program's 3,000 probes over 10,000 ops would otherwise hold them all)."""
+        op = self.ops[position]
+        if op.blocks or op.op_def.op_type == FEED:
+            return infer_op(op, types)
+        key = (position, *(types.get(name) for name in op.reads()))
+        inferred = self._inferred.get(key)
+        if inferred is None:
+            inferred = infer_op(op, types)
+            if len(self._inferred) < _MEMO_ENTRIES:
+                self._inferred[key] = inferred
+        return inferred
+
+    def _feeding(self, position: int) -> list[int]:
+        """The positions of the op at `position` and of every op before it that its inputs come
+        from, in order: a probe asks what this op requires of a dim, so the ops it does not read
+        from are skipped (they are most of a long program's, and the probes are most of a
+        solve's time). A sub-block reads outer tensors its op does not list: with one among
+        them, every op before `position` is kept."""
+        kept = self._feeding_memo.get(position)
+        if kept is None:
+            if any(op.blocks for op in self.ops[: position + 1]):
+                kept = list(range(position + 1))
+            else:
+                needed = set(self.ops[position].reads())
+                kept = [position]
+                for index in range(position - 1, -1, -1):
+                    op = self.ops[index]
+                    if needed.intersection(op.writes()):
+                        kept.append(index)
+                        needed.update(op.reads())
+                kept.reverse()
+            self._feeding_memo[position] = kept
+        return kept
+
     def passes(self, values: Mapping[Place, int], position: int) -> bool:
-        failure = self.first_failure(values)
-        return failure is None or failure[0] > position
+        return self.first_failure(values, through=position) is None
 
 
 def solve(

@@ -190,9 +190,11 @@ class OpDef:
     # which makes any program that feeds it batched data not batchable.
     batch: BatchRule | None = None
 
-    @property
-    def used_outputs(self) -> tuple[Out, ...]:
-        return tuple(o for o in self.outputs if not o.unused)
+    # The outputs the rule returns, in order: read on every inference of the op, so kept.
+    used_outputs: tuple[Out, ...] = field(init=False, repr=False, compare=False)
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "used_outputs", tuple(o for o in self.outputs if not o.unused))
 
     def slot(self, name: str) -> In | None:
         return next((s for s in self.inputs if s.slot == name), None)

@@ -52,10 +52,14 @@ def broadcast(x: Shape, y: Shape) -> Shape:
     rank = max(len(x), len(y))
     xs = (1,) * (rank - len(x)) + x
     ys = (1,) * (rank - len(y)) + y
-    return tuple(
-        broadcast_dim(a, b, f"cannot broadcast {list(x)} with {list(y)}")
-        for a, b in zip(xs, ys, strict=True)
-    )
+    try:
+        return tuple(broadcast_dim(a, b) for a, b in zip(xs, ys, strict=True))
+    except ShapeError:
+        pass
+    # Again, with the message naming both shapes (built only when it is needed: this runs for
+    # every elementwise op of every inference).
+    what = f"cannot broadcast {list(x)} with {list(y)}"
+    return tuple(broadcast_dim(a, b, what) for a, b in zip(xs, ys, strict=True))
 
 
 def product(dims: Sequence[int]) -> int:
