@@ -7,7 +7,7 @@ batcher), uploads fc 16->16 + softmax to each, then the checkouts take turns rou
 `requests` requests, batch 1, one http.client connection, V2 binary (or JSON with `--json`).
 Prints, per checkout, the median over the rounds of the server's CPU per request (the serve
 process and every process under it, utime + stime from /proc: the figure to trust on a shared
-machine) and of the client's p50.
+machine), split into the serve process's own and its workers', and of the client's p50.
 """
 
 from __future__ import annotations
@@ -34,8 +34,8 @@ from tests.support.builders import mlp  # noqa: E402
 _TICK = os.sysconf("SC_CLK_TCK")
 
 
-def tree_cpu_s(root: int) -> float:
-    """utime + stime of `root` and every process under it."""
+def tree_cpu_s(root: int) -> tuple[float, float]:
+    """utime + stime of `root` itself, and of every process under it (its workers)."""
     procs: dict[int, tuple[int, int]] = {}
     for name in os.listdir("/proc"):
         if name.isdigit():
@@ -52,7 +52,9 @@ def tree_cpu_s(root: int) -> float:
             if parent in tree and pid not in tree:
                 tree.add(pid)
                 grown = True
-    return sum(procs[pid][1] for pid in tree if pid in procs) / _TICK
+    own = procs[root][1] if root in procs else 0
+    under = sum(procs[pid][1] for pid in tree - {root} if pid in procs)
+    return own / _TICK, under / _TICK
 
 
 def _serve_pid(port: str) -> int:
@@ -93,18 +95,21 @@ def main() -> None:
             cells[tree] = (run, _serve_pid(url.rsplit(":", 1)[1]), [])
         for _ in range(args.rounds):
             for run, pid, figures in cells.values():
-                cpu, walls = tree_cpu_s(pid), []
+                before, walls = tree_cpu_s(pid), []
                 for _ in range(args.requests):
                     start = time.perf_counter()
                     run()
                     walls.append(time.perf_counter() - start)
-                cpu = tree_cpu_s(pid) - cpu
-                figures.append((cpu / args.requests * 1e6, statistics.median(walls) * 1e3))
-    print(f"| checkout | server CPU per request ({'JSON' if args.json else 'binary'}) | p50 |")
-    print("|---|---|---|")
+                own, under = (b - a for a, b in zip(before, tree_cpu_s(pid), strict=True))
+                per = 1e6 / args.requests
+                p50 = statistics.median(walls) * 1e3
+                figures.append(((own + under) * per, own * per, under * per, p50))
+    kind = "JSON" if args.json else "binary"
+    print(f"| checkout | server CPU per request ({kind}) | serve process | its workers | p50 |")
+    print("|---|---|---|---|---|")
     for tree, (_run, _pid, figures) in cells.items():
-        cpu_us, p50_ms = (statistics.median(column) for column in zip(*figures, strict=True))
-        print(f"| {tree} | {cpu_us:.0f} us | {p50_ms:.3f} ms |")
+        total, own, under, p50_ms = (statistics.median(c) for c in zip(*figures, strict=True))
+        print(f"| {tree} | {total:.0f} us | {own:.0f} us | {under:.0f} us | {p50_ms:.3f} ms |")
 
 
 if __name__ == "__main__":
