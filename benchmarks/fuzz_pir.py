@@ -2,7 +2,8 @@
 way `POST /v1/check` runs an upload: validate(), then the lowering and ONNX gate.
 
 Seeds: the PIR programs the tests already hold (tests/graph_proto/data/*.json, written by Paddle
-3.3.1) and, with --paddle, the PIR twins of a few conformance programs exported by Paddle now.
+3.3.1); with --paddle, the PIR twins of a few conformance programs exported by Paddle now; with
+--corpus MIB, the toolkit corpus' PIR programs (tests/corpus's cached exports) up to MIB each.
 Each mutation is a JSON edit (a leaf replaced by a hostile value, a key or list item deleted or
 duplicated, ops swapped, a value id or dims made huge) or a byte edit (flips, cuts, a run of
 escaped quotes or brackets spliced in). Every outcome is one of:
@@ -14,7 +15,7 @@ escaped quotes or brackets spliced in). Every outcome is one of:
 Exit status 1 when any mutation crashed, ran slow or ran out of memory; the first few of each
 are printed with the seed that reproduces them.
 
-    PYTHONPATH=. .venv/bin/python benchmarks/fuzz_pir.py --seconds 300
+    PYTHONPATH=. .venv/bin/python benchmarks/fuzz_pir.py --seconds 300 [--corpus 2]
 """
 
 from __future__ import annotations
@@ -74,6 +75,23 @@ def paddle_seeds() -> list[Seed]:
     for name, build in builds.items():
         saved = save_pir(build)
         seeds.append((name, saved.program, saved.params))
+    return seeds
+
+
+def corpus_seeds(limit_bytes: int) -> list[Seed]:
+    """The toolkit corpus' PIR programs (tests/corpus: PaddleClas, PaddleSeg, PaddleDetection,
+    PaddleOCR, PaddleNLP, PaddleSpeech), as its tests exported and cached them; the programs
+    of at most `limit_bytes` (a mutation copies the whole document: large ones mutate slowly).
+    Run the corpus tests once first (GRAPHGATE_CORPUS=full) to have them all."""
+    from tests.corpus import compare  # imports Paddle (the export cache key has its version)
+
+    seeds: list[Seed] = []
+    for folder in sorted(p for p in compare.folder().iterdir() if p.is_dir()):
+        program = folder / "pir" / "model.json"
+        if program.exists() and program.stat().st_size <= limit_bytes:
+            params = folder / "pir" / "model.pdiparams"
+            blob = params.read_bytes() if params.exists() else None
+            seeds.append((f"{folder.name} (pir)", program.read_bytes(), blob))
     return seeds
 
 
@@ -221,9 +239,17 @@ def main() -> int:
     parser.add_argument("--slow", type=float, default=2.0)
     parser.add_argument("--memory-gib", type=float, default=4.0)
     parser.add_argument("--paddle", action="store_true", help="also seed with Paddle exports")
+    parser.add_argument(
+        "--corpus",
+        type=float,
+        metavar="MIB",
+        help="also seed with the corpus' cached PIR programs of at most MIB each",
+    )
     parser.add_argument("--replay", type=int, help="time one case seed (as printed) 5 times")
     args = parser.parse_args()
     seeds = fixture_seeds() + (paddle_seeds() if args.paddle else [])
+    if args.corpus is not None:
+        seeds += corpus_seeds(int(args.corpus * 1024 * 1024))
     limit = int(args.memory_gib * 1024**3)
     resource.setrlimit(resource.RLIMIT_AS, (limit, limit))
     signal.signal(signal.SIGALRM, _alarm)
