@@ -83,15 +83,13 @@ def corpus_seeds(limit_bytes: int) -> list[Seed]:
     PaddleOCR, PaddleNLP, PaddleSpeech), as its tests exported and cached them; the programs
     of at most `limit_bytes` (a mutation copies the whole document: large ones mutate slowly).
     Run the corpus tests once first (GRAPHGATE_CORPUS=full) to have them all."""
-    from tests.corpus import compare  # imports Paddle (the export cache key has its version)
+    from bench_validate import corpus_programs  # imports Paddle (the export cache's key)
 
     seeds: list[Seed] = []
-    for folder in sorted(p for p in compare.folder().iterdir() if p.is_dir()):
-        program = folder / "pir" / "model.json"
-        if program.exists() and program.stat().st_size <= limit_bytes:
-            params = folder / "pir" / "model.pdiparams"
-            blob = params.read_bytes() if params.exists() else None
-            seeds.append((f"{folder.name} (pir)", program.read_bytes(), blob))
+    for key, (program, params) in corpus_programs().items():
+        if key.endswith("(pir)") and Path(program).stat().st_size <= limit_bytes:
+            blob = Path(params).read_bytes() if params else None
+            seeds.append((key, Path(program).read_bytes(), blob))
     return seeds
 
 

@@ -29,7 +29,6 @@ from executor.lower import (
     control,
 )
 from executor.runtime_checks import LOOP_FLAG_OUTPUTS, RuntimeChecks, named_checks
-from graph_proto.types import DType
 from validator import TensorType, ValidatedProgram
 from validator.bind import BoundOp
 
@@ -259,13 +258,10 @@ def _value_info(name: str, t: TensorType, *, symbolic: bool) -> onnx.ValueInfoPr
 
 def _add_initializer(graph: onnx.GraphProto, name: str, array: np.ndarray, t: TensorType) -> None:
     """A parameter as raw little-endian bytes (numpy_helper.from_array's encoding), built in
-    place: one copy of its bytes. numpy has no bfloat16: its raw uint16 words go in as they are."""
+    place: one copy of its bytes. numpy has no bfloat16: its raw uint16 words go in as they are.
+    (The validator matched the array's dtype to `t`'s: validator/params.py.)"""
     tensor = graph.initializer.add()
     tensor.name = name
     tensor.dims.extend(array.shape)
-    tensor.data_type = (
-        TensorProto.BFLOAT16
-        if t.dtype == DType.BF16
-        else helper.np_dtype_to_tensor_dtype(array.dtype)
-    )
+    tensor.data_type = ONNX_DTYPE[t.dtype]
     tensor.raw_data = np.ascontiguousarray(array, dtype=array.dtype.newbyteorder("<")).tobytes()
