@@ -1,6 +1,6 @@
 """ONNX lowering of validator/ops/resize.py: Paddle's CPU interpolation kernels replayed with Gather.
 
-ONNX Resize is not used because it cannot reproduce Paddle exactly:
+ONNX Resize cannot reproduce Paddle exactly in general:
 - Paddle maps output index k to the source coordinate `ratio * k` multiplied in float32, where
   ratio = float32(1 / scale) whenever a scale is given (even when OutSize overrides the size it
   implies) and float32(in / out) otherwise; onnxruntime computes `k / (out / in)`, which rounds
@@ -11,6 +11,11 @@ ONNX Resize is not used because it cannot reproduce Paddle exactly:
   truncates for uint8 (a flat image of 3s can give 2s).
 So source indices and weights are computed in the graph with Paddle's own float32/float64 steps
 (onnxruntime folds them to constants when the sizes are static), then gathered axis by axis.
+
+Except where one ONNX Resize samples exactly the same points: a float32 linear or bilinear
+resize whose sizes are known when lowering and whose ratio follows from them and is a power of
+two (x2, x4, x1/8: the upsampling of segmentation heads) is one Resize, in one pass over the
+output where the gathers and blends make ~15 (see _resize_samples_alike).
 """
 
 from __future__ import annotations
@@ -226,6 +231,77 @@ def _bilinear_taps(b: OnnxBuilder, ax: _Axis, a: InterpAttrs, rows: bool) -> tup
     return low, high, weight
 
 
+def _resize_samples_alike(
+    x: Value,
+    axes: Sequence[_Axis],
+    scale_tensor: Value | None,
+    out_size: Value | None,
+    a: InterpAttrs,
+) -> bool:
+    """Whether one ONNX Resize samples exactly where Paddle's kernel does.
+
+    onnxruntime derives its ratio from the sizes (out / in, in float32); Paddle from a scale
+    when one is given (1 / scale, even when OutSize overrides the size it implies), else from
+    the sizes (in / out, or (in - 1) / (out - 1) with align_corners). The two name the same
+    ratio when it ignores the scale, when there is none, or when whole-number scales make
+    out = in * scale. Where that ratio is a power of two (or one output), both compute every
+    source coordinate without rounding, so they pick the same rows with the same weights;
+    other ratios round differently (a weight off by 1e-5 at coordinates in the hundreds)."""
+    if x.dtype != DType.FP32 or scale_tensor is not None:
+        return False
+    if a.scale and not a.align_corners and out_size is not None:
+        return False
+    if a.scale and not a.align_corners and not all(float(s).is_integer() for s in a.scale):
+        return False
+    return all(_exact_ratio(ax, a.align_corners) for ax in axes)
+
+
+def _exact_ratio(ax: _Axis, align_corners: bool) -> bool:
+    """Whether the axis' sizes are known and one is the other times a power of two."""
+    if ax.static_in is None or ax.static_out is None:
+        return False
+    size_in, size_out = ax.static_in, ax.static_out
+    if align_corners:
+        size_in, size_out = size_in - 1, size_out - 1
+    if size_out <= 1 or size_in == 0:  # one output (or one input row): row 0 in both
+        return True
+    big, small = max(size_in, size_out), min(size_in, size_out)
+    ratio, rest = divmod(big, small)
+    return rest == 0 and ratio & (ratio - 1) == 0
+
+
+def _coordinate_mode(a: InterpAttrs) -> str:
+    """Resize's name for Paddle's source coordinate (row 0 for one output in every mode)."""
+    if a.align_corners:
+        return "align_corners"  # k * (in - 1) / (out - 1)
+    if a.align_mode == 0:
+        return "pytorch_half_pixel"  # (k + 0.5) * ratio - 0.5, clamped at 0
+    return "asymmetric"  # k * ratio
+
+
+def _resize(b: OnnxBuilder, x: Value, axes: Sequence[_Axis], a: InterpAttrs) -> str:
+    """One linear ONNX Resize of X to the axes' (known) output sizes; the other dims as X's."""
+    outs = {ax.axis: ax.static_out for ax in axes}
+    pieces: list[str] = []
+    run: list[int] = []  # consecutive known sizes, one constant
+    for i in range(x.rank):
+        size = outs.get(i, x.shape[i])
+        if size is not None and size >= 0:
+            run.append(size)
+            continue
+        if run:
+            pieces.append(b.ints(run))
+            run = []
+        pieces.append(b.op("Shape", x.name, start=i, end=i + 1))
+    if run:
+        pieces.append(b.ints(run))
+    target = pieces[0] if len(pieces) == 1 else b.op("Concat", *pieces, axis=0)
+    mode = _coordinate_mode(a)
+    return b.op(
+        "Resize", x.name, "", "", target, mode="linear", coordinate_transformation_mode=mode
+    )
+
+
 def _broadcast(b: OnnxBuilder, weight: str, axis: int, rank: int, dtype: int) -> str:
     """A weight along `axis` shaped to broadcast against the trailing dims of X."""
     if dtype != _FLOAT:
@@ -248,6 +324,8 @@ def _bilinear_interp_v2_emit(
     same = _unchanged(b, axes)
     if same is True:
         return b.op("Identity", x.name)
+    if _resize_samples_alike(x, axes, scale_tensor, out_size, a):
+        return _resize(b, x, axes, a)  # known sizes that differ
     # T * float runs in float (double for T = double); the sum converts back to T.
     compute = _DOUBLE if x.dtype == DType.FP64 else _FLOAT
     data = x.name if x.dtype in (DType.FP32, DType.FP64) else b.op("Cast", x.name, to=compute)
@@ -295,6 +373,8 @@ def _linear_interp_v2_emit(
     same = _unchanged(b, [w])
     if same is True:
         return b.op("Identity", x.name)
+    if _resize_samples_alike(x, [w], scale_tensor, out_size, a):
+        return _resize(b, x, [w], a)  # known sizes that differ
     compute = _DOUBLE if x.dtype == DType.FP64 else _FLOAT
     data = x.name if x.dtype in (DType.FP32, DType.FP64) else b.op("Cast", x.name, to=compute)
     # Paddle's linear kernel takes ratio * (l + 0.5) in double, as bilinear does along H.

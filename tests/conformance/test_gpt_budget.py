@@ -1,7 +1,8 @@
 """Budgets bind what the program fixes: a small GPT-style decoder whose causal
 mask is a fixed [1, 1, 128, 128] buffer sliced by the dynamic sequence length. Binding that
 length to max_dynamic_dim (512) contradicts the mask; the figures are taken at the 128 the
-program pins, not at an absurd upper bound, and it is accepted at batch 1."""
+program fixes (solved from the mask the length slices), not at an absurd upper bound, and it is
+accepted at batch 1."""
 
 from __future__ import annotations
 
@@ -82,7 +83,7 @@ def gpt() -> Saved:
     return build_and_save(_gpt)
 
 
-def test_accepted_at_batch_1_with_budgets_at_the_pinned_length(gpt: Saved) -> None:
+def test_accepted_at_batch_1_with_budgets_at_the_solved_length(gpt: Saved) -> None:
     report = validate(gpt.program, gpt.params, Policy(max_batch=1)).report
     assert report.batch == 1
     # The largest tensor at 128 positions: the attention scores, float32 [1, heads, 128, 128]
@@ -94,12 +95,16 @@ def test_accepted_at_batch_1_with_budgets_at_the_pinned_length(gpt: Saved) -> No
     attention = LAYERS * 2 * 2 * POSITIONS * HIDDEN
     core = POSITIONS * (2 * (weights + HIDDEN * VOCAB) + attention)
     assert core <= report.flops_per_sample <= 3 * core
-    (pinned,) = [w for w in report.warnings if w.code == Code.BUDGET_PINNED_DIMS]
-    assert "at 128" in pinned.message and "at 512" in pinned.message
-    assert Code.BUDGET_UPPER_BOUND not in [w.code for w in report.warnings]
+    # The sequence length is solved from the program (the mask it slices has 128 positions),
+    # not pinned by a fallback: the bound comes with the op that sets it.
+    assert ("D1", 128) in report.dim_bounds
+    (bound,) = [c for c in report.dim_constraints if c.feed == "ids" and c.axis == 1]
+    assert bound.constraint.value == 128 and "op 28 (elementwise_add)" in bound.reason
+    codes = [w.code for w in report.warnings]
+    assert Code.BUDGET_PINNED_DIMS not in codes and Code.BUDGET_UPPER_BOUND not in codes
 
 
-def test_the_caps_apply_at_the_pinned_length(gpt: Saved) -> None:
+def test_the_caps_apply_at_the_solved_length(gpt: Saved) -> None:
     scores = 4 * HEADS * POSITIONS * POSITIONS  # float32 [1, heads, 128, 128]
     # 512 positions would make 16x that: a cap between is no reason to refuse.
     validate(gpt.program, gpt.params, Policy(max_batch=1, max_tensor_bytes=scores))

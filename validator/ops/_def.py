@@ -72,6 +72,10 @@ class TensorType:
     # Upper bounds of dims the data decides (-1 in shape: NMS keeps some boxes), from attrs and
     # input dims; -1 where none is known. Budgets count the bound, runs check against it.
     bound: Shape | None = None
+    # The known elements of a shape vector whose value is not known whole (None where a dim is
+    # -1): `shape` of a [-1, 32, 8, 8] tensor is (None, 32, 8, 8), so that slicing its known
+    # dims gives a known value (`paddle.shape(x)[2:]`, the size of an upsampling).
+    partial: tuple[int | None, ...] | None = None
 
     @property
     def rank(self) -> int:

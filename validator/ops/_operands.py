@@ -97,6 +97,22 @@ def array(x: TensorType) -> np.ndarray | None:
     return np.array(x.value).reshape(x.shape)
 
 
+def carry_selection(
+    x: TensorType, shape: Shape, select: Callable[[np.ndarray], np.ndarray]
+) -> Shape | TensorType:
+    """`carry` for an op that only picks elements of X (no arithmetic): where X's value is known
+    in part (TensorType.partial), the picked elements' value when all of them are known, else
+    the part known of them."""
+    known = carry(x, shape, select)
+    if isinstance(known, TensorType) or x.partial is None or not all(d >= 0 for d in shape):
+        return known
+    picked = np.asarray(select(np.array(x.partial, dtype=object).reshape(x.shape))).reshape(-1)
+    elements = tuple(picked.tolist())
+    if None in elements:
+        return TensorType(x.dtype, shape, partial=elements) if len(shape) == 1 else shape
+    return TensorType(x.dtype, shape, elements)
+
+
 def carry(
     x: TensorType, shape: Shape, fn: Callable[..., np.ndarray], *more: TensorType
 ) -> Shape | TensorType:

@@ -673,8 +673,11 @@ RANGE = OpDef(
 def _shape_infer(x: TensorType, _a: NoAttrs) -> TensorType:
     if any(d > INT32_MAX for d in x.shape):
         raise ShapeError(f"Input: expected dims that fit the int32 result, got {list(x.shape)}")
-    exact = x.known and x.rank <= VALUE_LIMIT
-    return TensorType(DType.INT32, (x.rank,), x.shape if exact else None)
+    if x.rank > VALUE_LIMIT:
+        return TensorType(DType.INT32, (x.rank,))
+    if x.known:
+        return TensorType(DType.INT32, (x.rank,), x.shape)
+    return TensorType(DType.INT32, (x.rank,), partial=tuple(d if d >= 0 else None for d in x.shape))
 
 
 def _shape_batch(_view: BatchView) -> int:

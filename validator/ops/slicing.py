@@ -29,7 +29,14 @@ from validator.ops._def import (
     TensorType,
     UnsupportedError,
 )
-from validator.ops._operands import BACKEND_ATTRS, Operand, carry, check_rank, int_operand
+from validator.ops._operands import (
+    BACKEND_ATTRS,
+    Operand,
+    carry,
+    carry_selection,
+    check_rank,
+    int_operand,
+)
 from validator.ops._shape import dtype_attr
 
 
@@ -116,7 +123,7 @@ def _sliced(
     out = tuple(d for i, d in enumerate(dims) if i not in a.decrease_axis)
     if None in (*starts, *ends, *steps):
         return out  # values would need the unknown bounds
-    return carry(x, out, lambda v: v[tuple(index)])
+    return carry_selection(x, out, lambda v: v[tuple(index)])
 
 
 def _slice_infer(

@@ -514,7 +514,9 @@ def _cast_infer(x: TensorType, a: CastAttrs) -> TensorType:
     if x.value is not None and x.dtype in _INT_LIKE and out in _INT_LIKE:
         # Shape arithmetic often casts int32 shapes to int64; keep the known values.
         value = tuple(np.array(x.value, dtype=x.dtype.numpy).astype(out.numpy).tolist())
-    return TensorType(out, x.shape, value)
+    # Known dims of a shape (int32, so any integer type holds them) stay known.
+    partial = x.partial if x.dtype in _INT_LIKE and out in (DType.INT32, DType.INT64) else None
+    return TensorType(out, x.shape, value, partial=partial)
 
 
 CAST = OpDef(

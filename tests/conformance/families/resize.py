@@ -125,6 +125,22 @@ PARITY_PROGRAMS: dict[str, tuple[str, Build]] = {
     "bilinear_uint8": ("bilinear_interp_v2", program(lambda x: F.interpolate(x, size=[11, 7], mode="bilinear"), (N4, "uint8"))),
     "bilinear_uint8_flat": ("bilinear_interp_v2", program(lambda x: F.interpolate(x, size=[11, 7], mode="bilinear"), ([2, 3, 4, 4], "uint8"))),
     "bilinear_float64": ("bilinear_interp_v2", program(lambda x: F.interpolate(x, scale_factor=1.7, mode="bilinear"), (N4, "float64"))),
+    # Source coordinates in the hundreds, where float32 rounds Paddle's steps and onnxruntime's
+    # Resize differently: ratios that are not a power of two (the gathers replay Paddle's steps)
+    "bilinear_large_upsample": ("bilinear_interp_v2", image(lambda x: F.interpolate(x, size=[509, 1021], mode="bilinear"), [-1, 2, 37, 61])),
+    "bilinear_large_align_corners": ("bilinear_interp_v2", image(lambda x: F.interpolate(x, size=[500, 999], mode="bilinear", align_corners=True), [-1, 2, 37, 61])),
+    "bilinear_large_align_mode_1": ("bilinear_interp_v2", image(lambda x: F.interpolate(x, size=[777, 301], mode="bilinear", align_mode=1), [-1, 2, 61, 37])),
+    "bilinear_downsample": ("bilinear_interp_v2", image(lambda x: F.interpolate(x, size=[23, 41], mode="bilinear"), [-1, 3, 64, 97])),
+    "linear_large": ("linear_interp_v2", program(lambda x: F.interpolate(x, size=[4093], mode="linear", data_format="NCW"), ([-1, 3, 517], "float32"))),
+    # and powers of two (one ONNX Resize, sampling exactly where Paddle does)
+    "bilinear_x8_large": ("bilinear_interp_v2", image(lambda x: F.interpolate(x, scale_factor=8, mode="bilinear"), [-1, 2, 37, 61])),
+    "bilinear_x8_align_corners": ("bilinear_interp_v2", image(lambda x: F.interpolate(x, size=[257, 513], mode="bilinear", align_corners=True), [-1, 2, 33, 65])),
+    "bilinear_x4_align_mode_1": ("bilinear_interp_v2", image(lambda x: F.interpolate(x, size=[244, 148], mode="bilinear", align_mode=1), [-1, 2, 61, 37])),
+    "bilinear_quarter": ("bilinear_interp_v2", image(lambda x: F.interpolate(x, size=[16, 24], mode="bilinear"), [-1, 3, 64, 96])),
+    "bilinear_x2_nhwc": ("bilinear_interp_v2", image(lambda x: F.interpolate(x, scale_factor=2, mode="bilinear", data_format="NHWC"), [-1, 16, 24, 3])),
+    "bilinear_to_input_size": ("bilinear_interp_v2", image(lambda x: F.interpolate(F.avg_pool2d(x, 8), size=paddle.shape(x)[2:], mode="bilinear"), [-1, 3, 64, 48])),
+    "bilinear_x4_dynamic_hw": ("bilinear_interp_v2", image(lambda x: F.interpolate(x, scale_factor=4, mode="bilinear"), [-1, 3, -1, -1])),
+    "linear_x4": ("linear_interp_v2", program(lambda x: F.interpolate(x, size=[2068], mode="linear", data_format="NCW"), ([-1, 3, 517], "float32"))),
     "pixel_shuffle_float64": ("pixel_shuffle", program(lambda x: F.pixel_shuffle(x, 2, "NHWC"), ([-1, -1, 3, 8], "float64"))),
     "flip_bool": ("flip", program(lambda x: paddle.flip(x, [0, 1]), ([-1, 3], "bool"))),
 }  # fmt: skip
