@@ -17,7 +17,8 @@ graphgate's answer is compared with the predictor's (max |diff| / (1e-5 + 1e-4 |
 corpus tolerance); where it is over 1, with Paddle's Executor too, to tell whose answer moved.
 
 Timing: the engines take turns in blocks (who goes first rotates from block to block, as in
-bench_executor.latency), each after one untimed run; the predictor's blocks are followed by a
+bench_executor.latency), each after untimed runs (0.3 s of them after the predictor's block,
+see WARM_AFTER_PREDICTOR_S); the predictor's blocks are followed by a
 pause that lets its idle threads stop spinning (Paddle's OpenMP threads spin for 200 ms after a
 parallel region; onnxruntime's, with the service's settings, for 20 us); the number of
 runs per engine follows from a time budget per model (`--budget` seconds, both batches), at
@@ -67,6 +68,13 @@ BLOCKS: Final = 8
 # Paddle's libiomp5 threads spin for KMP_BLOCKTIME (200 ms) after a parallel region: a pause
 # longer than that after each of its blocks keeps them off the next engine's cores.
 SETTLE_S: Final = 0.25
+# Untimed running before each block; longer after the predictor's. NOTE: its threads keep
+# the CPUs busy for longer than SETTLE_S: with one untimed run (or 20 ms of them) after its
+# pause, the engine that followed it timed graphgate's graph at batch 1 up to 1.7x slower than
+# a second session of the same graph (topformer_tiny 1.27 against 0.80 ms, fcn_hrnet 3.04
+# against 1.67); with 0.3 s, 0.69 against 0.68 ms (2026-12-03, a quiet machine).
+WARM_S: Final = 0.02
+WARM_AFTER_PREDICTOR_S: Final = 0.3
 CHILD_TIMEOUT_S: Final = 900
 MARK: Final = "@@LATENCY "
 GRAPHGATE, P2O, PADDLE = "graphgate", "Paddle2ONNX", "Paddle Inference"
@@ -181,9 +189,17 @@ def distance(ours: list[np.ndarray], theirs: list[np.ndarray]) -> float | str:
     return worst
 
 
+def warm(run: Callable[[], object], seconds: float) -> None:
+    """Untimed runs, at least one and for at least `seconds`."""
+    until = time.perf_counter() + seconds
+    run()
+    while time.perf_counter() < until:
+        run()
+
+
 def timed(runners: Mapping[str, Callable[[], object]], budget_s: float) -> dict[str, float]:
-    """Median seconds per engine: runs in rotating blocks, each after one untimed run, and a
-    pause after each of the predictor's blocks (its idle OpenMP threads spin)."""
+    """Median seconds per engine: runs in rotating blocks, each after untimed runs (warm), and
+    a pause after each of the predictor's blocks (its idle OpenMP threads spin)."""
     estimate = {}
     for name, run in runners.items():
         for _ in range(2):
@@ -193,17 +209,19 @@ def timed(runners: Mapping[str, Callable[[], object]], budget_s: float) -> dict[
     pauses = BLOCKS * SETTLE_S if PADDLE in runners else 0.0
     runs = int((budget_s - pauses) / max(sum(estimate.values()), 1e-6)) - BLOCKS
     runs = max(MIN_RUNS, min(MAX_RUNS, runs))
-    # Each block starts with an untimed run: the engine that follows the predictor's pause
-    # would otherwise time its first run on cold caches and sleeping threads (graphgate did, in
-    # 3 of 4 rotations: 4-10% against the same graph in another session). Slow engines take
-    # fewer, longer blocks, so that the untimed runs cost less.
+    # Each block starts with untimed runs (warm): the engine that follows the predictor's pause
+    # would otherwise time its first runs on busy CPUs, cold caches and sleeping threads
+    # (graphgate did, in 3 of 4 rotations). Slow engines take fewer, longer blocks, so that
+    # the untimed runs cost less.
     block = math.ceil(runs / min(BLOCKS, max(2, runs // 2)))
     times: dict[str, list[float]] = {name: [] for name in runners}
     names = list(runners)
+    after_predictor = True  # the first block: a cold start too
     for b in range(math.ceil(runs / block)):
         for name in names[b % len(names) :] + names[: b % len(names)]:
             run = runners[name]
-            run()
+            warm(run, WARM_AFTER_PREDICTOR_S if after_predictor else WARM_S)
+            after_predictor = name == PADDLE
             for _ in range(min(block, runs - b * block)):
                 started = time.perf_counter()
                 run()
@@ -469,8 +487,8 @@ def write(out: Path, rows: list[Row], context: dict[str, str], variants: list[st
         "Paddle2ONNX 2.1.0's ONNX of the same legacy program in onnxruntime with the same "
         "settings; Paddle Inference's predictor (IR optimizations, oneDNN, "
         "set_cpu_math_library_num_threads). Engines take turns in blocks (the first rotates), "
-        "each after an untimed run (and a 0.25 s pause after the predictor's, whose OpenMP threads "
-        "spin for 200 ms). Ratios are graphgate / the other, from the same rounds; "
+        "each after untimed runs (0.3 s of them after the predictor's block and its 0.25 s "
+        "pause: its threads keep the CPUs busy after it). Ratios are graphgate / the other, from the same rounds; "
         "**bold** is more than 1.05x. \"nodes\": ONNX nodes of graphgate's and Paddle2ONNX's "
         'files; "runs": nodes of the graph onnxruntime runs after its optimizations. '
         '"gg vs PI worst": max |graphgate - predictor| / '
