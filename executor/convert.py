@@ -55,6 +55,13 @@ class Lowered:
     checks: RuntimeChecks
 
 
+# Nodes that cannot fail on what the validator lets through (shapes, casts of them, views):
+# dropped when nothing reads them.
+UNREAD_DROPPABLE: Final = frozenset(
+    {"Shape", "Size", "Cast", "Slice", "Squeeze", "Unsqueeze", "Concat", "Identity"}
+)
+
+
 def lower(program: ValidatedProgram) -> Lowered:
     b = OnnxBuilder()
     b.feeds = frozenset(spec.name for spec in program.inputs)
@@ -86,6 +93,7 @@ def lower(program: ValidatedProgram) -> Lowered:
         _add_initializer(model.graph, name, array, program.types[name])
     model.graph.initializer.extend(b.initializers)
     fold_constants(model)
+    _drop_unread_shape_arithmetic(model.graph)
     _prune_initializers(model.graph)
     if flags:  # every while raises a "trips" flag
         helper.set_model_props(model, _loop_policy(program))
@@ -145,6 +153,23 @@ def _live_nodes(graph: onnx.GraphProto) -> list[onnx.NodeProto]:
             live.append(node)
             wanted.update(reads(node))
     return live[::-1]
+
+
+def _drop_unread_shape_arithmetic(graph: onnx.GraphProto) -> None:
+    """Drops the nodes of UNREAD_DROPPABLE whose outputs nothing reads: a `shape` and `slice`
+    whose size a later lowering took from X itself (reshape's own dims) or from the validator
+    (a known resize) are left computing for nobody, and onnxruntime runs them. Other unread
+    nodes stay: one that can fail (a range guard, a gather) fails the request as Paddle would."""
+    wanted = {info.name for info in graph.output}
+    kept: list[onnx.NodeProto] = []
+    for node in reversed(graph.node):
+        if node.op_type in UNREAD_DROPPABLE and not wanted.intersection(node.output):
+            continue
+        kept.append(node)
+        wanted.update(reads(node))
+    if len(kept) != len(graph.node):
+        del graph.node[:]
+        graph.node.extend(reversed(kept))
 
 
 def _prune_initializers(graph: onnx.GraphProto) -> None:

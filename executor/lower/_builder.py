@@ -96,6 +96,10 @@ class OnnxBuilder:
         # being lowered sits in a sub-block (an If branch or Loop body: it may never run)
         self.feeds: frozenset[str] = frozenset()
         self.in_block = False
+        # What made each value (node or constant), for lowerings that look at where a value
+        # came from (dim_of)
+        self._producers: dict[str, onnx.NodeProto] = {}
+        self._constants: dict[str, np.ndarray] = {}
 
     @contextmanager
     def naming(self, prefix: str) -> Iterator[None]:
@@ -120,6 +124,8 @@ class OnnxBuilder:
         node = helper.make_node(op_type, list(inputs), list(outputs), **attrs)
         node.name = self.fresh(f"node_{op_type}")
         self.nodes.append(node)
+        for name in outputs:
+            self._producers[name] = node
         return outputs
 
     def const(
@@ -134,7 +140,61 @@ class OnnxBuilder:
         self.initializers.append(numpy_helper.from_array(array, name))
         if array.size <= 64:
             self._consts[key] = name
+            self._constants[name] = array
         return name
+
+    def dim_of(self, name: str) -> tuple[str, int] | None:
+        """(X, i) when the value `name` (one integer, any rank) is X's dim i as this builder
+        made it: Shape(X), then a slice or gather of one element, with casts and reshapes on
+        the way (`paddle.shape(x)[i]`); None when it may be anything else."""
+        node = self._producers.get(name)
+        while node is not None and node.op_type in _ONE_VALUE_PASSES:
+            if node.op_type == "Cast" and _cast_to(node) not in (
+                TensorProto.INT32,
+                TensorProto.INT64,
+            ):
+                return None
+            node = self._producers.get(node.input[0])
+        if node is None or node.op_type not in ("Slice", "Gather"):
+            return None
+        index = self._picked_index(node)
+        shape = self._producers.get(node.input[0])
+        while shape is not None and shape.op_type == "Cast":  # Shape's int64 as Paddle's int32
+            shape = self._producers.get(shape.input[0])
+        if index is None or shape is None or shape.op_type != "Shape" or shape.attribute:
+            return None  # (a Shape with start/end numbers its dims from there)
+        return shape.input[0], index
+
+    def same_dim(self, name: str, axis: int) -> tuple[str, int]:
+        """The earliest (value, axis) whose dim is, by construction, `name`'s dim `axis`: back
+        through Transposes and through Reshapes whose constant target copies that dim (a 0,
+        allowzero 0), as a channel shuffle's reshape, transpose, reshape makes them."""
+        while (node := self._producers.get(name)) is not None:
+            if node.op_type == "Transpose":
+                perm = next(list(a.ints) for a in node.attribute if a.name == "perm")
+                name, axis = node.input[0], perm[axis]
+            elif node.op_type == "Reshape" and not any(a.i for a in node.attribute):
+                target = self._constants.get(node.input[1])
+                if target is None or axis >= target.size or int(target[axis]) != 0:
+                    break
+                name = node.input[0]
+            else:
+                break
+        return name, axis
+
+    def _picked_index(self, node: onnx.NodeProto) -> int | None:
+        """The one index >= 0 a Slice (constant starts/ends, axis 0, step 1) or a Gather
+        (constant 0-D or 1-element index, axis 0) takes from a vector; None otherwise."""
+        inputs = [self._constants.get(name) for name in node.input[1:]]
+        if any(value is None for value in inputs) or any(a.i != 0 for a in node.attribute):
+            return None
+        values = [int(v) for value in inputs if value is not None for v in value.reshape(-1)]
+        if node.op_type == "Gather":
+            return values[0] if len(values) == 1 and values[0] >= 0 else None
+        start, end, *rest = values  # starts, ends, then axes and steps when given
+        if rest not in ([], [0], [0, 1]) or start < 0 or end != start + 1:
+            return None
+        return start
 
     def ints(self, values: Sequence[int]) -> str:
         """A 1-D int64 constant (shapes, axes, starts, ...)."""
@@ -194,3 +254,11 @@ class OnnxBuilder:
         value = self.outputs[index]
         assert isinstance(value, TensorType)
         return value
+
+
+# Nodes that hand one integer on unchanged (a cast of a shape value, a change of rank).
+_ONE_VALUE_PASSES: Final = frozenset({"Cast", "Reshape", "Squeeze", "Unsqueeze", "Identity"})
+
+
+def _cast_to(node: onnx.NodeProto) -> int:
+    return next(a.i for a in node.attribute if a.name == "to")

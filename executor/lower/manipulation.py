@@ -7,6 +7,7 @@ at run time from Shape(X) and the shape tensors, so unknown (-1) dims work.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Final
 
 import numpy as np
@@ -51,6 +52,10 @@ def _reshape2_emit(
     out = b.out()
     if out.known and not (copying and may_be_empty(x)):  # else the rule assumed X non-empty
         return _reshape(b, x, b.ints(out.shape))
+    own = _own_dims(b, x, shape_list, values)
+    if own is not None:
+        # ONNX's 0 copies X's dim at the same index, which is what these elements hold.
+        return b.op("Reshape", x.name, b.ints(own), allowzero=0)
     known = [v for v in values if v is not None]
     if copying and len(known) == len(values) and _copy_end(known) <= x.rank:
         if -1 not in known and not _emptiness_reaches_a_copy(x, known[: _copy_end(known)]):
@@ -69,6 +74,32 @@ def _reshape2_emit(
         copies = b.op("Min", copies, b.op("Size", x.name))
     zero = b.op("Equal", spec, b.ints([0] * n))
     return _reshape(b, x, b.op("Where", zero, copies, spec))
+
+
+def _own_dims(
+    b: OnnxBuilder, x: Value, shape_list: tuple[Value, ...] | None, values: Sequence[int | None]
+) -> list[int] | None:
+    """A constant target for a ShapeTensor list whose unknown elements are X's own dims at their
+    index (`reshape(x, [paddle.shape(x)[0], 2, c, h, w])`, or a dim X has by construction from
+    the tensor the element measured: a channel shuffle, a head split),
+    with those elements as 0; None when another element is unknown, or a 0 (Paddle's 0 is a
+    size of 0 for an empty X) or a -1 (inferred from an empty X) makes it differ from Paddle.
+
+    Without it the target is computed at run time: the list's Concat, then Paddle's 0-copy
+    (Equal, Where, Min, Size), 5-10 small nodes per reshape that onnxruntime cannot fold."""
+    if not shape_list or None not in values or 0 in values:
+        return None
+    if -1 in values and may_be_empty(x):
+        return None
+    target = []
+    for i, (value, element) in enumerate(zip(values, shape_list, strict=True)):
+        if value is None:
+            dim = b.dim_of(element.name)
+            if i >= x.rank or dim is None or b.same_dim(*dim) != b.same_dim(x.name, i):
+                return None
+            value = 0
+        target.append(value)
+    return target
 
 
 def _copied_target(b: OnnxBuilder, x: Value, values: list[int]) -> str:

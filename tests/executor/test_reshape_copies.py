@@ -134,3 +134,47 @@ def test_a_shape_tensor_target_copies_like_paddle_on_empty_inputs() -> None:
             "y": rng.standard_normal((y_rows, 3, 8)).astype(np.float32),
         }
         assert_parity(saved, feeds)
+
+
+def _channel_shuffle(x: Any) -> Any:
+    """PaddleClas' channel shuffle: the batch read from the tensor's shape, the rest constants."""
+    batch = paddle.shape(x)[0]
+    y = paddle.reshape(x, [batch, 2, 3, 4, 4])
+    y = paddle.transpose(y, [0, 2, 1, 3, 4])
+    return paddle.reshape(y, [batch, 6, 4, 4])
+
+
+def _head_split_of_other_dims(x: Any) -> Any:
+    """A size read from dim 1 put at index 0: not X's own dim there, so computed at run time."""
+    return paddle.reshape(x, [paddle.shape(x)[1], -1])
+
+
+def _shape_list_program(fn: Any, dims: list[int]) -> Any:
+    with building() as (main, startup):
+        x = paddle.static.data("x", dims, "float32")
+        out = fn(x)
+    return save(main, startup, [x], [out])
+
+
+def test_a_shape_list_of_xs_own_dims_is_a_constant_target_and_matches_paddle() -> None:
+    saved = _shape_list_program(_channel_shuffle, [-1, 6, 4, 4])
+    graph = lower(validate(saved.program, saved.params)).model.graph
+    constants = {i.name for i in graph.initializer}
+    reshapes = [n for n in graph.node if n.op_type == "Reshape"]
+    assert len(reshapes) == 2 and all(n.input[1] in constants for n in reshapes)
+    nodes = Counter(n.op_type for n in graph.node)
+    assert not nodes.keys() & {"Shape", "Where", "Min", "Size", "Concat"}
+    rng = np.random.default_rng(0)
+    for rows in (3, 1, 0):  # an empty batch too: ONNX's 0 copies it as Paddle reads it
+        assert_parity(saved, {"x": rng.standard_normal((rows, 6, 4, 4)).astype(np.float32)})
+
+
+def test_a_size_read_from_another_dim_stays_a_run_time_target() -> None:
+    saved = _shape_list_program(_head_split_of_other_dims, [-1, -1, 4])
+    graph = lower(validate(saved.program, saved.params)).model.graph
+    constants = {i.name for i in graph.initializer}
+    (reshape,) = [n for n in graph.node if n.op_type == "Reshape" and n.input[0] == "x"]
+    assert reshape.input[1] not in constants
+    rng = np.random.default_rng(1)
+    for x_shape in ((2, 3, 4), (5, 1, 4)):
+        assert_parity(saved, {"x": rng.standard_normal(x_shape).astype(np.float32)})
