@@ -197,6 +197,20 @@ def warm(run: Callable[[], object], seconds: float) -> None:
         run()
 
 
+def variant_note(variants: list[str]) -> str:
+    """What the variant columns are, for the ones this run has."""
+    said = {
+        "": "a second session of graphgate's graph with the same settings (the noise)",
+        "raw": "graphgate's session run bare, without CompiledModel.run's request checks (the "
+        "graph alone, timed as Paddle2ONNX's is)",
+    }
+    parts = [
+        f"`{label}`: {said.get(settings, 'graphgate with ' + settings)}"
+        for label, settings in (spec.split(":", 1) for spec in variants)
+    ]
+    return " Variant columns: " + "; ".join(parts) + "." if parts else ""
+
+
 def timed(runners: Mapping[str, Callable[[], object]], budget_s: float) -> dict[str, float]:
     """Median seconds per engine: runs in rotating blocks, each after untimed runs (warm), and
     a pause after each of the predictor's blocks (its idle OpenMP threads spin)."""
@@ -493,7 +507,7 @@ def write(out: Path, rows: list[Row], context: dict[str, str], variants: list[st
         'files; "runs": nodes of the graph onnxruntime runs after its optimizations. '
         '"gg vs PI worst": max |graphgate - predictor| / '
         "(1e-5 + 1e-4 |predictor|) over both batches (the corpus tolerance is 1; where over, the "
-        "notes compare both with Paddle's Executor).",
+        "notes compare both with Paddle's Executor)." + variant_note(variants),
         "",
         *table(rows, variants),
         "",
