@@ -12,8 +12,8 @@ ONNX Resize cannot reproduce Paddle exactly in general:
 So source indices and weights are computed in the graph with Paddle's own float32/float64 steps
 (onnxruntime folds them to constants when the sizes are static), then gathered axis by axis.
 
-Except where one ONNX Resize samples exactly the same points: a float32 linear or bilinear
-resize whose sizes are known when lowering and whose ratio follows from them and is a power of
+Except where one ONNX Resize samples exactly the same points: a float32 NCHW bilinear resize
+whose sizes are known when lowering and whose ratio follows from them and is a power of
 two (x2, x4, x1/8: the upsampling of segmentation heads) is one Resize, in one pass over the
 output where the gathers and blends make ~15 (see _resize_samples_alike).
 """
@@ -247,13 +247,19 @@ def _resize_samples_alike(
     out = in * scale. Where that ratio is a power of two (or one output), both compute every
     source coordinate without rounding, so they pick the same rows with the same weights;
     other ratios round differently (a weight off by 1e-5 at coordinates in the hundreds)."""
-    if x.dtype != DType.FP32 or scale_tensor is not None:
+    if x.dtype != DType.FP32 or scale_tensor is not None or not _resizes_last_two(x, axes):
         return False
     if a.scale and not a.align_corners and out_size is not None:
         return False
     if a.scale and not a.align_corners and not all(float(s).is_integer() for s in a.scale):
         return False
     return all(_exact_ratio(ax, a.align_corners) for ax in axes)
+
+
+def _resizes_last_two(x: Value, axes: Sequence[_Axis]) -> bool:
+    """Whether X is 4-D and the axes are its last two (NCHW): the linear Resize every
+    onnxruntime provider has (CUDA's takes 2-D, 4-D NCHW and 5-D, not NHWC or 3-D)."""
+    return x.rank == 4 and [ax.axis for ax in axes] == [2, 3]
 
 
 def _exact_ratio(ax: _Axis, align_corners: bool) -> bool:
@@ -373,8 +379,6 @@ def _linear_interp_v2_emit(
     same = _unchanged(b, [w])
     if same is True:
         return b.op("Identity", x.name)
-    if _resize_samples_alike(x, [w], scale_tensor, out_size, a):
-        return _resize(b, x, [w], a)  # known sizes that differ
     compute = _DOUBLE if x.dtype == DType.FP64 else _FLOAT
     data = x.name if x.dtype in (DType.FP32, DType.FP64) else b.op("Cast", x.name, to=compute)
     # Paddle's linear kernel takes ratio * (l + 0.5) in double, as bilinear does along H.
