@@ -132,7 +132,8 @@ PARITY_PROGRAMS: dict[str, tuple[str, Build]] = {
     "bilinear_large_align_mode_1": ("bilinear_interp_v2", image(lambda x: F.interpolate(x, size=[777, 301], mode="bilinear", align_mode=1), [-1, 2, 61, 37])),
     "bilinear_downsample": ("bilinear_interp_v2", image(lambda x: F.interpolate(x, size=[23, 41], mode="bilinear"), [-1, 3, 64, 97])),
     "linear_large": ("linear_interp_v2", program(lambda x: F.interpolate(x, size=[4093], mode="linear", data_format="NCW"), ([-1, 3, 517], "float32"))),
-    # and powers of two (one ONNX Resize, sampling exactly where Paddle does)
+    # and powers of two: one ONNX Resize where NCHW with known sizes (it samples exactly where
+    # Paddle does), the gathers for NHWC, 3-D and unknown sizes
     "bilinear_x8_large": ("bilinear_interp_v2", image(lambda x: F.interpolate(x, scale_factor=8, mode="bilinear"), [-1, 2, 37, 61])),
     "bilinear_x8_align_corners": ("bilinear_interp_v2", image(lambda x: F.interpolate(x, size=[257, 513], mode="bilinear", align_corners=True), [-1, 2, 33, 65])),
     "bilinear_x4_align_mode_1": ("bilinear_interp_v2", image(lambda x: F.interpolate(x, size=[244, 148], mode="bilinear", align_mode=1), [-1, 2, 61, 37])),
