@@ -40,7 +40,8 @@ class Scope:
             raise MissingInput(
                 f"expected inputs {expected}, got {sorted(feeds)}: missing {missing}"
             )
-        if extra := sorted(set(feeds) - set(expected)):
+        # None missing: another name is there only if there are more names than expected.
+        if len(feeds) != len(expected) and (extra := sorted(set(feeds) - set(expected))):
             raise UnexpectedInput(
                 f"expected inputs {expected}, got {sorted(feeds)}: unknown {extra}"
             )
@@ -84,17 +85,24 @@ def check_outputs(outputs: Mapping[str, np.ndarray], expected: Mapping[str, Tens
     keep_top_k boxes an image)."""
     for name, value in outputs.items():
         want = expected[name]
-        bound = want.bound or (-1,) * len(want.shape)
-        agree = value.ndim == len(want.shape) and all(
-            w == g or (w < 0 and (b < 0 or g <= b))
-            for w, b, g in zip(want.shape, bound, value.shape, strict=True)
-        )
-        if value.dtype != want.dtype.numpy or not agree:
+        if value.dtype != want.dtype.numpy or not _dims_agree(value.shape, want):
             within = f" (at most {list(want.bound)})" if want.bound is not None else ""
             raise OutputMismatch(
                 f"output {name!r}: expected {want.dtype.label}{list(want.shape)}{within}, "
                 f"got {value.dtype}{list(value.shape)}"
             )
+
+
+def _dims_agree(got: tuple[int, ...], want: TensorType) -> bool:
+    if got == want.shape:  # every dim known and equal: most fetches
+        return True
+    if len(got) != len(want.shape):
+        return False
+    bound = want.bound or (-1,) * len(got)
+    return all(
+        w == g or (w < 0 and (b < 0 or g <= b))
+        for w, b, g in zip(want.shape, bound, got, strict=True)
+    )
 
 
 __all__ = ["Scope", "check_outputs"]

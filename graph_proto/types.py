@@ -29,7 +29,7 @@ class DType(enum.IntEnum):
     @property
     def numpy(self) -> np.dtype[np.generic]:
         """The numpy dtype; BF16 has none and maps to uint16 storage."""
-        return np.dtype(_NUMPY[self])
+        return _NUMPY_DTYPES[self]  # made once: every request's feed and output checks ask
 
     @property
     def label(self) -> str:
@@ -61,6 +61,7 @@ _NUMPY: Final = {
     DType.INT8: "i1",
     DType.BF16: "<u2",
 }
+_NUMPY_DTYPES: Final = {dtype: np.dtype(name) for dtype, name in _NUMPY.items()}
 _LABEL: Final = {
     DType.BOOL: "bool",
     DType.INT16: "int16",
