@@ -28,6 +28,7 @@ import numpy as np
 from onnx import TensorProto, helper
 
 from executor.lower._builder import ONNX_DTYPE, OnnxBuilder, Value
+from executor.lower._int_lists import concat_ints, dims
 from graph_proto.types import DType
 from validator.ops.resize import InterpAttrs, known_values
 
@@ -249,9 +250,10 @@ def _resize_samples_alike(
     other ratios round differently (a weight off by 1e-5 at coordinates in the hundreds)."""
     if x.dtype != DType.FP32 or scale_tensor is not None or not _resizes_last_two(x, axes):
         return False
-    if a.scale and not a.align_corners and out_size is not None:
-        return False
-    if a.scale and not a.align_corners and not all(float(s).is_integer() for s in a.scale):
+    scale_sets_ratio = bool(a.scale) and not a.align_corners
+    if scale_sets_ratio and (
+        out_size is not None or not all(float(s).is_integer() for s in a.scale)
+    ):
         return False
     return all(_exact_ratio(ax, a.align_corners) for ax in axes)
 
@@ -286,22 +288,9 @@ def _coordinate_mode(a: InterpAttrs) -> str:
 
 
 def _resize(b: OnnxBuilder, x: Value, axes: Sequence[_Axis], a: InterpAttrs) -> str:
-    """One linear ONNX Resize of X to the axes' (known) output sizes; the other dims as X's."""
-    outs = {ax.axis: ax.static_out for ax in axes}
-    pieces: list[str] = []
-    run: list[int] = []  # consecutive known sizes, one constant
-    for i in range(x.rank):
-        size = outs.get(i, x.shape[i])
-        if size is not None and size >= 0:
-            run.append(size)
-            continue
-        if run:
-            pieces.append(b.ints(run))
-            run = []
-        pieces.append(b.op("Shape", x.name, start=i, end=i + 1))
-    if run:
-        pieces.append(b.ints(run))
-    target = pieces[0] if len(pieces) == 1 else b.op("Concat", *pieces, axis=0)
+    """One linear ONNX Resize of NCHW X to the axes' (known) output sizes."""
+    sizes = [ax.static_out for ax in axes if ax.static_out is not None]
+    target = concat_ints(b, [dims(b, x, 0, 2), sizes])
     mode = _coordinate_mode(a)
     return b.op(
         "Resize", x.name, "", "", target, mode="linear", coordinate_transformation_mode=mode
