@@ -143,15 +143,19 @@ def _loop_policy(program: ValidatedProgram) -> dict[str, str]:
     }
 
 
-def _live_nodes(graph: onnx.GraphProto) -> list[onnx.NodeProto]:
-    """The main graph's nodes some output depends on, in order (every node is pure: one whose
-    outputs nothing reads is dropped)."""
+def _live_nodes(
+    graph: onnx.GraphProto, droppable: frozenset[str] | None = None
+) -> list[onnx.NodeProto]:
+    """The main graph's nodes some output depends on, in order: a node whose outputs nothing
+    reads is dropped if its op type is `droppable` (None: any, every node being pure)."""
     wanted = {info.name for info in graph.output}
     live: list[onnx.NodeProto] = []
     for node in reversed(graph.node):
-        if wanted.intersection(node.output):
-            live.append(node)
-            wanted.update(reads(node))
+        unread = not wanted.intersection(node.output)
+        if unread and (droppable is None or node.op_type in droppable):
+            continue
+        live.append(node)
+        wanted.update(reads(node))
     return live[::-1]
 
 
@@ -160,16 +164,10 @@ def _drop_unread_shape_arithmetic(graph: onnx.GraphProto) -> None:
     whose size a later lowering took from X itself (reshape's own dims) or from the validator
     (a known resize) are left computing for nobody, and onnxruntime runs them. Other unread
     nodes stay: one that can fail (a range guard, a gather) fails the request as Paddle would."""
-    wanted = {info.name for info in graph.output}
-    kept: list[onnx.NodeProto] = []
-    for node in reversed(graph.node):
-        if node.op_type in UNREAD_DROPPABLE and not wanted.intersection(node.output):
-            continue
-        kept.append(node)
-        wanted.update(reads(node))
-    if len(kept) != len(graph.node):
+    live = _live_nodes(graph, UNREAD_DROPPABLE)
+    if len(live) != len(graph.node):
         del graph.node[:]
-        graph.node.extend(reversed(kept))
+        graph.node.extend(live)
 
 
 def _prune_initializers(graph: onnx.GraphProto) -> None:
