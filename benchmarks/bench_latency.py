@@ -501,8 +501,9 @@ def write(out: Path, rows: list[Row], context: dict[str, str], variants: list[st
         "Paddle2ONNX 2.1.0's ONNX of the same legacy program in onnxruntime with the same "
         "settings; Paddle Inference's predictor (IR optimizations, oneDNN, "
         "set_cpu_math_library_num_threads). Engines take turns in blocks (the first rotates), "
-        "each after untimed runs (0.3 s of them after the predictor's block and its 0.25 s "
-        "pause: its threads keep the CPUs busy after it). Ratios are graphgate / the other, from the same rounds; "
+        f"each after untimed runs ({WARM_AFTER_PREDICTOR_S:g} s of them after the predictor's "
+        f"block and its {SETTLE_S:g} s pause: its threads keep the CPUs busy after it). "
+        "Ratios are graphgate / the other, from the same rounds; "
         "**bold** is more than 1.05x. \"nodes\": ONNX nodes of graphgate's and Paddle2ONNX's "
         'files; "runs": nodes of the graph onnxruntime runs after its optimizations. '
         '"gg vs PI worst": max |graphgate - predictor| / '
