@@ -10,6 +10,7 @@ longer than their least text). Over it: 413 RESPONSE_OVER_BUDGET, with the figur
 
 from __future__ import annotations
 
+import functools
 import json
 import math
 from collections.abc import Callable, Iterator, Mapping, Sequence
@@ -27,6 +28,8 @@ _SLICE: Final = 64 * 1024
 # (Python writes floats with a point), "true," for a boolean.
 _LEAST_JSON: Final[Mapping[str, int]] = {"b": 5, "i": 2, "u": 2, "f": 4}
 _DUMPS: Final = json.JSONEncoder(separators=(",", ":")).encode
+# The same few names (model, version, outputs, datatypes) in every answer: their JSON text once.
+_NAME_TEXT: Final = functools.lru_cache(maxsize=1024)(_DUMPS)
 _MIB: Final = 1024 * 1024
 _FLUSH_BYTES: Final = 64 * 1024  # JSON text gathered before it is written to the sink
 CHUNK_BYTES: Final = 1024 * 1024  # what the server reads of an answer at a time
@@ -79,6 +82,13 @@ class AnswerSpec:
         return cls(
             name, version, request_id, tuple(OutputSpec(*o) for o in outputs), Budget(*budget)
         )
+
+
+@functools.lru_cache(maxsize=256)
+def spec_of(wire: WireSpec) -> AnswerSpec:
+    """`AnswerSpec.from_wire`, made once per distinct spec: a model's requests repeat theirs
+    (the worker's; the dataclasses cost ~4 us a request to build)."""
+    return AnswerSpec.from_wire(wire)
 
 
 # AnswerSpec.wire(): (model name, version, request id, outputs, (max bytes, max JSON bytes))
@@ -176,30 +186,30 @@ def encode(
     when all is JSON). `stop()` is called between slices and raises to stop (the deadline,
     a cancel); the JSON text is counted against the budget as it is written."""
     counter = _Counting(sink, spec, values)
-    # The document json.dumps(doc, separators=(",", ":")) would write, field by field; the
-    # text between two outputs' numbers is counted and written as one piece (an all-binary
-    # answer's whole header is one).
-    text = ['{"model_name":', _DUMPS(spec.model_name), ',"model_version":']
-    text.append(_DUMPS(spec.model_version))
+    # The document json.dumps(doc, separators=(",", ":")) would write, field by field: strings
+    # through json's own escaping, integers as str() writes them (as json does), without
+    # building and walking a dict. The text between two outputs' numbers is counted and
+    # written as one piece (an all-binary answer's whole header is one).
+    text = f'{{"model_name":{_NAME_TEXT(spec.model_name)}'
+    text += f',"model_version":{_NAME_TEXT(spec.model_version)}'
     if spec.request_id is not None:
-        text += [',"id":', _DUMPS(spec.request_id)]
-    text.append(',"outputs":[')
+        text += f',"id":{_DUMPS(spec.request_id)}'
+    text += ',"outputs":['
     raws: list[np.ndarray] = []
     for index, out in enumerate(spec.outputs):
         value = values[out.name]
-        # Strings through json's own escaping, integers as str() writes them (as json does):
-        # the dict's json.dumps, without building and walking a dict (~2 us each).
-        text += [',{"name":' if index else '{"name":', _DUMPS(out.name), ',"datatype":']
-        text += [_DUMPS(out.datatype), ',"shape":[', ",".join(map(str, value.shape)), "]"]
+        shape = ",".join(map(str, value.shape))
+        text += f'{"," if index else ""}{{"name":{_NAME_TEXT(out.name)}'
+        text += f',"datatype":{_NAME_TEXT(out.datatype)},"shape":[{shape}]'
         if out.binary:
-            raw = np.ascontiguousarray(value, dtype=np.dtype(out.dtype))
+            raw = np.ascontiguousarray(value, dtype=out.dtype)
             raws.append(raw)
-            text += [',"parameters":{"binary_data_size":', str(raw.nbytes), "}}"]
+            text += f',"parameters":{{"binary_data_size":{raw.nbytes}}}}}'
         else:
-            counter.text("".join(text) + ',"data":[')
+            counter.text(text + ',"data":[')
             _numbers(counter, value, out.bf16, stop)
-            text = ["]}"]
-    counter.text("".join(text) + "]}")
+            text = "]}"
+    counter.text(text + "]}")
     counter.flush()
     header = counter.written
     for raw in raws:

@@ -29,7 +29,14 @@ import numpy as np
 
 from executor import CompiledModel, RunCancel, SessionOptions, build_servable, prepare_servable
 from executor.errors import DeadlineExceeded, OutOfMemory, RunCancelled
-from server.dispatch.answer import AnswerSpec, EncodedWire, WireSpec, check_before_run, encode
+from server.dispatch.answer import (
+    AnswerSpec,
+    EncodedWire,
+    WireSpec,
+    check_before_run,
+    encode,
+    spec_of,
+)
 from server.dispatch.arena import Arena, Layout
 from server.errors import ResponseOverBudget
 from server.storage.spool import Spooled
@@ -300,7 +307,7 @@ class Worker:
         model = self.cache.get(key, owner)
         if model is None:
             return ("missing", seq)
-        answers = None if wire_answers is None else tuple(map(AnswerSpec.from_wire, wire_answers))
+        answers = None if wire_answers is None else tuple(map(spec_of, wire_answers))
         self.arena.ensure(arena_bytes)
         feeds = self.arena.read(layout, inline, copy=False)
         measured = self.cache.measures_first_run(key)

@@ -114,6 +114,9 @@ class AnswerResponse(Response):
         answer = self.reply.answer
         try:
             await send({"type": "http.response.start", "status": 200, "headers": self.raw_headers})
+            if not answer.streamed:  # held whole: one body message (the last), sent with the head
+                await send({"type": "http.response.body", "body": answer.body()})
+                return
             for piece in answer.chunks():
                 if answer.streamed and time.monotonic() >= self.reply.deadline:
                     log.info("answer cut at its deadline: %s", scope["path"])
