@@ -166,6 +166,8 @@ def serve(data_dir: Path, source: Path = ROOT) -> Iterator[str]:
         **os.environ,
         "GRAPHGATE_ADMIN_TOKEN": ADMIN_TOKEN,
         "GRAPHGATE_TENANT_RATE_PER_S": "0",
+        # No gRPC endpoint: two servers at once (bench_served_pair.py) would both take 8001.
+        "GRAPHGATE_GRPC_PORT": "0",
         "PYTHONPATH": os.pathsep.join(filter(None, [str(source), os.environ.get("PYTHONPATH")])),
     }
     command = [sys.executable, "-m", "server.cli", "serve", "--port", str(port)]
