@@ -124,10 +124,13 @@ def check_before_run(
     """Refuses an answer certainly over its budget, from the run's re-inferred output `shapes`
     (a dim the data decides counted 0). A batch (`rows` per member) gives each member its rows
     of every batch-major output; the first member over its budget fails the run."""
+    if len(answers) == 1:  # one request: all the rows are its own
+        _within(answers[0], *_least_size(answers[0], shapes), at_least=True)
+        return
     total = sum(rows)
     for spec, own in zip(answers, rows, strict=True):
         mine = {
-            name: (own, *shape[1:]) if len(answers) > 1 and shape and shape[0] == total else shape
+            name: (own, *shape[1:]) if shape and shape[0] == total else shape
             for name, shape in shapes.items()
         }
         _within(spec, *_least_size(spec, mine), at_least=True)
@@ -138,14 +141,23 @@ def _least_size(spec: AnswerSpec, shapes: Mapping[str, tuple[int, ...]]) -> tupl
     json_bytes, binary_bytes, numbers = 256, 0, 0  # the document's own keys, names, shapes
     for out in spec.outputs:
         count = math.prod(max(d, 0) for d in shapes.get(out.name, ()))
-        dtype = np.dtype(out.dtype)
         if out.binary:
-            binary_bytes += count * dtype.itemsize
+            binary_bytes += count * _itemsize(out.dtype)
         else:
-            kind = "f" if out.bf16 else dtype.kind
+            kind = "f" if out.bf16 else _kind(out.dtype)
             json_bytes += count * _LEAST_JSON.get(kind, 2)
             numbers += count
     return json_bytes, binary_bytes, numbers
+
+
+@functools.cache
+def _itemsize(dtype: str) -> int:
+    return np.dtype(dtype).itemsize
+
+
+@functools.cache
+def _kind(dtype: str) -> str:
+    return np.dtype(dtype).kind
 
 
 def _within(
@@ -266,7 +278,7 @@ class _Counting:
         for out in spec.outputs:
             size = int(values[out.name].size)
             if out.binary:
-                binary += size * np.dtype(out.dtype).itemsize
+                binary += size * _itemsize(out.dtype)
             else:
                 numbers += size
         self._binary, self._numbers = binary, numbers
