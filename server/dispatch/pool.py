@@ -19,7 +19,7 @@ import multiprocessing.forkserver
 import os
 import threading
 import time
-from collections import deque
+from collections import OrderedDict, deque
 from collections.abc import Callable, Hashable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from multiprocessing.connection import Connection
@@ -51,6 +51,8 @@ log = logging.getLogger("graphgate.workers")
 # after it is stuck in a single native call, and its worker is killed.
 _HARD_STOP_GRACE_S: Final = 5.0
 _POLL_S: Final = 0.05
+# The content keys remembered per worker as held (the most recently used; see _Worker.holds).
+_HELD_KEYS_KEPT: Final = 4096
 # Answers at most this big together are copied out of the arena into memory; bigger ones go to
 # files of their own and are streamed from there (the server never holds a whole large answer).
 COPY_MAX_BYTES: Final = (
@@ -328,6 +330,9 @@ class _Worker:
     arena_path: Path
     ready: bool = False
     _cancel_lock: threading.Lock = field(default_factory=threading.Lock)
+    # The content keys this worker was last seen holding compiled (a run, a compile or a load
+    # of them went through); it may have evicted some since ("missing" then drops them).
+    holds: _Recent = field(default_factory=lambda: _Recent(_HELD_KEYS_KEPT))
 
     @property
     def pid(self) -> int | None:
@@ -410,6 +415,28 @@ class Quarantine:
             return False
 
 
+class _Recent:
+    """A set of the last `size` keys added (older ones forgotten first)."""
+
+    __slots__ = ("_keys", "_size")
+
+    def __init__(self, size: int) -> None:
+        self._keys: OrderedDict[str, None] = OrderedDict()
+        self._size = size
+
+    def add(self, key: str) -> None:
+        self._keys[key] = None
+        self._keys.move_to_end(key)
+        if len(self._keys) > self._size:
+            self._keys.popitem(last=False)
+
+    def discard(self, key: str) -> None:
+        self._keys.pop(key, None)
+
+    def __contains__(self, key: object) -> bool:
+        return key in self._keys
+
+
 class _Waiter:
     __slots__ = ("event", "worker")
 
@@ -445,12 +472,17 @@ class _Handoff:
                 return
             self._idle.append(worker)
 
-    def get(self, give_up: Callable[[], None]) -> _Worker:
+    def get(self, give_up: Callable[[], None], key: str | None = None) -> _Worker:
         """A worker, in arrival order; `give_up()` is called every _POLL_S while waiting and
-        ends the wait by raising."""
+        ends the wait by raising. Of several idle ones, one that holds the model `key`.
+
+        NOTE: the most recently freed worker is often not the one holding the model: a
+        tenant's request to a model that worker lacked loaded it there (a compile: tens of ms
+        of a CPU, which another tenant's requests waited for) while the worker holding it sat
+        idle."""
         with self._lock:
             if self._idle:  # none waits: a waiter would have been handed this worker
-                return self._idle.pop()  # the most recently freed: see the class's note
+                return self._take(key)
             waiter = _Waiter()
             self._waiters.append(waiter)
         while not waiter.event.wait(_POLL_S):
@@ -464,6 +496,17 @@ class _Handoff:
                 break  # handed a worker as it gave up: take it
         assert waiter.worker is not None
         return waiter.worker
+
+    def _take(self, key: str | None) -> _Worker:
+        """The most recently freed idle worker holding `key`, else the most recently freed
+        (see the class's note)."""
+        if key is not None and len(self._idle) > 1:
+            for index in range(len(self._idle) - 1, -1, -1):
+                worker = self._idle[index]
+                if key in worker.holds:
+                    del self._idle[index]
+                    return worker
+        return self._idle.pop()
 
     def take_idle(self) -> list[_Worker]:
         """Every idle worker, now (none waits for them)."""
@@ -598,7 +641,7 @@ class WorkerPool:
             "compile", next(self._seq), key, program, params, policy, options, signature, owner,
             dims, onnx_to,
         )  # fmt: skip
-        reply = self._call(message, self.settings.compile_timeout_s, label=None)
+        reply = self._call(message, self.settings.compile_timeout_s, label=None, holds=key)
         report, provenance = reply[2]
         return RemoteModel(Signature(report), key, source, policy, options, self, provenance, dims)
 
@@ -691,13 +734,15 @@ class WorkerPool:
     def _held_reply(self, run: _Run) -> tuple[_Worker, tuple[Any, ...]] | None:
         """The reply of `run` on the next free worker, that worker held; None, the worker
         given back, when it lacks the model."""
-        _model, _feeds, deadline, cancelled, _answers, _rows, label, _ran = run
-        worker = self._worker_for(deadline, cancelled, label)
+        model, _feeds, deadline, cancelled, _answers, _rows, label, _ran = run
+        worker = self._worker_for(model.key, deadline, cancelled, label)
         with self._released_on_failure(worker, label):
             reply = self._run_on(worker, *run)
         if reply[0] == "missing":
+            worker.holds.discard(model.key)
             self._idle.put(worker)
             return None
+        worker.holds.add(model.key)
         return worker, reply
 
     def _loaded(
@@ -717,10 +762,11 @@ class WorkerPool:
                 model.options, None, owner, model.dims,
             )  # fmt: skip
             self._check(worker.call(load, self.settings.compile_timeout_s))
+        worker.holds.add(model.key)
         return worker
 
     def _worker_for(
-        self, deadline: float | None, cancelled: Cancel | None, label: ModelLabel | None
+        self, key: str, deadline: float | None, cancelled: Cancel | None, label: ModelLabel | None
     ) -> _Worker:
         if label is not None and self.quarantine.holds(label):
             raise ModelQuarantined(
@@ -728,7 +774,7 @@ class WorkerPool:
                 f"{self.settings.quarantine_crashes} times and is quarantined until an admin "
                 "releases it"
             )
-        return self._acquire(deadline, cancelled)
+        return self._acquire(deadline, cancelled, key)
 
     @contextlib.contextmanager
     def _released_on_failure(self, worker: _Worker, label: ModelLabel | None) -> Iterator[None]:
@@ -793,7 +839,15 @@ class WorkerPool:
             raise error
         return reply
 
-    def _call(self, message: tuple[Any, ...], timeout: float, label: ModelLabel | None) -> Any:
+    def _call(
+        self,
+        message: tuple[Any, ...],
+        timeout: float,
+        label: ModelLabel | None,
+        holds: str | None = None,
+    ) -> Any:
+        """`message`'s checked reply from the next free worker; `holds`: the content key the
+        worker holds compiled once the reply is "ok" (a compile's)."""
         worker = self._acquire(None, None)
         try:
             reply = worker.call(message, timeout)
@@ -807,10 +861,14 @@ class WorkerPool:
         except BaseException:
             self._idle.put(worker)
             raise
+        if holds is not None and reply[0] == "ok":
+            worker.holds.add(holds)
         self._idle.put(worker)
         return self._check(reply)
 
-    def _acquire(self, deadline: float | None, cancelled: Cancel | None) -> _Worker:
+    def _acquire(
+        self, deadline: float | None, cancelled: Cancel | None, key: str | None = None
+    ) -> _Worker:
         if not self._started:
             self.start()
 
@@ -820,7 +878,7 @@ class WorkerPool:
             if deadline is not None and time.monotonic() >= deadline:
                 raise DeadlineExceeded("the request waited for a worker past its deadline")
 
-        return self._idle.get(give_up)
+        return self._idle.get(give_up, key)
 
     def _replace(self, worker: _Worker, died: _Died, label: ModelLabel | None) -> Exception:
         """Stops a dead or stuck worker, starts another; the error for its request."""

@@ -459,6 +459,61 @@ def test_an_idle_worker_is_taken_most_recently_freed_first() -> None:
     assert handoff.get(lambda: None) is w2
 
 
+class _Holding:
+    """A stand-in worker for the handoff: the content keys it holds, as _Worker.holds."""
+
+    def __init__(self, *keys: str) -> None:
+        self.holds = set(keys)
+
+
+def test_an_idle_worker_holding_the_model_is_taken_before_a_more_recently_freed_one() -> None:
+    """Taking the most recently freed worker loaded a tenant's model into it (a compile)
+    while the worker holding the model sat idle; a worker that holds it is taken first, the
+    most recently freed of those, and without one the most recently freed of all."""
+    handoff = _Handoff()
+    holds_a, holds_b, holds_a_too, holds_none = (
+        _Holding("a"), _Holding("b"), _Holding("a", "b"), _Holding()
+    )  # fmt: skip
+    for worker in (holds_a, holds_a_too, holds_b, holds_none):
+        handoff.put(worker)  # type: ignore[arg-type]
+    assert handoff.get(lambda: None, "a") is holds_a_too
+    assert handoff.get(lambda: None, "a") is holds_a
+    assert handoff.get(lambda: None, "c") is holds_none
+    assert handoff.get(lambda: None, "a") is holds_b  # the only one left
+
+
+def test_the_pool_runs_a_model_on_the_idle_worker_that_compiled_it() -> None:
+    """Two idle workers, the one freed last lacking the model: the run goes to the one that
+    compiled it, and no worker loads it a second time."""
+    built = mlp((8, 8)).built()
+    other = mlp((8, 4)).built()
+    pool = WorkerPool(PoolSettings(workers=2))
+    pool.start()
+    try:
+        options = SessionOptions(use_cuda=False)
+        first = pool.compile(
+            built.program, built.params, Policy(), options,
+            lambda: (built.program, built.params),
+        )  # fmt: skip
+        holder = next(w for w in pool._workers if first.key in w.holds)
+        # The other worker is freed last: it compiles a second model while the first is held.
+        taken = pool._idle.get(lambda: None, first.key)
+        assert taken is holder
+        second = pool.compile(
+            other.program, other.params, Policy(), options,
+            lambda: (other.program, other.params),
+        )  # fmt: skip
+        pool._idle.put(taken)
+        pool._idle.put(next(w for w in pool._workers if w is not holder))  # freed last
+        for _ in range(3):
+            first.run({"x": np.ones((1, 8), np.float32)})
+        holding = [w for w in pool.session_stats() if first.key in w.sessions]
+        assert len(holding) == 1
+        assert second.key not in holder.holds
+    finally:
+        pool.stop()
+
+
 def test_a_worker_hears_a_cancel_at_once_and_keeps_one_that_came_before_its_run() -> None:
     reader, writer = Pipe(duplex=False)
     cancels = _Cancels(reader)
