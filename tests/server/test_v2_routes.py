@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from typing import Any
 
 import numpy as np
 from fastapi.testclient import TestClient
@@ -94,6 +95,44 @@ def test_binary_infer_without_content_type(client: TestClient, key_a: str) -> No
     doc = json.loads(response.content[:length])
     assert doc["outputs"][0]["parameters"] == {"binary_data_size": 32}
     assert len(response.content) == length + 32
+
+
+def test_a_body_of_megabytes_answers_as_a_small_one_and_over_the_cap_is_413(
+    make_settings: SettingsFactory,
+) -> None:
+    """Bodies of a MiB and more are joined off the event loop (server/routes/inference.py
+    `_read_body`): streamed in pieces without a Content-Length, such a body answers what the
+    same rows answer in a small request, and one over the cap is still 413."""
+    rows = np.random.default_rng(0).standard_normal((131072, 4)).astype(np.float32)  # 2 MiB
+    cap = 3 * 1024 * 1024
+    with TestClient(create_app(make_settings(max_infer_bytes=cap))) as client:
+        key = new_tenant(client, "acme")
+        upload(client, key, built=affine().built())
+
+        def infer(x: np.ndarray, pieces: int) -> Any:
+            doc = {
+                "inputs": [binary_input(x)],
+                "outputs": [{"name": "y", "parameters": {"binary_data": True}}],
+            }
+            body, headers = binary_request(doc, [x])
+            step = -(-len(body) // pieces)
+            streamed = (body[i : i + step] for i in range(0, len(body), step))
+            return client.post(
+                "/v2/models/m/infer", content=streamed, headers={**auth(key), **headers}
+            )
+
+        def values(answer: Any) -> np.ndarray:
+            assert answer.status_code == 200, answer.text
+            length = int(answer.headers["inference-header-content-length"])
+            return np.frombuffer(answer.content[length:], np.float32).reshape(-1, 4)
+
+        big = values(infer(rows, pieces=32))
+        head, tail = values(infer(rows[:3], pieces=1)), values(infer(rows[-3:], pieces=1))
+        assert big.shape == rows.shape
+        np.testing.assert_array_equal(big[:3], head)
+        np.testing.assert_array_equal(big[-3:], tail)
+        over = infer(np.concatenate([rows, rows]), pieces=64)  # 4 MiB
+        assert_error(over, 413, "PAYLOAD_TOO_LARGE")
 
 
 def test_bad_requests_are_400_with_their_code(client: TestClient, key_a: str) -> None:
