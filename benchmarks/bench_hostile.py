@@ -51,7 +51,7 @@ class Other:
     NOTE: a process, not a thread of this one: the hostile client's Python work (making an
     httpx client: ~30 ms holding the GIL while it loads the CA store, 67 ms the first time;
     copying a 62 MB body) held the GIL the other tenant's thread needed, and its wait counted
-    as the server's (the first conv's p99 of 66-86 ms was mostly that)."""
+    as the server's."""
 
     def __init__(self, server: Server, key: str) -> None:
         self.url = f"{server.url}/v2/models/small/infer"
@@ -239,8 +239,8 @@ def main() -> None:
                 "expand 4096x4096, JSON": lambda: post(server, hostile, "expand", *binary_request(expand_in, binary_outputs=False)),
                 "expand 4096x4096, binary (64 MiB out)": lambda: post(server, hostile, "expand", *binary_request(expand_in, binary_outputs=True)),
                 # The body made before the case, as for the two after it: made inside it, the
-                # client's own 2 x 62 MB of copies held this process's GIL from the other
-                # tenant's client thread (the first conv's p99 was 66-86 ms, the later 38-46).
+                # client's own 2 x 62 MB of copies were timed as the case's (the other
+                # tenant's p99 during the first conv went from 66-86 ms to 32-42 ms).
                 "conv x[1,3,4000,1300], 50 ms deadline": lambda: post(
                     server, hostile, "conv", conv_body, {**conv_headers, **deadline}
                 ),
