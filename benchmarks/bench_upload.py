@@ -1,6 +1,6 @@
 """Upload to ready: ResNet50 sent to a real `graphgate serve` until its 201, against Paddle2ONNX.
 
-Usage: flock /work/notes/bench.lock python benchmarks/bench_upload.py [--rounds N]
+Usage: python benchmarks/bench_upload.py [--rounds N]
            [--tree LABEL=SOURCE ...] [--big-mib N] [--skip-big]
 
 1. Time to ready. ResNet50 224x224 saved by real Paddle (bench_executor.py's cached export), sent
@@ -428,11 +428,7 @@ def main() -> int:
     lines = [
         "# Upload to ready (issue 25, point 3)",
         "",
-        "Command: `"
-        + " ".join(
-            ["flock /work/notes/bench.lock python benchmarks/bench_upload.py", *sys.argv[1:]]
-        )
-        + "`",
+        "Command: `" + " ".join(["python benchmarks/bench_upload.py", *sys.argv[1:]]) + "`",
         "",
         f"Machine: {platform.processor() or platform.machine()}, {os.cpu_count()} CPUs, shared "
         f"with other work (load average at start {load[0]:.1f} {load[1]:.1f} {load[2]:.1f}). "

@@ -181,7 +181,7 @@ def corpus(base: Path, rounds: int, repeat: int) -> int:
     worst = max(ratios) if ratios else (0.0, "none")
     section = (
         f"{CORPUS_MARK}\n## Validation time per corpus program, before and after\n\n"
-        f"`flock /work/notes/bench.lock python benchmarks/bench_validate.py --corpus "
+        f"`python benchmarks/bench_validate.py --corpus "
         f"{base} --rounds {rounds} --repeat {repeat}`: {len(programs)} programs (the corpus "
         f"exports cached for its current build), before = {base}, after = this checkout; "
         f"each a child process importing its own tree, {rounds} interleaved rounds of "
