@@ -120,8 +120,8 @@ class AnswerResponse(Response):
             if not answer.streamed:  # held whole: one body message (the last), sent with the head
                 await send({"type": "http.response.body", "body": answer.body()})
                 return
-            for piece in answer.chunks():
-                if answer.streamed and time.monotonic() >= self.reply.deadline:
+            for piece in answer.chunks():  # read from its file a piece at a time
+                if time.monotonic() >= self.reply.deadline:
                     log.info("answer cut at its deadline: %s", scope["path"])
                     return  # the server closes a response it did not complete
                 await send({"type": "http.response.body", "body": piece, "more_body": True})
