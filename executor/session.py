@@ -110,6 +110,17 @@ def _fixed_shape(program: ValidatedProgram) -> bool:
     return all(d >= 0 for spec in program.inputs for d in spec.dims)
 
 
+@dataclass(frozen=True, slots=True)
+class _Checked:
+    """What a request's checks found before its run, the same for every request with the same
+    feed names, dtypes and shapes (when no size depends on a feed's values)."""
+
+    fed_shapes: dict[str, tuple[int, ...]]
+    sizes: dict[str, tuple[Scalar, ...]]  # the small feeds' values some size depends on
+    fetches: tuple[tuple[str, TensorType], ...]  # each fetch's re-inferred type, in order
+    fetch_shapes: dict[str, tuple[int, ...]]  # what `before_run` is given
+
+
 @dataclass(eq=False)
 class CompiledModel:
     """A validated program lowered to ONNX with its session; immutable after compile()."""
@@ -129,6 +140,8 @@ class CompiledModel:
     _shapes: OrderedDict[tuple[object, ...], dict[str, TensorType]] = field(
         default_factory=OrderedDict
     )
+    # What the checks found for feeds of one set of names, dtypes and shapes (_request_key).
+    _checked: dict[tuple[object, ...], _Checked] = field(default_factory=dict)
     _lock: threading.Lock = field(default_factory=threading.Lock)
 
     def run(
@@ -144,16 +157,19 @@ class CompiledModel:
         (DeadlineExceeded, RunCancelled). `before_run` is given the fetches' re-inferred shapes
         (-1: a dim the data decides) once the request's own checks pass, before anything runs:
         the caller's budgets of what it will do with them (the server's answer budget)."""
-        check_dim_constraints(self.program.report.dim_constraints, feeds)
-        scope = Scope(self.program.inputs, self.max_request_bytes)
-        checked = scope.feed_all(feeds)
-        sizes = self._size_values(checked)
-        fed_shapes = scope.shapes()
-        expected = self._expected_types(fed_shapes, sizes)
+        key = self._request_key(feeds)
+        known = None if key is None else self._checked.get(key)
+        checked: Mapping[str, np.ndarray]
+        if known is None:
+            checked, known = self._check_request(feeds)
+            if key is not None:
+                self._remember(key, known)
+        else:
+            checked = feeds  # these names, dtypes and shapes passed every check before
         checks = self.checks
-        checks.before_run(checked, fed_shapes)
+        checks.before_run(checked, known.fed_shapes)
         if before_run is not None:
-            before_run({spec.name: expected[spec.name].shape for spec in self.program.outputs})
+            before_run(known.fetch_shapes)
         stop = _Stop(deadline, cancel)
         try:
             with stop.watched():
@@ -162,19 +178,64 @@ class CompiledModel:
             stop.raise_if_fired()
             if any(words in str(e) for words in _ALLOCATION_FAILED):
                 raise OutOfMemory("onnxruntime could not allocate memory for this run") from None
+            expected = self._expected_types(known.fed_shapes, known.sizes)
             shapes = {name: t.shape for name, t in expected.items()}
             raise checks.explain(str(e), checked, shapes) from None
-        fetched = len(self.program.outputs)
+        fetches = known.fetches
         # Hidden outputs (loop flags, select_input Masks) follow the fetches; most models have none.
-        if checks.hidden_outputs and (taken := checks.after_run(values[fetched:])):
+        if checks.hidden_outputs and (taken := checks.after_run(values[len(fetches) :])):
             # Dims that depend on the branch that ran: now known exactly, checked exactly.
-            expected = self._expected_types(fed_shapes, sizes, taken)
-        outputs = {
-            spec.name: np.asarray(v)
-            for spec, v in zip(self.program.outputs, values[:fetched], strict=True)
-        }
-        check_outputs(outputs, {spec.name: expected[spec.name] for spec in self.program.outputs})
+            expected = self._expected_types(known.fed_shapes, known.sizes, taken)
+            fetches = tuple((spec.name, expected[spec.name]) for spec in self.program.outputs)
+        outputs: dict[str, np.ndarray] = {}
+        for (name, want), value in zip(fetches, values, strict=False):
+            got = np.asarray(value)
+            # Most fetches have exactly their re-inferred dtype and dims: one comparison each.
+            if got.dtype != want.dtype.numpy or got.shape != want.shape:
+                check_outputs({name: got}, {name: want})
+            outputs[name] = got
         return outputs
+
+    def _check_request(
+        self, feeds: Mapping[str, np.ndarray]
+    ) -> tuple[dict[str, np.ndarray], _Checked]:
+        """Every check of the feeds before a run: the recorded dim constraints, the signature
+        (names, dtypes, ranks, fixed dims, the byte cap), the re-inferred shapes and the
+        run-time budget. Returns the feeds as they run and what the checks found."""
+        check_dim_constraints(self.program.report.dim_constraints, feeds)
+        scope = Scope(self.program.inputs, self.max_request_bytes)
+        checked = scope.feed_all(feeds)
+        sizes = self._size_values(checked)
+        fed_shapes = scope.shapes()
+        expected = self._expected_types(fed_shapes, sizes)
+        outputs = self.program.outputs
+        found = _Checked(
+            fed_shapes=fed_shapes,
+            sizes=sizes,
+            fetches=tuple((spec.name, expected[spec.name]) for spec in outputs),
+            fetch_shapes={spec.name: expected[spec.name].shape for spec in outputs},
+        )
+        return checked, found
+
+    def _request_key(self, feeds: Mapping[str, np.ndarray]) -> tuple[object, ...] | None:
+        """What every check before a run reads of these feeds (names, dtypes, shapes), when
+        that is all they read: not for programs whose sizes depend on feed values. None: the
+        feeds are checked in full (a value not a contiguous array, or such a program)."""
+        if self.program.report.data_dependent:
+            return None
+        key: list[object] = []
+        for name, value in feeds.items():
+            if type(value) is not np.ndarray or not value.flags.c_contiguous:
+                return None
+            key += (name, value.dtype, value.shape)
+        return tuple(key)
+
+    def _remember(self, key: tuple[object, ...], found: _Checked) -> None:
+        with self._lock:
+            self._checked[key] = found
+            if len(self._checked) > _SHAPE_CACHE_SIZE:
+                del self._checked[next(iter(self._checked))]  # the oldest: a model's requests
+                # repeat few shapes, and the next one of an evicted shape is checked again
 
     def _session_run(
         self, feeds: Mapping[str, np.ndarray], options: ort.RunOptions

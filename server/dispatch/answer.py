@@ -197,16 +197,14 @@ def encode(
     each binary output's raw bytes. Returns (bytes written, the JSON header's length or None
     when all is JSON). `stop()` is called between slices and raises to stop (the deadline,
     a cancel); the JSON text is counted against the budget as it is written."""
+    if all(out.binary for out in spec.outputs):
+        return _encode_binary(spec, values, sink, stop)
     counter = _Counting(sink, spec, values)
     # The document json.dumps(doc, separators=(",", ":")) would write, field by field: strings
     # through json's own escaping, integers as str() writes them (as json does), without
     # building and walking a dict. The text between two outputs' numbers is counted and
     # written as one piece (an all-binary answer's whole header is one).
-    text = f'{{"model_name":{_NAME_TEXT(spec.model_name)}'
-    text += f',"model_version":{_NAME_TEXT(spec.model_version)}'
-    if spec.request_id is not None:
-        text += f',"id":{_DUMPS(spec.request_id)}'
-    text += ',"outputs":['
+    text = _head(spec)
     raws: list[np.ndarray] = []
     for index, out in enumerate(spec.outputs):
         value = values[out.name]
@@ -228,6 +226,49 @@ def encode(
         stop()
         sink.write(memoryview(raw.reshape(-1).view(np.uint8)))  # type: ignore[arg-type]
     return header + sum(r.nbytes for r in raws), header if raws else None
+
+
+def _encode_binary(
+    spec: AnswerSpec,
+    values: Mapping[str, np.ndarray],
+    sink: Sink,
+    stop: Callable[[], None],
+) -> tuple[int, int | None]:
+    """`encode` of an answer whose outputs are all raw bytes (what binary clients ask for): its
+    JSON header is counted against the budget once, whole, and a small answer (header and
+    bytes under _FLUSH_BYTES) is one write to the sink."""
+    raws = [np.ascontiguousarray(values[out.name], dtype=out.dtype) for out in spec.outputs]
+    binary = sum(raw.nbytes for raw in raws)
+    outputs = ",".join(
+        f'{{"name":{_NAME_TEXT(out.name)},"datatype":{_NAME_TEXT(out.datatype)},'
+        f'"shape":[{",".join(map(str, raw.shape))}],'
+        f'"parameters":{{"binary_data_size":{raw.nbytes}}}}}'
+        for out, raw in zip(spec.outputs, raws, strict=True)
+    )
+    header = f"{_head(spec)}{outputs}]}}".encode()
+    budget = spec.budget
+    if (budget.max_json_bytes and len(header) > budget.max_json_bytes) or (
+        budget.max_bytes and len(header) + binary > budget.max_bytes
+    ):
+        _within(spec, len(header), binary, 0, at_least=False)
+    pieces = [memoryview(raw.reshape(-1).view(np.uint8)) for raw in raws]  # type: ignore[arg-type]
+    if len(header) + binary < _FLUSH_BYTES:
+        sink.write(b"".join([header, *pieces]))
+    else:
+        sink.write(header)
+        for piece in pieces:
+            stop()
+            sink.write(piece)
+    return len(header) + binary, len(header)
+
+
+def _head(spec: AnswerSpec) -> str:
+    """The answer's text before its outputs: the model's name and version, the request's id."""
+    text = f'{{"model_name":{_NAME_TEXT(spec.model_name)}'
+    text += f',"model_version":{_NAME_TEXT(spec.model_version)}'
+    if spec.request_id is not None:
+        text += f',"id":{_DUMPS(spec.request_id)}'
+    return text + ',"outputs":['
 
 
 def _numbers(counter: _Counting, value: np.ndarray, bf16: bool, stop: Callable[[], None]) -> None:

@@ -73,3 +73,81 @@ def test_the_spec_crosses_the_pipe_as_plain_tuples_and_comes_back_equal() -> Non
     wire = SPEC.wire()
     assert b"server" not in pickle.dumps(wire)  # no class of ours to look up on the way
     assert AnswerSpec.from_wire(pickle.loads(pickle.dumps(wire))) == SPEC
+
+
+BINARY = AnswerSpec(
+    'm "1"',
+    "3",
+    "req-é\n",
+    (
+        OutputSpec('y "quoted" é', "FP32", "<f4", True),
+        OutputSpec("ids", "INT64", "<i8", True),
+        OutputSpec("flags", "BOOL", "|b1", True),
+    ),
+    Budget(),
+)
+
+
+def _binary_document(outputs: dict[str, np.ndarray], spec: AnswerSpec) -> bytes:
+    doc: dict[str, object] = {"model_name": spec.model_name, "model_version": spec.model_version}
+    if spec.request_id is not None:
+        doc["id"] = spec.request_id
+    doc["outputs"] = [
+        {
+            "name": out.name,
+            "datatype": out.datatype,
+            "shape": list(outputs[out.name].shape),
+            "parameters": {"binary_data_size": outputs[out.name].astype(out.dtype).nbytes},
+        }
+        for out in spec.outputs
+    ]
+    return json.dumps(doc, separators=(",", ":")).encode()
+
+
+@pytest.mark.parametrize("rows", [2, 5000], ids=["small", "over-64-KiB"])
+def test_an_all_binary_answer_is_the_header_json_dumps_writes_then_each_outputs_bytes(
+    rows: int,
+) -> None:
+    y = (np.arange(rows * 3, dtype=np.float64).reshape(3, rows) / 7).T  # strided, float64
+    ids = np.arange(rows, dtype=np.int64) - 3
+    flags = np.arange(rows) % 3 == 0
+    outputs = {'y "quoted" é': y, "ids": ids, "flags": flags}
+    sink, stops = CountingSink(), []
+    length, header = encode(BINARY, outputs, sink, lambda: stops.append(1))
+    expected_header = _binary_document(outputs, BINARY)
+    raw = y.astype(np.float32).tobytes() + ids.tobytes() + flags.tobytes()
+    assert bytes(sink.buffer) == expected_header + raw
+    assert (length, header) == (len(expected_header) + len(raw), len(expected_header))
+    if rows == 2:
+        assert sink.writes == 1  # a small answer is one write
+    else:
+        assert sink.writes == 4 and len(stops) == 3  # the header, then each output's bytes
+
+
+def test_an_all_binary_answer_without_an_id_has_none() -> None:
+    spec = AnswerSpec("m", "1", None, (OutputSpec("y", "FP32", "<f4", True),), Budget())
+    outputs = {"y": np.ones((1, 4), np.float32)}
+    sink = BufferSink()
+    encode(spec, outputs, sink, lambda: None)
+    assert bytes(sink.buffer) == _binary_document(outputs, spec) + outputs["y"].tobytes()
+
+
+@pytest.mark.parametrize(
+    ("budget", "message"),
+    [
+        (Budget(4096, 0), "this answer is more than {total:,} bytes, at most 4,096 bytes; ask "),
+        (Budget(0, 64), "this answer is more than {header} bytes as JSON (0 numbers), at most "),
+    ],
+    ids=["bytes", "header"],
+)
+def test_an_all_binary_answer_over_its_budget_is_refused_before_anything_is_written(
+    budget: Budget, message: str
+) -> None:
+    spec = AnswerSpec("m", "1", None, (OutputSpec("y", "FP32", "<f4", True),), budget)
+    outputs = {"y": np.ones(1024, np.float32)}
+    header = len(_binary_document(outputs, spec))
+    sink = CountingSink()
+    with pytest.raises(ResponseOverBudget) as refused:
+        encode(spec, outputs, sink, lambda: None)
+    assert str(refused.value).startswith(message.format(total=header + 4096, header=header))
+    assert sink.writes == 0
