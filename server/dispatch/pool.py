@@ -445,6 +445,34 @@ class _Waiter:
         self.worker: _Worker | None = None
 
 
+class _OnFailure:
+    """WorkerPool._released_on_failure's context.
+
+    NOTE: a class, not a contextlib.contextmanager generator: every request enters two of
+    these, and a generator's context costs several Python calls each time."""
+
+    __slots__ = ("_label", "_pool", "_worker")
+
+    def __init__(self, pool: WorkerPool, worker: _Worker, label: ModelLabel | None) -> None:
+        self._pool = pool
+        self._worker = worker
+        self._label = label
+
+    def __enter__(self) -> None:
+        return None
+
+    def __exit__(self, kind: object, error: BaseException | None, trace: object) -> None:
+        if error is None:
+            return
+        pool, worker = self._pool, self._worker
+        if isinstance(error, _Died):
+            raise pool._replace(worker, error, self._label) from None
+        if isinstance(error, TimeoutError):  # stuck in one native call past the deadline
+            pool._replace(worker, _Died(None), None)
+            raise DeadlineExceeded("the request ran past its deadline and was stopped") from None
+        pool._idle.put(worker)  # any other error: the worker is fine, and idle again
+
+
 class _Handoff:
     """The idle workers, handed to waiting requests oldest first.
 
@@ -776,20 +804,10 @@ class WorkerPool:
             )
         return self._acquire(deadline, cancelled, key)
 
-    @contextlib.contextmanager
-    def _released_on_failure(self, worker: _Worker, label: ModelLabel | None) -> Iterator[None]:
+    def _released_on_failure(self, worker: _Worker, label: ModelLabel | None) -> _OnFailure:
         """A run's failure: a dead worker replaced (its crash charged to `label`), a stuck one
         replaced, any other error's worker back to the idle ones."""
-        try:
-            yield
-        except _Died as died:
-            raise self._replace(worker, died, label) from None
-        except TimeoutError:  # stuck in one native call past the deadline
-            self._replace(worker, _Died(None), None)
-            raise DeadlineExceeded("the request ran past its deadline and was stopped") from None
-        except BaseException:
-            self._idle.put(worker)
-            raise
+        return _OnFailure(self, worker, label)
 
     def _give_back(self, worker: _Worker, retire: bool) -> None:
         if retire:  # near its memory cap: a fresh worker from the next request on
