@@ -234,8 +234,9 @@ class CompiledModel:
         with self._lock:
             self._checked[key] = found
             if len(self._checked) > _SHAPE_CACHE_SIZE:
-                del self._checked[next(iter(self._checked))]  # the oldest: a model's requests
-                # repeat few shapes, and the next one of an evicted shape is checked again
+                # The oldest goes: a model's requests repeat few shapes, and the next request
+                # of an evicted one is only checked in full again.
+                del self._checked[next(iter(self._checked))]
 
     def _session_run(
         self, feeds: Mapping[str, np.ndarray], options: ort.RunOptions
