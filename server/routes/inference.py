@@ -6,8 +6,7 @@ import asyncio
 import logging
 import time
 from collections.abc import Awaitable, Callable
-from concurrent.futures import Executor
-from typing import Any, Final
+from typing import Any
 
 from fastapi import APIRouter, Request, Response
 from starlette.routing import Route
@@ -26,8 +25,6 @@ from server.services import inference
 from server.v2 import codec
 
 log = logging.getLogger("graphgate.server")
-# A body at least this big is joined in an inference thread (see `_read_body`).
-JOIN_IN_THREAD_BYTES: Final = 1024 * 1024
 router = APIRouter(prefix=V2_MODELS, tags=["inference"])
 
 
@@ -84,7 +81,7 @@ async def infer(request: Request) -> Response:
         model = await get_loaded_model(
             request, request.path_params["name"], principal, state.models
         )
-        body = await _read_body(request, state.dispatch.threads)
+        body = await _read_body(request)
         cancel = Cancel()
         # One plain dict (ASGI names are lower case already); a repeated header's last value.
         headers = {k.decode("latin-1"): v.decode("latin-1") for k, v in request.scope["headers"]}
@@ -131,18 +128,12 @@ class AnswerResponse(Response):
             self.done()
 
 
-async def _read_body(request: Request, threads: Executor) -> bytes:
-    """The request's body, capped by server/http/body_limit.py as it streams.
+async def _read_body(request: Request) -> list[bytes]:
+    """The request's body as the pieces it streamed in, capped by server/http/body_limit.py.
 
-    NOTE: a big body's pieces are joined in a thread, not where they are read. Starlette's
-    `request.body()` joins them on the event loop, and a 62 MB body's join (the copy and the
-    faults of its fresh pages) held the loop ~45 ms, every other tenant's request waiting
-    behind it; `bytes.join` lets go of the GIL while it copies more than 1 MiB, so in a thread
-    it holds nothing up (the longest wait it caused another thread: ~8 ms, one switch interval)."""
-    pieces = [piece async for piece in request.stream()]
-    if sum(map(len, pieces)) < JOIN_IN_THREAD_BYTES:
-        return b"".join(pieces)
-    return await asyncio.get_running_loop().run_in_executor(threads, b"".join, pieces)
+    NOTE: not Starlette's `request.body()`, which joins the pieces on the event loop: the
+    service joins them where it decodes them, a big body in a thread (inference.answer)."""
+    return [piece async for piece in request.stream()]
 
 
 async def _unless_disconnected(

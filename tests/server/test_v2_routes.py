@@ -100,9 +100,10 @@ def test_binary_infer_without_content_type(client: TestClient, key_a: str) -> No
 def test_a_body_of_megabytes_answers_as_a_small_one_and_over_the_cap_is_413(
     make_settings: SettingsFactory,
 ) -> None:
-    """Bodies of a MiB and more are joined off the event loop (server/routes/inference.py
-    `_read_body`): streamed in pieces without a Content-Length, such a body answers what the
-    same rows answer in a small request, and one over the cap is still 413."""
+    """A body's pieces are joined where it is decoded, a big one in a thread, off the event
+    loop (server/services/inference.py `answer`): streamed in pieces without a Content-Length,
+    such a body answers what the same rows answer in a small request, and one over the cap is
+    still 413."""
     rows = np.random.default_rng(0).standard_normal((131072, 4)).astype(np.float32)  # 2 MiB
     cap = 3 * 1024 * 1024
     with TestClient(create_app(make_settings(max_infer_bytes=cap))) as client:
