@@ -203,18 +203,16 @@ def encode(
     # The document json.dumps(doc, separators=(",", ":")) would write, field by field: strings
     # through json's own escaping, integers as str() writes them (as json does), without
     # building and walking a dict. The text between two outputs' numbers is counted and
-    # written as one piece (an all-binary answer's whole header is one).
+    # written as one piece.
     text = _head(spec)
     raws: list[np.ndarray] = []
     for index, out in enumerate(spec.outputs):
         value = values[out.name]
-        shape = ",".join(map(str, value.shape))
-        text += f'{"," if index else ""}{{"name":{_NAME_TEXT(out.name)}'
-        text += f',"datatype":{_NAME_TEXT(out.datatype)},"shape":[{shape}]'
+        text += ("," if index else "") + _output_head(out, value.shape)
         if out.binary:
             raw = np.ascontiguousarray(value, dtype=out.dtype)
             raws.append(raw)
-            text += f',"parameters":{{"binary_data_size":{raw.nbytes}}}}}'
+            text += _binary_size(raw)
         else:
             counter.text(text + ',"data":[')
             _numbers(counter, value, out.bf16, stop)
@@ -240,9 +238,7 @@ def _encode_binary(
     raws = [np.ascontiguousarray(values[out.name], dtype=out.dtype) for out in spec.outputs]
     binary = sum(raw.nbytes for raw in raws)
     outputs = ",".join(
-        f'{{"name":{_NAME_TEXT(out.name)},"datatype":{_NAME_TEXT(out.datatype)},'
-        f'"shape":[{",".join(map(str, raw.shape))}],'
-        f'"parameters":{{"binary_data_size":{raw.nbytes}}}}}'
+        _output_head(out, raw.shape) + _binary_size(raw)
         for out, raw in zip(spec.outputs, raws, strict=True)
     )
     header = f"{_head(spec)}{outputs}]}}".encode()
@@ -269,6 +265,17 @@ def _head(spec: AnswerSpec) -> str:
     if spec.request_id is not None:
         text += f',"id":{_DUMPS(spec.request_id)}'
     return text + ',"outputs":['
+
+
+def _output_head(out: OutputSpec, shape: tuple[int, ...]) -> str:
+    """An output's text before its data or its size: its name, datatype and shape."""
+    dims = ",".join(map(str, shape))
+    return f'{{"name":{_NAME_TEXT(out.name)},"datatype":{_NAME_TEXT(out.datatype)},"shape":[{dims}]'
+
+
+def _binary_size(raw: np.ndarray) -> str:
+    """The rest of a binary output's text: the size of its bytes, which follow the header."""
+    return f',"parameters":{{"binary_data_size":{raw.nbytes}}}}}'
 
 
 def _numbers(counter: _Counting, value: np.ndarray, bf16: bool, stop: Callable[[], None]) -> None:
