@@ -20,10 +20,10 @@ from executor.errors import (
     WrongDType,
     WrongShape,
 )
-from tests.executor.test_data_dependent_sizes import _range_program
-from tests.executor.test_run_failures import W, embedding
-from tests.support.builders import FP32, GraphBuilder, V, mlp, weights
+from tests.support.builders import FP32, GraphBuilder, V, arange_of_feed, embedding, mlp, weights
 from validator import DEFAULT_POLICY, Policy, validate
+
+W = weights(5, 3)
 
 
 def _compiled(g: GraphBuilder, policy: Policy = DEFAULT_POLICY) -> CompiledModel:
@@ -32,7 +32,7 @@ def _compiled(g: GraphBuilder, policy: Policy = DEFAULT_POLICY) -> CompiledModel
 
 
 def test_ids_are_checked_on_every_request_of_the_same_shape() -> None:
-    model = embedding()
+    model = _compiled(embedding(W))
     good = np.array([4, 0, 2], np.int64)
     for _ in range(2):  # the second run takes what the first one's checks found
         np.testing.assert_array_equal(model.run({"ids": good})["rows"], W[good])
@@ -71,7 +71,7 @@ def test_a_strided_or_fortran_feed_answers_as_its_contiguous_copy_does() -> None
 
 def test_sizes_read_from_feed_values_are_checked_on_every_request() -> None:
     policy = replace(DEFAULT_POLICY, max_tensor_bytes=8 * 100, max_dynamic_dim=100)
-    model = _compiled(_range_program(), policy)
+    model = _compiled(arange_of_feed(), policy)
     np.testing.assert_array_equal(model.run({"n": np.array([5])})["o"], np.arange(5))
     np.testing.assert_array_equal(model.run({"n": np.array([7])})["o"], np.arange(7))
     with pytest.raises(TensorTooLarge, match=r"expected at most 800 bytes"):

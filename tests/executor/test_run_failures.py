@@ -26,6 +26,7 @@ from graph_proto import framework_pb2 as pb
 from graph_proto.builder import Attr
 from graph_proto.types import DType
 from tests.support.builders import FP32, GraphBuilder, V, weights
+from tests.support.builders import embedding as embedding_table
 from validator import validate
 
 INT32, INT64 = DType.INT32, DType.INT64
@@ -40,17 +41,7 @@ def compiled(g: GraphBuilder) -> CompiledModel:
 
 def embedding(padding_idx: int = -1, ids_dtype: DType = INT64) -> CompiledModel:
     """lookup_table_v2 (op 1): rows of W[5, 3] at ids [-1]."""
-    g = GraphBuilder()
-    g.feed("ids", ids_dtype, [-1])
-    g.param("w", W)
-    g.node(
-        "lookup_table_v2",
-        {"W": ["w"], "Ids": ["ids"]},
-        {"Out": [V("rows", [-1, 3])]},
-        {"padding_idx": padding_idx},
-    )
-    g.fetch("rows")
-    return compiled(g)
+    return compiled(embedding_table(W, padding_idx=padding_idx, ids=ids_dtype))
 
 
 def taken(op_type: str, attrs: dict[str, int], width: int = 5) -> CompiledModel:

@@ -113,6 +113,40 @@ def mlp(sizes: Sequence[int] = (8, 16, 4), *, batch: int = -1) -> GraphBuilder:
     return g
 
 
+def embedding(
+    table: np.ndarray, *, padding_idx: int = -1, ids: DType = DType.INT64
+) -> GraphBuilder:
+    """lookup_table_v2 (op 1) of `table` [vocab, width] at the feed ids [-1]; fetches `rows`."""
+    g = GraphBuilder()
+    g.feed("ids", ids, [-1])
+    g.param("w", table)
+    g.node(
+        "lookup_table_v2",
+        {"W": ["w"], "Ids": ["ids"]},
+        {"Out": [V("rows", [-1, table.shape[1]])]},
+        {"padding_idx": padding_idx},
+    )
+    g.fetch("rows")
+    return g
+
+
+def arange_of_feed() -> GraphBuilder:
+    """arange(0, n) (range: op 2) of the int64 feed n [1]: its length is the value of the feed,
+    a size read from input data; fetches `o`."""
+    g = GraphBuilder()
+    g.feed("n", DType.INT64, [1])
+    fill = {"shape": [1], "dtype": int(DType.INT64)}
+    g.node("fill_constant", {}, {"Out": [V("zero", [1], DType.INT64)]}, {**fill, "value": 0.0})
+    g.node("fill_constant", {}, {"Out": [V("one", [1], DType.INT64)]}, {**fill, "value": 1.0})
+    g.node(
+        "range",
+        {"Start": ["zero"], "End": ["n"], "Step": ["one"]},
+        {"Out": [V("o", [-1], DType.INT64)]},
+    )
+    g.fetch("o")
+    return g
+
+
 def conv(channels: int = 3, filters: int = 8, size: int = 16, *, batch: int = -1) -> GraphBuilder:
     """conv2d 3x3 (pad 1) + per-channel bias + relu + 2x2 max pool; fetches `pool`."""
     g = GraphBuilder()
