@@ -177,6 +177,15 @@ def _within(
         )
 
 
+def _json_limit(budget: Budget, binary_bytes: int) -> int | None:
+    """The most JSON text an answer with `binary_bytes` of raw outputs may have within both of
+    the budget's caps (`_within`'s two checks as one comparison); None: no cap."""
+    limits = [budget.max_json_bytes] if budget.max_json_bytes else []
+    if budget.max_bytes:
+        limits.append(budget.max_bytes - binary_bytes)
+    return min(limits) if limits else None
+
+
 def _size(count: int) -> str:
     """Bytes as people read them: MiB for a power-of-two cap, MB otherwise."""
     if count % _MIB == 0:
@@ -242,10 +251,8 @@ def _encode_binary(
         for out, raw in zip(spec.outputs, raws, strict=True)
     )
     header = f"{_head(spec)}{outputs}]}}".encode()
-    budget = spec.budget
-    if (budget.max_json_bytes and len(header) > budget.max_json_bytes) or (
-        budget.max_bytes and len(header) + binary > budget.max_bytes
-    ):
+    limit = _json_limit(spec.budget, binary)
+    if limit is not None and len(header) > limit:
         _within(spec, len(header), binary, 0, at_least=False)
     pieces = [memoryview(raw.reshape(-1).view(np.uint8)) for raw in raws]  # type: ignore[arg-type]
     if len(header) + binary < _FLUSH_BYTES:
@@ -330,12 +337,7 @@ class _Counting:
             else:
                 numbers += size
         self._binary, self._numbers = binary, numbers
-        # The most JSON text within both caps (`_within`'s two checks as one comparison).
-        budget = spec.budget
-        limits = [budget.max_json_bytes] if budget.max_json_bytes else []
-        if budget.max_bytes:
-            limits.append(budget.max_bytes - binary)
-        self._limit = min(limits) if limits else None
+        self._limit = _json_limit(spec.budget, binary)
         self._pieces: list[bytes] = []
         self._held = 0
         self.written = 0
