@@ -1,6 +1,7 @@
 """Served small-model requests, checkouts' servers side by side, rounds interleaved.
 
 Usage: python benchmarks/bench_served_pair.py --trees A,B [--rounds 7] [--requests 1000] [--json]
+                                              [--clients N]
 
 Starts one `graphgate serve` per checkout (bench_serving.serve, its defaults: 2 workers, the
 batcher), uploads fc 16->16 + softmax to each, then the checkouts take turns round by round:
@@ -8,6 +9,11 @@ batcher), uploads fc 16->16 + softmax to each, then the checkouts take turns rou
 Prints, per checkout, the median over the rounds of the server's CPU per request (the serve
 process and every process under it, utime + stime from /proc: the figure to trust on a shared
 machine), split into the serve process's own and its workers', and of the client's p50.
+With `--clients N` (N > 1), N threads, each with its own connection, share a round's requests:
+the batcher forms batches, and the table adds the p99, requests/s and the rows per batched run
+(the server's `graphgate_batch_size`, over the timed rounds). Requests/s at many clients is
+bounded by the 2 CPUs that the clients share with the servers; CPU per request is the figure
+that tells two checkouts apart.
 """
 
 from __future__ import annotations
@@ -18,6 +24,8 @@ import statistics
 import sys
 import tempfile
 import time
+from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
 from contextlib import ExitStack
 from pathlib import Path
 
@@ -32,6 +40,7 @@ import numpy as np  # noqa: E402
 from tests.support.builders import mlp  # noqa: E402
 
 _TICK = os.sysconf("SC_CLK_TCK")
+Runner = Callable[[], object]
 
 
 def tree_cpu_s(root: int) -> tuple[float, float]:
@@ -70,46 +79,90 @@ def _serve_pid(port: str) -> int:
     raise SystemExit(f"no serve process on port {port}")
 
 
+def batch_rows(url: str) -> tuple[float, float]:
+    """(rows, runs) the server has batched so far (its /metrics `graphgate_batch_size`)."""
+    admin = {"Authorization": f"Bearer {bs.ADMIN_TOKEN}"}
+    rows = runs = 0.0
+    for line in httpx2.get(f"{url}/metrics", headers=admin, timeout=10).text.splitlines():
+        if line.startswith("graphgate_batch_size_sum"):
+            rows += float(line.rsplit(" ", 1)[1])
+        elif line.startswith("graphgate_batch_size_count"):
+            runs += float(line.rsplit(" ", 1)[1])
+    return rows, runs
+
+
+def timed_round(runs: list[Runner], requests: int) -> list[float]:
+    """Each runner (one per client, on its own thread) makes its share of `requests`; the
+    wall time of every request."""
+
+    def client(run: Runner, count: int) -> list[float]:
+        walls = []
+        for _ in range(count):
+            start = time.perf_counter()
+            run()
+            walls.append(time.perf_counter() - start)
+        return walls
+
+    shares = [requests // len(runs) + (i < requests % len(runs)) for i in range(len(runs))]
+    if len(runs) == 1:
+        return client(runs[0], shares[0])
+    with ThreadPoolExecutor(len(runs)) as pool:
+        return [w for walls in pool.map(client, runs, shares) for w in walls]
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--trees", required=True, help="comma-separated checkouts")
     parser.add_argument("--rounds", type=int, default=7)
     parser.add_argument("--requests", type=int, default=1000)
     parser.add_argument("--json", action="store_true")
+    parser.add_argument("--clients", type=int, default=1, help="concurrent clients")
     args = parser.parse_args()
     small = mlp((16, 16)).built()
     x = np.random.default_rng(0).standard_normal((1, 16)).astype(np.float32)
     case = bs.Case("small", "small", small.program, small.params, "x", x, args.requests)
     runner = bs.json_runner if args.json else bs.binary_runner
     with ExitStack() as stack:
-        cells = {}
+        cells: dict[str, tuple[list[Runner], str, int, list[tuple[float, ...]], list[float]]] = {}
         for tree in args.trees.split(","):
             data = Path(stack.enter_context(tempfile.TemporaryDirectory()))
             url = stack.enter_context(bs.serve(data, Path(tree)))
             auth = {"Authorization": f"Bearer {bs.tenant_key(url)}"}
             client = stack.enter_context(httpx2.Client(base_url=url, headers=auth))
             bs.upload_and_download(client, case)
-            run, _ = runner(bs.Connection(url, auth), case)
-            for _ in range(300):
-                run()
-            cells[tree] = (run, _serve_pid(url.rsplit(":", 1)[1]), [])
+            runs = [runner(bs.Connection(url, auth), case)[0] for _ in range(args.clients)]
+            timed_round(runs, 300 * args.clients)
+            cells[tree] = (runs, url, _serve_pid(url.rsplit(":", 1)[1]), [], [0.0, 0.0])
         for _ in range(args.rounds):
-            for run, pid, figures in cells.values():
-                before, walls = tree_cpu_s(pid), []
-                for _ in range(args.requests):
-                    start = time.perf_counter()
-                    run()
-                    walls.append(time.perf_counter() - start)
+            for runs, url, pid, figures, batched in cells.values():
+                before, rows_before = tree_cpu_s(pid), batch_rows(url)
+                start = time.perf_counter()
+                walls = timed_round(runs, args.requests)
+                elapsed = time.perf_counter() - start
                 own, under = (b - a for a, b in zip(before, tree_cpu_s(pid), strict=True))
+                for i, (a, b) in enumerate(zip(rows_before, batch_rows(url), strict=True)):
+                    batched[i] += b - a
                 per = 1e6 / args.requests
-                p50 = statistics.median(walls) * 1e3
-                figures.append(((own + under) * per, own * per, under * per, p50))
+                p50, p99 = (float(np.percentile(walls, q)) * 1e3 for q in (50, 99))
+                figures.append(
+                    ((own + under) * per, own * per, under * per, p50, p99, len(walls) / elapsed)
+                )
     kind = "JSON" if args.json else "binary"
-    print(f"| checkout | server CPU per request ({kind}) | serve process | its workers | p50 |")
-    print("|---|---|---|---|---|")
-    for tree, (_run, _pid, figures) in cells.items():
-        total, own, under, p50_ms = (statistics.median(c) for c in zip(*figures, strict=True))
-        print(f"| {tree} | {total:.0f} us | {own:.0f} us | {under:.0f} us | {p50_ms:.3f} ms |")
+    print(f"{args.clients} client(s), {args.rounds} rounds of {args.requests} requests")
+    print(
+        f"| checkout | server CPU per request ({kind}) | serve process | its workers | p50 "
+        "| p99 | req/s | rows per batched run |"
+    )
+    print("|---|---|---|---|---|---|---|---|")
+    for tree, (_runs, _url, _pid, figures, (rows, batches)) in cells.items():
+        total, own, under, p50_ms, p99_ms, rate = (
+            statistics.median(c) for c in zip(*figures, strict=True)
+        )
+        per_run = f"{rows / batches:.1f}" if batches else "-"
+        print(
+            f"| {tree} | {total:.0f} us | {own:.0f} us | {under:.0f} us | {p50_ms:.3f} ms "
+            f"| {p99_ms:.2f} ms | {rate:.0f} | {per_run} |"
+        )
 
 
 if __name__ == "__main__":

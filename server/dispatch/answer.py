@@ -14,7 +14,7 @@ import functools
 import json
 import math
 from collections.abc import Callable, Iterator, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Final, Protocol
 
 import numpy as np
@@ -65,6 +65,16 @@ class AnswerSpec:
     request_id: str | None
     outputs: tuple[OutputSpec, ...]
     budget: Budget
+    _hash: int = field(init=False, repr=False, compare=False)
+
+    def __post_init__(self) -> None:
+        fields = (self.model_name, self.model_version, self.request_id, self.outputs, self.budget)
+        object.__setattr__(self, "_hash", hash(fields))
+
+    def __hash__(self) -> int:
+        # Hashed with every answer (the header's memo, a batch's distinct specs): computed once,
+        # not field by field through each output's dataclass hash.
+        return self._hash
 
     def wire(self) -> WireSpec:
         """The spec as plain tuples, for the pipe to the worker (`from_wire` there).
@@ -128,7 +138,9 @@ def check_before_run(
         _within(answers[0], *_least_size(answers[0], shapes), at_least=True)
         return
     total = sum(rows)
-    for spec, own in zip(answers, rows, strict=True):
+    # A batch's members mostly ask alike (the same spec object: spec_of) for as many rows:
+    # each distinct pair is checked once, in the members' order.
+    for spec, own in dict.fromkeys(zip(answers, rows, strict=True)):
         mine = {
             name: (own, *shape[1:]) if shape and shape[0] == total else shape
             for name, shape in shapes.items()
@@ -221,7 +233,7 @@ def encode(
         if out.binary:
             raw = np.ascontiguousarray(value, dtype=out.dtype)
             raws.append(raw)
-            text += _binary_size(raw)
+            text += _binary_size(raw.nbytes)
         else:
             counter.text(text + ',"data":[')
             _numbers(counter, value, out.bf16, stop)
@@ -244,25 +256,36 @@ def _encode_binary(
     """`encode` of an answer whose outputs are all raw bytes (what binary clients ask for): its
     JSON header is counted against the budget once, whole, and a small answer (header and
     bytes under _FLUSH_BYTES) is one write to the sink."""
-    raws = [np.ascontiguousarray(values[out.name], dtype=out.dtype) for out in spec.outputs]
+    arrays = [values[out.name] for out in spec.outputs]
+    # the shapes as they are: ascontiguousarray makes a 0-d output 1-d
+    header = _binary_header(spec, tuple(a.shape for a in arrays))
+    raws = [np.ascontiguousarray(a, dtype=o.dtype) for a, o in zip(arrays, spec.outputs)]
     binary = sum(raw.nbytes for raw in raws)
-    outputs = ",".join(
-        _output_head(out, raw.shape) + _binary_size(raw)
-        for out, raw in zip(spec.outputs, raws, strict=True)
-    )
-    header = f"{_head(spec)}{outputs}]}}".encode()
     limit = _json_limit(spec.budget, binary)
     if limit is not None and len(header) > limit:
         _within(spec, len(header), binary, 0, at_least=False)
-    pieces = [memoryview(raw.reshape(-1).view(np.uint8)) for raw in raws]  # type: ignore[arg-type]
     if len(header) + binary < _FLUSH_BYTES:
-        sink.write(b"".join([header, *pieces]))
+        # contiguous arrays are buffers of their bytes (numpy's stubs do not say so)
+        sink.write(b"".join([header, *raws]))  # type: ignore[list-item]
     else:
         sink.write(header)
-        for piece in pieces:
+        for raw in raws:
             stop()
-            sink.write(piece)
+            sink.write(memoryview(raw.reshape(-1).view(np.uint8)))  # type: ignore[arg-type]
     return len(header) + binary, len(header)
+
+
+@functools.lru_cache(maxsize=256)
+def _binary_header(spec: AnswerSpec, shapes: tuple[tuple[int, ...], ...]) -> bytes:
+    """An all-binary answer's JSON header, from what alone decides it: the spec and the outputs'
+    shapes (their sizes follow from the shapes and the spec's dtypes). Made once per distinct
+    pair: a model's answers repeat theirs, and a batch's members mostly share one (spec_of
+    gives alike requests one spec object; a request id makes its own)."""
+    outputs = ",".join(
+        _output_head(out, shape) + _binary_size(math.prod(shape) * _itemsize(out.dtype))
+        for out, shape in zip(spec.outputs, shapes, strict=True)
+    )
+    return f"{_head(spec)}{outputs}]}}".encode()
 
 
 def _head(spec: AnswerSpec) -> str:
@@ -280,9 +303,9 @@ def _output_head(out: OutputSpec, shape: tuple[int, ...]) -> str:
     return f'{{"name":{_NAME_TEXT(out.name)},"datatype":{_NAME_TEXT(out.datatype)},"shape":[{dims}]'
 
 
-def _binary_size(raw: np.ndarray) -> str:
+def _binary_size(nbytes: int) -> str:
     """The rest of a binary output's text: the size of its bytes, which follow the header."""
-    return f',"parameters":{{"binary_data_size":{raw.nbytes}}}}}'
+    return f',"parameters":{{"binary_data_size":{nbytes}}}}}'
 
 
 def _numbers(counter: _Counting, value: np.ndarray, bf16: bool, stop: Callable[[], None]) -> None:

