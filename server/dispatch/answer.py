@@ -259,7 +259,10 @@ def _encode_binary(
     arrays = [values[out.name] for out in spec.outputs]
     # the shapes as they are: ascontiguousarray makes a 0-d output 1-d
     header = _binary_header(spec, tuple(a.shape for a in arrays))
-    raws = [np.ascontiguousarray(a, dtype=o.dtype) for a, o in zip(arrays, spec.outputs)]
+    raws = [
+        np.ascontiguousarray(a, dtype=out.dtype)
+        for a, out in zip(arrays, spec.outputs, strict=True)
+    ]
     binary = sum(raw.nbytes for raw in raws)
     limit = _json_limit(spec.budget, binary)
     if limit is not None and len(header) > limit:

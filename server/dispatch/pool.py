@@ -242,11 +242,30 @@ def size_of(blob: Blob) -> int:
     return blob.size if isinstance(blob, Spooled) else len(blob)
 
 
-def _taken(arena: Arena, encoded: Encoded, small: bool) -> Answer:
-    """An answer out of the worker's arena: into memory when small, else into its own file."""
-    if small:
-        data = arena.pread(encoded.offset, encoded.length)
-        return Answer(encoded.length, encoded.header_length, data=data)
+def _taken_all(arena: Arena, found: list[Encoded | Exception]) -> list[Answer | Exception]:
+    """A run's answers out of the worker's arena (errors left as they are): into memory when
+    they are small together, else each into its own file."""
+    answers = [e for e in found if isinstance(e, Encoded)]
+    if not answers or sum(e.length for e in answers) > COPY_MAX_BYTES:
+        return [e if isinstance(e, Exception) else _spilled(arena, e) for e in found]
+    # One read for the batch, sliced per member (the worker wrote them one after the other):
+    # a read lets go of the GIL, and a read per member cost the batch thread a GIL handover
+    # each, against the event loop.
+    start = min(e.offset for e in answers)
+    block = arena.pread(start, max(e.offset + e.length for e in answers) - start)
+    return [
+        e
+        if isinstance(e, Exception)
+        else Answer(e.length, e.header_length, data=_cut(block, e.offset - start, e.length))
+        for e in found
+    ]
+
+
+def _cut(block: bytes, at: int, length: int) -> bytes:
+    return block[at : at + length]
+
+
+def _spilled(arena: Arena, encoded: Encoded) -> Answer:
     spill = Spill.copy(arena, encoded.offset, encoded.length)
     return Answer(encoded.length, encoded.header_length, read=spill.pread, on_close=spill.close)
 
@@ -717,10 +736,7 @@ class WorkerPool:
             _, _, encoded, arena_size, retire = reply
             worker.arena.ensure(arena_size)
             found = [e if isinstance(e, Exception) else Encoded(*e) for e in encoded]
-            small = sum(e.length for e in found if isinstance(e, Encoded)) <= COPY_MAX_BYTES
-            done = [
-                e if isinstance(e, Exception) else _taken(worker.arena, e, small) for e in found
-            ]
+            done = _taken_all(worker.arena, found)
         self._give_back(worker, retire)
         return done
 
