@@ -76,6 +76,11 @@ class AnswerSpec:
         # not field by field through each output's dataclass hash.
         return self._hash
 
+    def __reduce__(self) -> tuple[type[AnswerSpec], tuple[object, ...]]:
+        # Rebuilt from its fields: a string's hash differs from one process to another.
+        fields = (self.model_name, self.model_version, self.request_id, self.outputs, self.budget)
+        return AnswerSpec, fields
+
     def wire(self) -> WireSpec:
         """The spec as plain tuples, for the pipe to the worker (`from_wire` there).
 

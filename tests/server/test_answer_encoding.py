@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import json
 import pickle
+import subprocess
+import sys
 
 import numpy as np
 import pytest
@@ -192,3 +194,19 @@ def test_a_scalar_output_keeps_its_empty_shape(binary: bool) -> None:
     document = json.loads(bytes(sink.buffer)[: header or length])
     assert document["outputs"][0]["shape"] == []
     assert bytes(sink.buffer)[header or length :] == (np.float32(2.5).tobytes() if binary else b"")
+
+
+def test_a_spec_unpickled_in_another_process_hashes_as_that_process_makes_it() -> None:
+    # Its hash is kept (computed once): one carried over from another process's string hashes
+    # would make equal specs miss each other in the worker's memo.
+    code = (
+        "import pickle, sys; from server.dispatch.answer import AnswerSpec, Budget, OutputSpec;"
+        "s = AnswerSpec('m', '1', 'id', (OutputSpec('y', 'FP32', '<f4', True),), Budget());"
+        "sys.stdout.buffer.write(pickle.dumps(s))"
+    )
+    made = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, check=True, env={"PYTHONHASHSEED": "7"}
+    ).stdout
+    here = AnswerSpec("m", "1", "id", (OutputSpec("y", "FP32", "<f4", True),), Budget())
+    there = pickle.loads(made)
+    assert there == here and hash(there) == hash(here)
