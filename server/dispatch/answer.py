@@ -11,6 +11,7 @@ longer than their least text). Over it: 413 RESPONSE_OVER_BUDGET, with the figur
 from __future__ import annotations
 
 import functools
+import itertools
 import json
 import math
 from collections.abc import Callable, Iterator, Mapping, Sequence
@@ -128,6 +129,22 @@ EncodedWire = tuple[int, int, int | None]
 
 class Sink(Protocol):
     def write(self, data: bytes | memoryview) -> None: ...
+
+
+def member_rows(
+    outputs: Mapping[str, np.ndarray], rows: Sequence[int]
+) -> list[dict[str, np.ndarray]] | None:
+    """Each batch member's rows (`rows` each) of every output, as views; None when an output is
+    not batch-major (0-d, or its first dim is not the batch's rows)."""
+    total = sum(rows)
+    if any(v.ndim == 0 or v.shape[0] != total for v in outputs.values()):
+        return None
+    ends = itertools.accumulate(rows)
+    # plain slices: views, as np.split's, at a tenth of its cost per member
+    return [
+        {name: value[end - own : end] for name, value in outputs.items()}
+        for own, end in zip(rows, ends, strict=True)
+    ]
 
 
 # -- the budget, before the run ------------------------------------------------------------

@@ -51,7 +51,6 @@ from __future__ import annotations
 import asyncio
 import bisect
 import contextlib
-import itertools
 import threading
 import time
 from collections import deque
@@ -63,7 +62,7 @@ from typing import Final, TypeVar
 import numpy as np
 
 from executor.errors import DeadlineExceeded, RunCancelled
-from server.dispatch.answer import Answer, AnswerSpec
+from server.dispatch.answer import Answer, AnswerSpec, member_rows
 from server.dispatch.pool import Cancel, ModelLabel, RemoteModel, without_frames
 from server.errors import ModelQuarantined, WorkerCrashed, WorkerOutOfMemory, WorkerUnavailable
 from server.settings import Settings
@@ -580,7 +579,7 @@ class Batcher:
             outputs = self.model.run(
                 feeds, deadline=deadline, cancelled=together, label=self.label, ran=self._ran(rows)
             )
-            parts = _split(outputs, [item.rows for item in batch])
+            parts = member_rows(outputs, [item.rows for item in batch])
         except _SHARED_FAILURES as error:
             return [(item, False, error) for item in batch]
         except Exception:  # one member's fault, or a batch over a budget: each on its own
@@ -786,16 +785,6 @@ def wait(future: Future[T], deadline: float | None) -> T:
         return future.result(timeout)
     except TimeoutError:
         raise DeadlineExceeded("the request ran past its deadline and was stopped") from None
-
-
-def _split(outputs: Outputs, rows: list[int]) -> list[Outputs] | None:
-    """Each member's rows of every output; None when an output is not batch-major."""
-    total = sum(rows)
-    if any(v.ndim == 0 or v.shape[0] != total for v in outputs.values()):
-        return None
-    cuts = list(itertools.accumulate(rows))[:-1]
-    per_output = {name: np.split(value, cuts) for name, value in outputs.items()}
-    return [{name: parts[i] for name, parts in per_output.items()} for i in range(len(rows))]
 
 
 def _all_gone(batch: list[_Item], together: Cancel) -> None:

@@ -8,7 +8,6 @@ any model: a run of a model this worker lacks answers "missing", and the pool se
 from __future__ import annotations
 
 import errno
-import itertools
 import math
 import mmap
 import os
@@ -35,6 +34,7 @@ from server.dispatch.answer import (
     WireSpec,
     check_before_run,
     encode,
+    member_rows,
     spec_of,
 )
 from server.dispatch.arena import Arena, Layout
@@ -383,15 +383,10 @@ def _split_rows(
     outputs: dict[str, np.ndarray], rows: tuple[int, ...]
 ) -> list[dict[str, np.ndarray]]:
     """Each batch member's rows of every output (batch-major: the validator's batching proof)."""
-    total = sum(rows)
-    if any(v.ndim == 0 or v.shape[0] != total for v in outputs.values()):
-        raise ValueError(f"expected batch-major outputs of {total} rows to split")
-    ends = list(itertools.accumulate(rows))
-    # plain slices: views, as np.split's, at a tenth of its cost per member
-    return [
-        {name: value[end - own : end] for name, value in outputs.items()}
-        for own, end in zip(rows, ends, strict=True)
-    ]
+    parts = member_rows(outputs, rows)
+    if parts is None:
+        raise ValueError(f"expected batch-major outputs of {sum(rows)} rows to split")
+    return parts
 
 
 def _this_thread_cpus() -> set[int] | None:
