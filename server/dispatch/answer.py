@@ -69,8 +69,10 @@ class AnswerSpec:
     _hash: int = field(init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
-        fields = (self.model_name, self.model_version, self.request_id, self.outputs, self.budget)
-        object.__setattr__(self, "_hash", hash(fields))
+        object.__setattr__(self, "_hash", hash(self._fields()))
+
+    def _fields(self) -> tuple[str, str, str | None, tuple[OutputSpec, ...], Budget]:
+        return self.model_name, self.model_version, self.request_id, self.outputs, self.budget
 
     def __hash__(self) -> int:
         # Hashed with every answer (the header's memo, a batch's distinct specs): computed once,
@@ -79,8 +81,7 @@ class AnswerSpec:
 
     def __reduce__(self) -> tuple[type[AnswerSpec], tuple[object, ...]]:
         # Rebuilt from its fields: a string's hash differs from one process to another.
-        fields = (self.model_name, self.model_version, self.request_id, self.outputs, self.budget)
-        return AnswerSpec, fields
+        return AnswerSpec, self._fields()
 
     def wire(self) -> WireSpec:
         """The spec as plain tuples, for the pipe to the worker (`from_wire` there).

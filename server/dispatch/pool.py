@@ -253,16 +253,14 @@ def _taken_all(arena: Arena, found: list[Encoded | Exception]) -> list[Answer | 
     # each, against the event loop.
     start = min(e.offset for e in answers)
     block = arena.pread(start, max(e.offset + e.length for e in answers) - start)
-    return [
-        e
-        if isinstance(e, Exception)
-        else Answer(e.length, e.header_length, data=_cut(block, e.offset - start, e.length))
-        for e in found
-    ]
-
-
-def _cut(block: bytes, at: int, length: int) -> bytes:
-    return block[at : at + length]
+    taken: list[Answer | Exception] = []
+    for e in found:
+        if isinstance(e, Exception):
+            taken.append(e)
+            continue
+        at = e.offset - start
+        taken.append(Answer(e.length, e.header_length, data=block[at : at + e.length]))
+    return taken
 
 
 def _spilled(arena: Arena, encoded: Encoded) -> Answer:
