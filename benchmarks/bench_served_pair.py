@@ -33,6 +33,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "benchmarks"))
 
+import bench_peers  # noqa: E402
 import bench_serving as bs  # noqa: E402
 import httpx2  # noqa: E402
 import numpy as np  # noqa: E402
@@ -79,18 +80,6 @@ def _serve_pid(port: str) -> int:
     raise SystemExit(f"no serve process on port {port}")
 
 
-def batch_rows(url: str) -> tuple[float, float]:
-    """(rows, runs) the server has batched so far (its /metrics `graphgate_batch_size`)."""
-    admin = {"Authorization": f"Bearer {bs.ADMIN_TOKEN}"}
-    rows = runs = 0.0
-    for line in httpx2.get(f"{url}/metrics", headers=admin, timeout=10).text.splitlines():
-        if line.startswith("graphgate_batch_size_sum"):
-            rows += float(line.rsplit(" ", 1)[1])
-        elif line.startswith("graphgate_batch_size_count"):
-            runs += float(line.rsplit(" ", 1)[1])
-    return rows, runs
-
-
 def timed_round(runs: list[Runner], requests: int) -> list[float]:
     """Each runner (one per client, on its own thread) makes its share of `requests`; the
     wall time of every request."""
@@ -123,7 +112,9 @@ def main() -> None:
     case = bs.Case("small", "small", small.program, small.params, "x", x, args.requests)
     runner = bs.json_runner if args.json else bs.binary_runner
     with ExitStack() as stack:
-        cells: dict[str, tuple[list[Runner], str, int, list[tuple[float, ...]], list[float]]] = {}
+        cells: dict[
+            str, tuple[list[Runner], bench_peers.Target, int, list[tuple[float, ...]], list[float]]
+        ] = {}
         for tree in args.trees.split(","):
             data = Path(stack.enter_context(tempfile.TemporaryDirectory()))
             url = stack.enter_context(bs.serve(data, Path(tree)))
@@ -132,15 +123,18 @@ def main() -> None:
             bs.upload_and_download(client, case)
             runs = [runner(bs.Connection(url, auth), case)[0] for _ in range(args.clients)]
             timed_round(runs, 300 * args.clients)
-            cells[tree] = (runs, url, _serve_pid(url.rsplit(":", 1)[1]), [], [0.0, 0.0])
+            server = bench_peers.Target(tree, url.removeprefix("http://"))
+            cells[tree] = (runs, server, _serve_pid(url.rsplit(":", 1)[1]), [], [0.0, 0.0])
         for _ in range(args.rounds):
-            for runs, url, pid, figures, batched in cells.values():
-                before, rows_before = tree_cpu_s(pid), batch_rows(url)
+            for runs, server, pid, figures, batched in cells.values():
+                before, rows_before = tree_cpu_s(pid), bench_peers.batch_rows(server)
                 start = time.perf_counter()
                 walls = timed_round(runs, args.requests)
                 elapsed = time.perf_counter() - start
                 own, under = (b - a for a, b in zip(before, tree_cpu_s(pid), strict=True))
-                for i, (a, b) in enumerate(zip(rows_before, batch_rows(url), strict=True)):
+                for i, (a, b) in enumerate(
+                    zip(rows_before, bench_peers.batch_rows(server), strict=True)
+                ):
                     batched[i] += b - a
                 per = 1e6 / args.requests
                 p50, p99 = (float(np.percentile(walls, q)) * 1e3 for q in (50, 99))
@@ -154,7 +148,7 @@ def main() -> None:
         "| p99 | req/s | rows per batched run |"
     )
     print("|---|---|---|---|---|---|---|---|")
-    for tree, (_runs, _url, _pid, figures, (rows, batches)) in cells.items():
+    for tree, (_runs, _server, _pid, figures, (rows, batches)) in cells.items():
         total, own, under, p50_ms, p99_ms, rate = (
             statistics.median(c) for c in zip(*figures, strict=True)
         )
