@@ -16,12 +16,15 @@ engine):
 graphgate's answer is compared with the predictor's (max |diff| / (1e-5 + 1e-4 |theirs|), the
 corpus tolerance); where it is over 1, with Paddle's Executor too, to tell whose answer moved.
 
-Timing: the engines take turns in blocks (who goes first rotates from block to block, as in
-bench_executor.latency), each after untimed runs (0.3 s of them after the predictor's block,
-see WARM_AFTER_PREDICTOR_S); the predictor's blocks are followed by a
-pause that lets its idle threads stop spinning (Paddle's OpenMP threads spin for 200 ms after a
-parallel region; onnxruntime's, with the service's settings, for 20 us); the number of
-runs per engine follows from a time budget per model (`--budget` seconds, both batches), at
+Timing: the onnxruntime engines (graphgate, Paddle2ONNX's ONNX, the variants) run one run each
+in turn, the order rotating from cycle to cycle, so that graphgate's ratio to each of them is
+the median of ratios of runs made moments apart (with a 90% bootstrap interval): a machine whose
+speed drifts, or another process's burst, moves both sides of a ratio alike. Timed in blocks,
+as before 2026-12-04, a second session of the same graph (A/A) was within 5% of graphgate on
+only 22 of 68 programs at batch 1. The predictor runs in blocks between those cycles (its
+OpenMP threads spin for 200 ms after a parallel region and would slow whatever ran next), each
+followed by a pause and by untimed cycles of the others (see WARM_AFTER_PREDICTOR_S); the number
+of runs per engine follows from a time budget per model (`--budget` seconds, both batches), at
 least MIN_RUNS. Median per engine and batch; ratios are graphgate / the other, in the same run.
 
 Each model runs in a child process (a native crash or a leak in one engine costs one row); the
@@ -79,12 +82,19 @@ CHILD_TIMEOUT_S: Final = 900
 MARK: Final = "@@LATENCY "
 GRAPHGATE, P2O, PADDLE = "graphgate", "Paddle2ONNX", "Paddle Inference"
 AA: Final = "A/A"  # the variant label of a second session with the same settings
+BOOTSTRAP: Final = 2000  # resamples for a paired ratio's interval
 
 
 # -- the child: one model, every engine --------------------------------------------------------
 
 
 Runner = Callable[[dict[str, np.ndarray]], list[np.ndarray]]
+
+
+@dataclass(frozen=True)
+class Timing:
+    medians: dict[str, float]  # seconds per run, per engine
+    paired: dict[str, list[float]]  # graphgate / engine: [median, low, high] of per-cycle ratios
 
 
 def service_options(threads: int) -> Any:
@@ -211,9 +221,12 @@ def variant_note(variants: list[str]) -> str:
     return " Variant columns: " + "; ".join(parts) + "." if parts else ""
 
 
-def timed(runners: Mapping[str, Callable[[], object]], budget_s: float) -> dict[str, float]:
-    """Median seconds per engine: runs in rotating blocks, each after untimed runs (warm), and
-    a pause after each of the predictor's blocks (its idle OpenMP threads spin)."""
+def timed(runners: Mapping[str, Callable[[], object]], budget_s: float) -> Timing:
+    """Each engine's median seconds, and graphgate's paired ratio to each other onnxruntime
+    engine. The onnxruntime engines run one run each in turn (the order rotating from cycle to
+    cycle), so that a ratio compares runs made moments apart; the predictor runs in blocks
+    between those cycles, each followed by a pause (its idle OpenMP threads spin) and by
+    untimed runs of the others (WARM_AFTER_PREDICTOR_S)."""
     estimate = {}
     for name, run in runners.items():
         for _ in range(2):
@@ -223,26 +236,52 @@ def timed(runners: Mapping[str, Callable[[], object]], budget_s: float) -> dict[
     pauses = BLOCKS * SETTLE_S if PADDLE in runners else 0.0
     runs = int((budget_s - pauses) / max(sum(estimate.values()), 1e-6)) - BLOCKS
     runs = max(MIN_RUNS, min(MAX_RUNS, runs))
-    # Each block starts with untimed runs (warm): the engine that follows the predictor's pause
-    # would otherwise time its first runs on busy CPUs, cold caches and sleeping threads
-    # (graphgate did, in 3 of 4 rotations). Slow engines take fewer, longer blocks, so that
-    # the untimed runs cost less.
     block = math.ceil(runs / min(BLOCKS, max(2, runs // 2)))
     times: dict[str, list[float]] = {name: [] for name in runners}
-    names = list(runners)
-    after_predictor = True  # the first block: a cold start too
+    cycling = [name for name in runners if name != PADDLE]
     for b in range(math.ceil(runs / block)):
-        for name in names[b % len(names) :] + names[: b % len(names)]:
-            run = runners[name]
-            warm(run, WARM_AFTER_PREDICTOR_S if after_predictor else WARM_S)
-            after_predictor = name == PADDLE
-            for _ in range(min(block, runs - b * block)):
+        count = min(block, runs - b * block)
+        if PADDLE in runners:
+            predictor = runners[PADDLE]
+            warm(predictor, WARM_S)
+            for _ in range(count):
                 started = time.perf_counter()
-                run()
+                predictor()
+                times[PADDLE].append(time.perf_counter() - started)
+            time.sleep(SETTLE_S)
+        warm_cycles(runners, cycling, WARM_AFTER_PREDICTOR_S)
+        for c in range(count):
+            turn = (b * block + c) % len(cycling)
+            for name in cycling[turn:] + cycling[:turn]:
+                started = time.perf_counter()
+                runners[name]()
                 times[name].append(time.perf_counter() - started)
-            if name == PADDLE:
-                time.sleep(SETTLE_S)
-    return {name: statistics.median(values) for name, values in times.items()}
+    medians = {name: statistics.median(values) for name, values in times.items()}
+    ours = np.asarray(times[GRAPHGATE])
+    paired = {
+        name: paired_ratio(ours / np.asarray(times[name])) for name in cycling if name != GRAPHGATE
+    }
+    return Timing(medians, paired)
+
+
+def warm_cycles(
+    runners: Mapping[str, Callable[[], object]], names: list[str], seconds: float
+) -> None:
+    """Untimed runs of `names` in turn, at least one cycle and for at least `seconds`."""
+    until = time.perf_counter() + seconds
+    while True:
+        for name in names:
+            runners[name]()
+        if time.perf_counter() >= until:
+            return
+
+
+def paired_ratio(ratios: np.ndarray) -> list[float]:
+    """The median of per-cycle ratios and its 90% bootstrap interval: [median, low, high]."""
+    rng = np.random.default_rng(SEED)
+    resampled = rng.choice(ratios, size=(BOOTSTRAP, ratios.size), replace=True)
+    low, high = np.quantile(np.median(resampled, axis=1), [0.05, 0.95])
+    return [float(np.median(ratios)), float(low), float(high)]
 
 
 def child(args: argparse.Namespace) -> dict[str, Any]:
@@ -257,7 +296,7 @@ def child(args: argparse.Namespace) -> dict[str, Any]:
     where = Path(args.where)
     files = compare.Files.read(where)
     entry = zoo.ENTRIES[args.name]
-    row: dict[str, Any] = {"notes": [], "ms": {}, "worst": {}}
+    row: dict[str, Any] = {"notes": [], "ms": {}, "paired": {}, "worst": {}}
     options = service_options(args.threads)
     engines: dict[str, Runner] = {}
     try:
@@ -311,7 +350,9 @@ def child(args: argparse.Namespace) -> dict[str, Any]:
                 row["notes"].append(exceeded(files, feeds, answers, batch, worst, args.name))
         runners = {name: functools.partial(run, feeds) for name, run in engines.items()}
         budget = args.budget * batch / sum(BATCHES)  # the larger batch gets the larger share
-        row["ms"][str(batch)] = {k: v * 1e3 for k, v in timed(runners, budget).items()}
+        timing = timed(runners, budget)
+        row["ms"][str(batch)] = {k: v * 1e3 for k, v in timing.medians.items()}
+        row["paired"][str(batch)] = timing.paired
     return row
 
 
@@ -385,10 +426,46 @@ def ratio(ms: dict[str, Any], batch: int, engine: str, base: str = GRAPHGATE) ->
     return float(times[base] / times[engine])
 
 
+def interval(result: dict[str, Any], batch: int, engine: str) -> list[float] | None:
+    """graphgate / engine as [median, low, high] of the paired ratios (None: not cycled with
+    graphgate, as the predictor is not, or a row from before the paired timing)."""
+    found = result.get("paired", {}).get(str(batch), {}).get(engine)
+    return list(found) if found else None
+
+
+def over(result: dict[str, Any], batch: int, engine: str) -> float | None:
+    """graphgate / engine: the paired ratio where there is one, else the medians' ratio."""
+    paired = interval(result, batch, engine)
+    return paired[0] if paired else ratio(result.get("ms", {}), batch, engine)
+
+
+def surely_over(result: dict[str, Any], batch: int, engine: str) -> bool:
+    """More than 1.05x with the whole 90% interval of the paired ratio above 1.05."""
+    paired = interval(result, batch, engine)
+    return paired is not None and paired[1] > 1.05
+
+
 def ratio_cell(value: float | None) -> str:
     if value is None:
         return "-"
     return f"**{value:.2f}**" if value > 1.05 else f"{value:.2f}"
+
+
+def interval_cell(result: dict[str, Any], batch: int, engine: str) -> str:
+    paired = interval(result, batch, engine)
+    if paired is None:
+        return ratio_cell(ratio(result.get("ms", {}), batch, engine))
+    return f"{ratio_cell(paired[0])} ({paired[1]:.2f}-{paired[2]:.2f})"
+
+
+def variant_cell(result: dict[str, Any], batch: int, label: str) -> str:
+    """variant / graphgate (the inverse of the paired ratio), with its interval."""
+    paired = interval(result, batch, label)
+    if paired is None:
+        found = ratio(result.get("ms", {}), batch, GRAPHGATE, label)
+        return f"{found:.2f}" if found else "-"
+    median, low, high = (1 / v for v in paired)
+    return f"{median:.2f} ({high:.2f}-{low:.2f})"
 
 
 def worst_cell(worst: dict[str, Any]) -> str:
@@ -423,41 +500,39 @@ def table(rows: list[Row], variants: list[str]) -> list[str]:
         ]
         cells += [cell_ms(ms, b, GRAPHGATE) for b in BATCHES]
         cells += [cell_ms(ms, b, P2O) for b in BATCHES]
-        cells += [ratio_cell(ratio(ms, b, P2O)) for b in BATCHES]
+        cells += [interval_cell(row.result, b, P2O) for b in BATCHES]
         cells += [cell_ms(ms, b, PADDLE) for b in BATCHES]
         cells += [ratio_cell(ratio(ms, b, PADDLE)) for b in BATCHES]
         cells.append(worst_cell(row.result.get("worst", {})))
         for label in labels:
             cells += [cell_ms(ms, b, label) for b in BATCHES]
-            cells += [f"{r:.2f}" if (r := ratio(ms, b, GRAPHGATE, label)) else "-" for b in BATCHES]
+            cells += [variant_cell(row.result, b, label) for b in BATCHES]
         lines.append("| " + " | ".join(cells) + " |")
     return lines
 
 
 def summary(rows: list[Row], variants: list[str]) -> list[str]:
     lines = []
-    for engine_label in [GRAPHGATE]:
-        for other in (PADDLE, P2O):
-            for batch in BATCHES:
-                ratios = [
-                    r
-                    for row in rows
-                    if (r := ratio(row.result.get("ms", {}), batch, other, engine_label))
-                ]
-                if not ratios:
-                    continue
-                slower = [row.name for row in rows
-                          if (r := ratio(row.result.get("ms", {}), batch, other, engine_label)) and r > 1.05]  # fmt: skip
-                lines.append(
-                    f"- {engine_label} / {other}, batch {batch}: median {statistics.median(ratios):.2f} "
-                    f"over {len(ratios)} models; more than 1.05x on {len(slower)}"
-                    + (f" ({', '.join(slower)})" if slower else "")
+    for other in (PADDLE, P2O):
+        for batch in BATCHES:
+            ratios = {row.name: r for row in rows if (r := over(row.result, batch, other))}
+            if not ratios:
+                continue
+            slower = [name for name, r in ratios.items() if r > 1.05]
+            sure = [row.name for row in rows if surely_over(row.result, batch, other)]
+            line = (
+                f"- graphgate / {other}, batch {batch}: median "
+                f"{statistics.median(ratios.values()):.2f} over {len(ratios)} models; more than "
+                f"1.05x on {len(slower)}" + (f" ({', '.join(slower)})" if slower else "")
+            )
+            if other != PADDLE:
+                line += f"; with the whole 90% interval above 1.05 on {len(sure)}" + (
+                    f" ({', '.join(sure)})" if sure else ""
                 )
+            lines.append(line)
     for label in [spec.split(":", 1)[0] for spec in variants]:
         for batch in BATCHES:
-            found = [
-                r for row in rows if (r := ratio(row.result.get("ms", {}), batch, GRAPHGATE, label))
-            ]
+            found = [1 / r for row in rows if (r := over(row.result, batch, label))]
             if len(found) >= 2:
                 deciles = (
                     statistics.quantiles(found, n=10)
@@ -475,7 +550,7 @@ def summary(rows: list[Row], variants: list[str]) -> list[str]:
         for row in rows
         for other in (PADDLE, P2O)
         for batch in BATCHES
-        if (r := ratio(row.result.get("ms", {}), batch, other)) and r > 1.05
+        if (r := over(row.result, batch, other)) and r > 1.05
     }
     lines.append(
         f"- graphgate more than 1.05x either peer at either batch: {len(either)} of "
@@ -500,10 +575,12 @@ def write(out: Path, rows: list[Row], context: dict[str, str], variants: list[st
         "service compiles it (its session settings, CPU) and timed through CompiledModel.run; "
         "Paddle2ONNX 2.1.0's ONNX of the same legacy program in onnxruntime with the same "
         "settings; Paddle Inference's predictor (IR optimizations, oneDNN, "
-        "set_cpu_math_library_num_threads). Engines take turns in blocks (the first rotates), "
-        f"each after untimed runs ({WARM_AFTER_PREDICTOR_S:g} s of them after the predictor's "
-        f"block and its {SETTLE_S:g} s pause: its threads keep the CPUs busy after it). "
-        "Ratios are graphgate / the other, from the same rounds; "
+        "set_cpu_math_library_num_threads). The onnxruntime engines run one run each in turn "
+        "(the order rotating), the predictor in blocks between those cycles, each followed by "
+        f"a {SETTLE_S:g} s pause and {WARM_AFTER_PREDICTOR_S:g} s of untimed runs of the others "
+        "(its threads keep the CPUs busy after it). Ratios are graphgate / the other: against "
+        "the onnxruntime engines the median of the ratios of runs made in the same cycle, with "
+        "its 90% bootstrap interval in brackets; against the predictor the medians' ratio; "
         "**bold** is more than 1.05x. \"nodes\": ONNX nodes of graphgate's and Paddle2ONNX's "
         'files; "runs": nodes of the graph onnxruntime runs after its optimizations. '
         '"gg vs PI worst": max |graphgate - predictor| / '
