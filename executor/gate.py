@@ -83,6 +83,7 @@ ALLOWED_ONNX_OPS: Final = frozenset(
         "Mod",
         "Mul",
         "Neg",
+        "NonMaxSuppression",
         "NonZero",
         "Not",
         "OneHot",

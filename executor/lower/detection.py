@@ -1,9 +1,10 @@
 """ONNX lowering of validator/ops/detection.py: yolo_box and multiclass_nms3.
 
-multiclass_nms3 is built from primitive ops, not ONNX NonMaxSuppression, whose ordering, ties
-and eta differ from Paddle's: a stable TopK per class, a Loop over the sorted candidates for
-greedy suppression (all images and classes at once), a stable TopK across classes for
-keep_top_k, and NonZero for the rows in Paddle's order (image, label, score).
+multiclass_nms3: a stable TopK per class sorts the candidates; greedy suppression of them
+(all images and classes at once) is ONNX NonMaxSuppression where onnxruntime's decides exactly
+as Paddle's NMSFast does (see _onnx_nms_exact), else a Loop over the sorted candidates; then a
+stable TopK across classes for keep_top_k, and NonZero for the rows in Paddle's order (image,
+label, score).
 """
 
 from __future__ import annotations
@@ -270,6 +271,115 @@ def _greedy(
     return kept
 
 
+def _onnx_nms_exact(t: DType, a: MulticlassNmsAttrs) -> bool:
+    """Whether onnxruntime's NonMaxSuppression (CPU kernel, non_max_suppression.cc and its
+    helper's SuppressByIOU) keeps exactly the boxes NMSFast keeps, given candidates of positive
+    finite area (checked at run time, _proper_boxes). It computes in float32, with one fixed
+    threshold that must lie in [0, 1] (it refuses others), and without Paddle's +1 on widths
+    and heights: emulating that by shifting x2 and y2 would round the IoU differently, so
+    normalized=False keeps the Loop. NMSFast shrinks the threshold by eta only while it is
+    above 0.5.
+
+    NOTE: checked against Paddle with onnxruntime's CPU kernel only. Its CUDA kernel shares
+    SuppressByIOU, but nvcc may fuse area1 + area2 into an FMA, which can move an IoU that
+    lies within a rounding of the threshold."""
+    threshold = np.float32(a.nms_threshold)
+    fixed = not (np.float32(a.nms_eta) < 1 and threshold > 0.5)
+    return t == DType.FP32 and a.normalized and fixed and bool(0 <= threshold <= 1)
+
+
+def _proper_boxes(b: OnnxBuilder, c: list[str], valid: str) -> str:
+    """True (0-D) when every candidate box has a positive width and a positive finite area.
+
+    Then onnxruntime's IoU is JaccardOverlap to the bit: its min/max reordering of the corners
+    changes nothing, its areas, intersection and union are the same float32 products and sums,
+    and boxes apart or touching are kept by both. An empty or inverted box differs (Paddle's
+    area is 0, and two such boxes give Paddle 0/0, a suppression; onnxruntime keeps both), as
+    do NaN and infinite ones."""
+    x1, y1, x2, y2 = c
+    zero = b.scalar(0, DType.FP32)
+    width = b.op("Sub", x2, x1)
+    area = b.op("Mul", width, b.op("Sub", y2, y1))
+    finite = b.op("Less", area, b.scalar(float("inf"), DType.FP32))
+    proper = b.op(
+        "And", b.op("Greater", width, zero), b.op("And", b.op("Greater", area, zero), finite)
+    )
+    improper = b.op("And", valid, b.op("Not", proper))
+    count = b.op("ReduceSum", b.cast(improper, DType.INT64), keepdims=0)  # 0 when empty
+    return b.op("Equal", count, _i64(b, 0))
+
+
+def _onnx_nms(
+    b: OnnxBuilder,
+    bboxes: Value,
+    scores: Value,
+    order: str,
+    valid: str,
+    k: str,
+    a: MulticlassNmsAttrs,
+) -> str:
+    """kept [N, C, K] by ONNX NonMaxSuppression. It is given each candidate's rank (K for the
+    best, down to 1) in place of its score, so it visits them in exactly the sorted order
+    (ties, nms_top_k and the background label already settled by the stable TopK) whatever
+    its own tie rule, and every other box (rank 0) falls under its score threshold 0."""
+    ranks = b.cast(b.op("Sub", k, b.op("Range", _i64(b, 0), k, _i64(b, 1))), DType.FP32)
+    priority = b.op("Where", valid, ranks, b.scalar(0, DType.FP32))  # [N, C, K]
+    n_c_m = b.op("Shape", scores.name)
+    ranked = b.op("ScatterElements", b.op("ConstantOfShape", n_c_m), order, priority, axis=2)
+    threshold = _f(b, a.nms_threshold, DType.FP32)
+    # At most K boxes a class are candidates, so K never cuts the selection.
+    selected = b.op(
+        "NonMaxSuppression", bboxes.name, ranked, k, threshold, b.scalar(0, DType.FP32)
+    )  # [S, 3]: image, class, box
+    falses = helper.make_tensor("false", TensorProto.BOOL, [1], [False])
+    trues = helper.make_tensor("true", TensorProto.BOOL, [1], [True])
+    picked = b.op(
+        "ScatterND",
+        b.op("ConstantOfShape", n_c_m, value=falses),
+        selected,
+        b.op(
+            "ConstantOfShape",
+            b.op("Slice", b.op("Shape", selected), b.ints([0]), b.ints([1])),
+            value=trues,
+        ),
+    )  # [N, C, M]
+    return b.op("GatherElements", picked, order, axis=2)
+
+
+def _suppressed(
+    b: OnnxBuilder,
+    bboxes: Value,
+    scores: Value,
+    c: list[str],
+    order: str,
+    valid: str,
+    k: str,
+    bound: int,
+    a: MulticlassNmsAttrs,
+) -> str:
+    """kept [N, C, K]: NonMaxSuppression when every candidate box is proper (an If at run
+    time), the Loop otherwise and where onnxruntime's rule is not Paddle's (_onnx_nms_exact).
+    NonMaxSuppression runs the ~30 ops of each of the Loop's trips as one kernel."""
+    t = scores.dtype
+    if not _onnx_nms_exact(t, a):
+        return _greedy(b, c, valid, k, bound, t, a)
+    with _subgraph(b) as fast_nodes:
+        fast = _onnx_nms(b, bboxes, scores, order, valid, k, a)
+    with _subgraph(b) as loop_nodes:
+        loop = _greedy(b, c, valid, k, bound, t, a)
+    return b.op(
+        "If",
+        _proper_boxes(b, c, valid),
+        then_branch=_kept_branch(b, fast_nodes, fast),
+        else_branch=_kept_branch(b, loop_nodes, loop),
+    )
+
+
+def _kept_branch(b: OnnxBuilder, nodes: list[onnx.NodeProto], kept: str) -> onnx.GraphProto:
+    info = helper.make_tensor_value_info(kept, TensorProto.BOOL, [None, None, None])
+    return helper.make_graph(nodes, b.fresh("nms_branch"), [], [info])
+
+
 def _multiclass_nms3_emit(
     b: OnnxBuilder, bboxes: Value, scores: Value, _rois_num: Value | None, a: MulticlassNmsAttrs
 ) -> list[str]:
@@ -278,7 +388,7 @@ def _multiclass_nms3_emit(
     sorted_scores, order, valid, k = _sorted_candidates(b, scores, a)
     bound = candidates_per_class(max(bboxes.shape[1], scores.shape[2]), a)
     corners = _corners(b, bboxes, order, scores)
-    kept = _greedy(b, corners, valid, k, bound, t, a)  # [N, C, K]
+    kept = _suppressed(b, bboxes, scores, corners, order, valid, k, bound, a)  # [N, C, K]
     n = _dims(b, scores, [0])
     flat_shape = b.op("Concat", n, b.ints([-1]), axis=0)
     kept = b.op("Reshape", kept, flat_shape)  # [N, C*K]: label-major, then score order

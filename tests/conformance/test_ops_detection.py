@@ -7,6 +7,7 @@ from __future__ import annotations
 from typing import Any
 
 import numpy as np
+import onnx
 import pytest
 
 # Imported first: paddle_util switches Paddle to legacy programs before importing it.
@@ -14,6 +15,7 @@ pytest.importorskip("tests.conformance.paddle_util")
 
 from executor.errors import OutputMismatch
 from executor.scope import check_outputs
+from executor.session import prepare
 from tests.conformance.paddle_util import assert_parity, build_and_save, paddle, run_paddle
 from validator import Code, ValidationFailed, validate
 from validator.ops.detection import random_boxes
@@ -268,3 +270,111 @@ def test_budgets_count_the_bound_not_the_dynamic_dim() -> None:
         check_outputs({out_name: np.zeros((7, 6), np.float32)}, expected)
     with pytest.raises(OutputMismatch):
         check_outputs({index_name: np.zeros((7, 1), np.int32)}, expected)
+
+
+def _onnx_op_types(graph: onnx.GraphProto) -> set[str]:
+    """The op types of a graph and of every subgraph in it (If branches, Loop bodies)."""
+    found = set()
+    for node in graph.node:
+        found.add(node.op_type)
+        for attr in node.attribute:
+            for sub in [attr.g] if attr.HasField("g") else attr.graphs:
+                found |= _onnx_op_types(sub)
+    return found
+
+
+@pytest.mark.parametrize(
+    ("dtype", "attrs", "fast"),
+    [
+        ("float32", {}, True),
+        ("float32", {"nms_eta": 0.8, "nms_threshold": 0.5}, True),  # eta shrinks only above 0.5
+        ("float32", {"normalized": False}, False),
+        ("float32", {"nms_eta": 0.8, "nms_threshold": 0.9}, False),
+        ("float64", {}, False),
+    ],
+    ids=["normalized", "eta-idle", "not-normalized", "eta", "float64"],
+)
+def test_onnx_non_max_suppression_is_used_where_it_decides_as_paddle(
+    dtype: str, attrs: dict[str, Any], fast: bool
+) -> None:
+    """The compiled model holds NonMaxSuppression (beside the Loop, for improper boxes) only
+    where onnxruntime's rule is Paddle's: float32, normalized, a threshold eta never shrinks."""
+    saved = _nms_program(4, 16, dtype, **attrs)
+    model = onnx.load_from_string(prepare(validate(saved.program, saved.params)).model_bytes)
+    ops = _onnx_op_types(model.graph)
+    assert ("NonMaxSuppression" in ops) == fast
+    assert "Loop" in ops
+
+
+def _lattice_boxes(rng: np.random.Generator, batch: int, boxes: int) -> np.ndarray:
+    """Boxes on a 1/8 grid (exact float32 areas): shared edges, IoUs exactly 1/2 (boxes 0, 1)
+    and 1/4 (2, 3), box 5 a copy of box 4, and more such by chance."""
+    corner = rng.integers(0, 6, (batch, boxes, 2))
+    size = rng.integers(1, 4, (batch, boxes, 2))
+    out = np.concatenate([corner, corner + size], -1).astype(np.float32) / 8
+    out[:, 0:2] = [[0, 0, 3 / 8, 1 / 8], [1 / 8, 0, 4 / 8, 1 / 8]]  # IoU 2 / 4
+    out[:, 2:4] = [[0, 2 / 8, 5 / 8, 3 / 8], [3 / 8, 2 / 8, 1, 3 / 8]]  # IoU 2 / 8
+    out[:, 5] = out[:, 4]
+    return out
+
+
+def _tied_lattice_feeds(seed: int, batch: int = 2, classes: int = 3, boxes: int = 16) -> Any:
+    """Scores in quarters (ties everywhere; 0 and 0.25 under the tests' threshold 0.3), the
+    best of class 1 for the boxes whose IoU is 1/2 or 1/4."""
+    rng = np.random.default_rng(seed)
+    scores = rng.integers(0, 5, (batch, classes, boxes)).astype(np.float32) / 4
+    scores[:, 1, :4] = 1.0
+    return {"bboxes": _lattice_boxes(rng, batch, boxes), "scores": scores}
+
+
+@pytest.mark.parametrize("seed", range(10))
+def test_onnx_non_max_suppression_matches_paddle_on_tied_lattice_boxes(seed: int) -> None:
+    """Exact score ties (nms_top_k cutting among them), identical boxes, IoUs exactly at the
+    threshold, thresholds 0 and 1, background labels: the NonMaxSuppression path keeps what
+    Paddle keeps, in its order."""
+    attrs: dict[str, Any] = {
+        "nms_threshold": [0.5, 0.25, 0.6, 0.0, 1.0][seed % 5],
+        "nms_top_k": [-1, 3, 5][seed % 3],
+        "keep_top_k": [-1, 7][seed // 5],
+        "background_label": [0, -1, 2][seed // 2 % 3],
+    }
+    saved = _nms_program(3, 16, **attrs)
+    assert_parity(saved, _tied_lattice_feeds(seed, batch=1 + seed % 2))
+
+
+def _improper(feeds: dict[str, np.ndarray], kind: str) -> dict[str, np.ndarray]:
+    """Box 7 of the last image made inverted (x2 < x1) or empty (x2 == x1, and box 8 a copy of
+    it), candidates of class 1 after box 10; or box 9 of the first image inverted but no
+    candidate."""
+    boxes, scores = feeds["bboxes"], feeds["scores"]
+    if kind == "not-a-candidate":
+        boxes[0, 9, [0, 2]] = boxes[0, 9, [2, 0]]
+        scores[0, :, 9] = 0.0
+        return feeds
+    if kind == "inverted":
+        # Against box 10, Paddle's overlap is -2 / 6 (area 0), onnxruntime's IoU 2 / 4.
+        boxes[-1, 7], boxes[-1, 10] = [2 / 8, 0, 1 / 8, 2 / 8], [0, 0, 2 / 8, 2 / 8]
+    else:
+        boxes[-1, 7, 2] = boxes[-1, 7, 0]
+        boxes[-1, 8] = boxes[-1, 7]  # two empty boxes: Paddle's IoU is 0 / 0, a suppression
+    scores[-1, 1] = np.minimum(scores[-1, 1], 0.5)
+    scores[-1, 1, 7:9], scores[-1, 1, 10] = 0.75, 1.0
+    return feeds
+
+
+@pytest.mark.parametrize("kind", ["inverted", "empty", "not-a-candidate"])
+@pytest.mark.parametrize("seed", range(3))
+def test_improper_boxes_fall_back_to_the_loop_like_paddle(kind: str, seed: int) -> None:
+    """A candidate box of no positive area (in one image of the batch) sends the run to the
+    Loop, which follows Paddle's area 0 and 0/0; one that is no candidate does not matter."""
+    saved = _nms_program(3, 16, nms_threshold=0.25, nms_top_k=8, keep_top_k=-1)
+    assert_parity(saved, _improper(_tied_lattice_feeds(seed), kind))
+
+
+@pytest.mark.parametrize("empty", ["one-image", "every-image"])
+def test_onnx_non_max_suppression_with_no_candidates_matches_paddle(empty: str) -> None:
+    saved = _nms_program(3, 16, nms_threshold=0.5)
+    feeds = _tied_lattice_feeds(1)
+    feeds["scores"][0 if empty == "one-image" else slice(None)] = 0.25  # under 0.3
+    _, _, counts = assert_parity(saved, feeds).values()
+    assert counts[0] == 0 and (counts[1] > 0) == (empty == "one-image")
