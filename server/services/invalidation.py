@@ -89,7 +89,7 @@ class RedisBus:
                 time.sleep(self._retry_s)
 
     def _listen_once(self) -> None:
-        pubsub = self._redis.pubsub(ignore_subscribe_messages=True)  # type: ignore[no-untyped-call]
+        pubsub = self._redis.pubsub(ignore_subscribe_messages=True)  # type: ignore[no-untyped-call, unused-ignore]
         try:
             pubsub.subscribe(CHANNEL)
             self._deliver({"kind": "all"})  # anything missed while unsubscribed is dropped
