@@ -17,7 +17,7 @@ graphgate's answer is compared with the predictor's (max |diff| / (1e-5 + 1e-4 |
 corpus tolerance); where it is over 1, with Paddle's Executor too, to tell whose answer moved.
 
 Timing: the onnxruntime engines (graphgate, Paddle2ONNX's ONNX, the variants) run one run each
-in turn, the order rotating from cycle to cycle, so that graphgate's ratio to each of them is
+in turn, in a random order each cycle, so that graphgate's ratio to each of them is
 the median of ratios of runs made moments apart (with a 90% bootstrap interval): a machine whose
 speed drifts, or another process's burst, moves both sides of a ratio alike. Timed in blocks,
 as before 2026-12-04, a second session of the same graph (A/A) was within 5% of graphgate on
@@ -29,9 +29,10 @@ least MIN_RUNS. Median per engine and batch; ratios are graphgate / the other, i
 
 Each model runs in a child process (a native crash or a leak in one engine costs one row); the
 parent keeps one Paddle2ONNX worker for the whole corpus. `--variant` adds a graphgate session
-with other settings to the same rotation (SessionOptions fields, `opt=basic|extended|all`,
+with other settings to the same cycles (SessionOptions fields, `opt=basic|extended|all`,
 `mode=parallel`, or onnxruntime session config keys; empty: a second session of the same
-settings, the noise floor; `raw`: graphgate's session run without CompiledModel.run), for
+settings, the noise floor; `raw`: graphgate's graph in a session of its own, run without
+CompiledModel.run), for
 before/after figures in one run.
 The table is rewritten after every model (and the rows saved beside it as .json, which
 `--merge` reads to rerun some models of a run); a "## Findings" section already in the file is
@@ -211,8 +212,8 @@ def variant_note(variants: list[str]) -> str:
     """What the variant columns are, for the ones this run has."""
     said = {
         "": "a second session of graphgate's graph with the same settings (the noise)",
-        "raw": "graphgate's session run bare, without CompiledModel.run's request checks (the "
-        "graph alone, timed as Paddle2ONNX's is)",
+        "raw": "graphgate's graph in a session of its own run bare, without CompiledModel.run's "
+        "request checks (the graph alone, timed as Paddle2ONNX's is)",
     }
     parts = [
         f"`{label}`: {said.get(settings, 'graphgate with ' + settings)}"
@@ -223,8 +224,7 @@ def variant_note(variants: list[str]) -> str:
 
 def timed(runners: Mapping[str, Callable[[], object]], budget_s: float) -> Timing:
     """Each engine's median seconds, and graphgate's paired ratio to each other onnxruntime
-    engine. The onnxruntime engines run one run each in turn (the order rotating from cycle to
-    cycle), so that a ratio compares runs made moments apart; the predictor runs in blocks
+    engine. The onnxruntime engines run one run each in turn (in a random order each cycle), so that a ratio compares runs made moments apart; the predictor runs in blocks
     between those cycles, each followed by a pause (its idle OpenMP threads spin) and by
     untimed runs of the others (WARM_AFTER_PREDICTOR_S)."""
     estimate = {}
@@ -239,6 +239,10 @@ def timed(runners: Mapping[str, Callable[[], object]], budget_s: float) -> Timin
     block = math.ceil(runs / min(BLOCKS, max(2, runs // 2)))
     times: dict[str, list[float]] = {name: [] for name in runners}
     cycling = [name for name in runners if name != PADDLE]
+    # A fresh order each cycle: with a rotation, each engine would always follow the same
+    # other one, and whatever one run leaves behind (caches, a pool's threads) would fall on
+    # the same engine every time.
+    orders = np.random.default_rng(SEED)
     for b in range(math.ceil(runs / block)):
         count = min(block, runs - b * block)
         if PADDLE in runners:
@@ -250,9 +254,8 @@ def timed(runners: Mapping[str, Callable[[], object]], budget_s: float) -> Timin
                 times[PADDLE].append(time.perf_counter() - started)
             time.sleep(SETTLE_S)
         warm_cycles(runners, cycling, WARM_AFTER_PREDICTOR_S)
-        for c in range(count):
-            turn = (b * block + c) % len(cycling)
-            for name in cycling[turn:] + cycling[:turn]:
+        for _ in range(count):
+            for name in orders.permutation(cycling):
                 started = time.perf_counter()
                 runners[name]()
                 times[name].append(time.perf_counter() - started)
@@ -309,8 +312,11 @@ def child(args: argparse.Namespace) -> dict[str, Any]:
     row["runs_nodes"] = [sum(optimized_counts(model.onnx_bytes).values()), None]
     for spec in args.variant:
         label, settings = spec.split(":", 1)
-        if settings == "raw":  # graphgate's own session without CompiledModel.run's checks
-            engines[label] = onnx_runner(model.session)
+        if settings == "raw":  # graphgate's graph without CompiledModel.run's checks
+            # NOTE: a session of its own. Run through graphgate's session, its runs kept that
+            # session's threads spinning for graphgate's next run: graphgate came out 5-20%
+            # faster than a second session of the same graph at batch 1 (A/A 1.08-1.19).
+            engines[label] = onnx_runner(variant_session(model.onnx_bytes, options, ""))
             continue
         session = variant_session(model.onnx_bytes, options, settings)
         variant = dataclasses.replace(model, session=session)
@@ -576,7 +582,7 @@ def write(out: Path, rows: list[Row], context: dict[str, str], variants: list[st
         "Paddle2ONNX 2.1.0's ONNX of the same legacy program in onnxruntime with the same "
         "settings; Paddle Inference's predictor (IR optimizations, oneDNN, "
         "set_cpu_math_library_num_threads). The onnxruntime engines run one run each in turn "
-        "(the order rotating), the predictor in blocks between those cycles, each followed by "
+        "(a random order each cycle), the predictor in blocks between those cycles, each followed by "
         f"a {SETTLE_S:g} s pause and {WARM_AFTER_PREDICTOR_S:g} s of untimed runs of the others "
         "(its threads keep the CPUs busy after it). Ratios are graphgate / the other: against "
         "the onnxruntime engines the median of the ratios of runs made in the same cycle, with "
