@@ -32,8 +32,7 @@ parent keeps one Paddle2ONNX worker for the whole corpus. `--variant` adds a gra
 with other settings to the same cycles (SessionOptions fields, `opt=basic|extended|all`,
 `mode=parallel`, or onnxruntime session config keys; empty: a second session of the same
 settings, the noise floor; `raw`: graphgate's graph in a session of its own, run without
-CompiledModel.run), for
-before/after figures in one run.
+CompiledModel.run), for before/after figures in one run.
 The table is rewritten after every model (and the rows saved beside it as .json, which
 `--merge` reads to rerun some models of a run); a "## Findings" section already in the file is
 kept.
