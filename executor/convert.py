@@ -1,9 +1,11 @@
 """lower(): a ValidatedProgram becomes a self-contained ONNX model (graph inputs/outputs by col).
 
-Two forms: the serving form (Lowered.model), which CompiledModel runs and the server stores,
-hands graphgate's run-time checks hidden outputs after the fetches; the portable form
-(portable(), what `graphgate convert` writes) has exactly the fetches as outputs and states the
-loop bound policy in its metadata, for any ONNX runtime."""
+Two forms: the serving form (Lowered.model, `lower(lean=True)`), which CompiledModel runs and
+the server stores, hands graphgate's run-time checks hidden outputs after the fetches, and may
+take values as non-empty where only an empty one would need run-time shape arithmetic (the
+session answers or refuses a request that makes one empty: RuntimeChecks.nonempty); the
+portable form (portable(), what `graphgate convert` writes) is never lean, has exactly the
+fetches as outputs and states the loop bound policy in its metadata, for any ONNX runtime."""
 
 from __future__ import annotations
 
@@ -37,6 +39,11 @@ from validator.bind import BoundOp
 MAX_LOOP_TRIPS_KEY: Final = "graphgate.max_loop_trips"
 MAX_TENSOR_BYTES_KEY: Final = "graphgate.max_tensor_bytes"
 LOOP_POLICY_KEY: Final = "graphgate.loop_policy"
+# The serving form of a lean lowering (lower(lean=True)): the Paddle vars its reshapes take as
+# non-empty, comma-separated. Where one is empty, Paddle's reshape makes a size of each 0 it
+# would copy (another empty shape than this graph's); graphgate's session answers such a
+# request without running this graph (or refuses it), another runtime would not.
+NONEMPTY_KEY: Final = "graphgate.nonempty"
 _LOOP_POLICY: Final = (
     "every Loop runs at most graphgate.max_loop_trips + 1 iterations and stops early when a loop "
     "var grows past graphgate.max_tensor_bytes; graphgate refuses a request whose loop needed "
@@ -62,8 +69,14 @@ UNREAD_DROPPABLE: Final = frozenset(
 )
 
 
-def lower(program: ValidatedProgram) -> Lowered:
+def lower(program: ValidatedProgram, *, lean: bool = False) -> Lowered:
+    """`lean`: lowerings may take values of the main graph as non-empty where only an empty
+    one would need run-time shape arithmetic (OnnxBuilder.assume_nonempty): the serving form
+    of a program whose shapes the feeds' shapes decide, whose session checks every request's
+    shapes against them (checks.nonempty). The portable form is never lean."""
+    lean = lean and not program.report.data_dependent
     b = OnnxBuilder()
+    b.lean = lean
     b.feeds = frozenset(spec.name for spec in program.inputs)
     env: dict[str, Value] = {}
     for spec in program.inputs:
@@ -95,12 +108,20 @@ def lower(program: ValidatedProgram) -> Lowered:
     fold_constants(model)
     _drop_unread_shape_arithmetic(model.graph)
     _prune_initializers(model.graph)
-    if flags:  # every while raises a "trips" flag
-        helper.set_model_props(model, _loop_policy(program))
+    paddle_names = {v.name: p for p, v in env.items()}
+    nonempty = tuple(dict.fromkeys(paddle_names.get(name, "") for name in b.nonempty))
+    if "" in nonempty:  # taken as non-empty, but not a Paddle var the session can check
+        return lower(program)
+    props = _loop_policy(program) if flags else {}  # every while raises a "trips" flag
+    if nonempty:
+        props[NONEMPTY_KEY] = ",".join(nonempty)
+    if props:
+        helper.set_model_props(model, props)
     checks = RuntimeChecks(
         hidden_outputs=tuple(info.name for info in outputs[len(program.outputs) :]),
         host_checks=tuple(b.host_checks),
-        index_checks=named_checks(b.index_checks, {v.name: p for p, v in env.items()}),
+        index_checks=named_checks(b.index_checks, paddle_names),
+        nonempty=nonempty,
         max_loop_trips=program.policy.max_loop_trips,
         max_tensor_bytes=program.policy.max_tensor_bytes,
     )

@@ -85,6 +85,8 @@ class RuntimeChecks:
     # The policy's figures the loop flags stand for (quoted by their errors).
     max_loop_trips: int | None = None
     max_tensor_bytes: int = 0
+    # Paddle vars the graph takes as non-empty (a lean lowering: convert.lower)
+    nonempty: tuple[str, ...] = ()
 
     def before_run(
         self, feeds: Mapping[str, np.ndarray], shapes: Mapping[str, tuple[int, ...]]

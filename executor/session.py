@@ -119,6 +119,9 @@ class _Checked:
     sizes: dict[str, tuple[Scalar, ...]]  # the small feeds' values some size depends on
     fetches: tuple[tuple[str, TensorType], ...]  # each fetch's re-inferred type, in order
     fetch_shapes: dict[str, tuple[int, ...]]  # what `before_run` is given
+    # A var the graph takes as non-empty is empty here, and so is every fetch: the answer is
+    # the fetches' empty arrays, without a run (_empty_answer)
+    empty: bool = False
 
 
 @dataclass(eq=False)
@@ -170,6 +173,8 @@ class CompiledModel:
         checks.before_run(checked, known.fed_shapes)
         if before_run is not None:
             before_run(known.fetch_shapes)
+        if known.empty:
+            return {name: np.empty(t.shape, t.dtype.numpy) for name, t in known.fetches}
         stop = _Stop(deadline, cancel)
         try:
             with stop.watched():
@@ -214,8 +219,32 @@ class CompiledModel:
             sizes=sizes,
             fetches=tuple((spec.name, expected[spec.name]) for spec in outputs),
             fetch_shapes={spec.name: expected[spec.name].shape for spec in outputs},
+            empty=self._empty_answer(expected),
         )
         return checked, found
+
+    def _empty_answer(self, types: Mapping[str, TensorType]) -> bool:
+        """Whether this request's answer is its fetches' empty arrays, found without a run: a
+        var the lean graph takes as non-empty (checks.nonempty) is empty at these shapes, so
+        the graph would give its dims another empty shape than Paddle's (a reshape's 0 copies
+        a dim there, where Paddle's is a size of 0). Raises IncompatibleInputs when some
+        fetch would hold values then: the graph cannot answer it as Paddle does."""
+        empty = [n for n in self.checks.nonempty if any(d <= 0 for d in types[n].shape)]
+        if not empty:
+            return False
+        full = [  # a fetch that may hold values (-1: a dim this inference leaves open)
+            f"{spec.name} {list(types[spec.name].shape)}"
+            for spec in self.program.outputs
+            if 0 not in types[spec.name].shape or -1 in types[spec.name].shape
+        ]
+        if full:
+            raise IncompatibleInputs(
+                f"these inputs make {empty[0]!r} empty ({list(types[empty[0]].shape)}) while "
+                f"outputs hold values ({', '.join(full)}); graphgate runs this program's "
+                "reshapes with that tensor non-empty: expected inputs that leave it at least one "
+                "element, or that leave every output empty"
+            )
+        return True
 
     def _request_key(self, feeds: Mapping[str, np.ndarray]) -> tuple[object, ...] | None:
         """What every check before a run reads of these feeds (names, dtypes, shapes), when
@@ -590,7 +619,7 @@ def compile(program: ValidatedProgram, options: SessionOptions = SessionOptions(
 
 def prepare(program: ValidatedProgram) -> Prepared:
     """Lowers and gates (GateError, LoweringError): the part of compiling done in Python."""
-    lowered = lower(program)
+    lowered = lower(program, lean=True)
     gate.check(lowered.model)
     if disagreements := gate.cross_check_shapes(lowered.model, lowered.values):
         # A bug in a rule or a lowering, never the uploader's fault: refuse to serve it.

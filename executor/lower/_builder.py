@@ -96,6 +96,12 @@ class OnnxBuilder:
         # being lowered sits in a sub-block (an If branch or Loop body: it may never run)
         self.feeds: frozenset[str] = frozenset()
         self.in_block = False
+        # Set by the converter for the serving form of a program whose shapes the feeds' shapes
+        # decide: lowerings may then take a value as non-empty where only an empty one would
+        # need run-time shape arithmetic (see assume_nonempty); the session checks each
+        # request's shapes against the values so taken (`nonempty`, ONNX names).
+        self.lean = False
+        self.nonempty: list[str] = []
         # What made each value (node or constant), for lowerings that look at where a value
         # came from (dim_of)
         self._producers: dict[str, onnx.NodeProto] = {}
@@ -247,6 +253,15 @@ class OnnxBuilder:
             return False
         index, op_type = self._prefix.rstrip("/").split("_", 1)
         self.host_checks.append(HostIndexCheck(op_label(None, index, op_type), check))
+        return True
+
+    def assume_nonempty(self, x: Value) -> bool:
+        """Whether the lowering may take X as holding at least one element (and so lower as if
+        it does), recording it: in a lean lowering, for a value of the main graph (a sub-block
+        may never run, or run on other shapes than the request's)."""
+        if not self.lean or self.in_block:
+            return False
+        self.nonempty.append(x.name)
         return True
 
     def out(self, index: int = 0) -> TensorType:

@@ -49,48 +49,63 @@ def _reshape2_emit(
     sources = (("ShapeTensor", shape_list), ("Shape", shape))
     values = int_values(a.shape, *sources)
     copying = 0 not in x.shape and any(v in (0, None) for v in values)
+    # NOTE: Paddle's 0 copies X's dim at the same index, but is a size of 0 when X is empty
+    # (ONNX's allowzero=0 always copies). Only an X that may be empty needs the run-time
+    # arithmetic below; a lean lowering takes X as non-empty instead (b.assume_nonempty), so
+    # that the target is a constant ONNX's shape inference follows (the dims it copies keep
+    # their symbols: onnxruntime's fusions, SkipLayerNormalization, want them).
+    assumed = copying and may_be_empty(x) and b.assume_nonempty(x)
+    empty_matters = copying and may_be_empty(x) and not assumed
     out = b.out()
-    if out.known and not (copying and may_be_empty(x)):  # else the rule assumed X non-empty
+    if out.known and not empty_matters:  # else the rule assumed X non-empty
         return _reshape(b, x, b.ints(out.shape))
-    own = _own_dims(b, x, shape_list, values)
+    own = _own_dims(b, x, shape_list, values, assumed)
     if own is not None:
         # ONNX's 0 copies X's dim at the same index, which is what these elements hold.
         return b.op("Reshape", x.name, b.ints(own), allowzero=0)
     known = [v for v in values if v is not None]
     if copying and len(known) == len(values) and _copy_end(known) <= x.rank:
-        if -1 not in known and not _emptiness_reaches_a_copy(x, known[: _copy_end(known)]):
+        exact = -1 not in known and not _emptiness_reaches_a_copy(x, known[: _copy_end(known)])
+        if assumed or exact:
             # ONNX's own copy (allowzero=0) is Paddle's: an empty X has its 0 in a copied dim
-            # (or cannot be empty), and no -1 is left to infer from an empty X.
+            # (or cannot be empty, or is taken as non-empty), and no -1 is left to infer from
+            # an empty X.
             return b.op("Reshape", x.name, b.ints(known), allowzero=0)
         return _reshape(b, x, _copied_target(b, x, known))
     spec, _ = int_vector(b, a.shape, *sources)
     if not copying:
         return _reshape(b, x, spec)  # no 0 to copy (an empty X takes a 0 as a size)
-    # NOTE: Paddle's 0 copies X's dim at the same index, but is a size of 0 when X is empty
-    # (ONNX's allowzero=0 would always copy); -1 is left for ONNX to infer.
+    # -1 is left for ONNX to infer.
     n = len(values)
     copies = concat_ints(b, [dims(b, x, 0, min(n, x.rank)), [0] * max(0, n - x.rank)])
-    if may_be_empty(x):  # an empty X copies 0s: Min(dims, Size(X)), as in _copied_target
+    if empty_matters:  # an empty X copies 0s: Min(dims, Size(X)), as in _copied_target
         copies = b.op("Min", copies, b.op("Size", x.name))
     zero = b.op("Equal", spec, b.ints([0] * n))
     return _reshape(b, x, b.op("Where", zero, copies, spec))
 
 
 def _own_dims(
-    b: OnnxBuilder, x: Value, shape_list: tuple[Value, ...] | None, values: Sequence[int | None]
+    b: OnnxBuilder,
+    x: Value,
+    shape_list: tuple[Value, ...] | None,
+    values: Sequence[int | None],
+    nonempty: bool,
 ) -> list[int] | None:
     """A constant target for a ShapeTensor list whose unknown elements are X's own dims at their
     index (`reshape(x, [paddle.shape(x)[0], 2, c, h, w])`, or a dim X has by construction from
     the tensor the element measured: a channel shuffle, a head split),
-    with those elements as 0; None when another element is unknown, or a 0 (Paddle's 0 is a
-    size of 0 for an empty X) or a -1 (inferred from an empty X) makes it differ from Paddle.
+    with those elements as 0; None when another element is unknown, or, unless X is taken as
+    `nonempty`, a 0 (Paddle's 0 is a size of 0 for an empty X) or a -1 (inferred from an
+    empty X) makes it differ from Paddle.
 
     Without it the target is computed at run time: the list's Concat, then Paddle's 0-copy
     (Equal, Where, Min, Size), 5-10 small nodes per reshape that onnxruntime cannot fold."""
-    if not shape_list or None not in values or 0 in values:
+    if not shape_list or None not in values:
         return None
-    if -1 in values and may_be_empty(x):
+    if not nonempty and (0 in values or (-1 in values and may_be_empty(x))):
         return None
+    if any(v == 0 and i >= x.rank for i, v in enumerate(values)):
+        return None  # a 0 past X's rank copies nothing (the validator's to refuse)
     target = []
     for i, (value, element) in enumerate(zip(values, shape_list, strict=True)):
         if value is None:

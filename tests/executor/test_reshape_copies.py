@@ -1,5 +1,9 @@
 """reshape2 with a constant shape whose 0s copy X's dims (the transformer's head split and merge):
-lowered without the run-time empty-tensor chain, and still equal to Paddle on empty inputs."""
+lowered without the run-time empty-tensor chain, and still equal to Paddle on empty inputs.
+
+Two forms: the portable one (`lower`, what `graphgate convert` writes) computes Paddle's rule
+for an empty X in the graph; the served one (`prepare`, a lean lowering) takes X as non-empty,
+and the session answers a request that makes X empty without running the graph."""
 
 from __future__ import annotations
 
@@ -13,8 +17,17 @@ import pytest
 # Imported first: paddle_util switches Paddle to legacy programs before importing it.
 pytest.importorskip("tests.conformance.paddle_util")
 
-from executor.convert import lower
-from tests.conformance.paddle_util import assert_parity, building, op_types, paddle, save
+from executor.convert import NONEMPTY_KEY, lower, portable
+from executor.errors import IncompatibleInputs
+from executor.session import SessionOptions, compile, prepare
+from tests.conformance.paddle_util import (
+    assert_parity,
+    building,
+    op_types,
+    paddle,
+    run_paddle,
+    save,
+)
 from validator import validate
 
 pytestmark = pytest.mark.paddle
@@ -47,6 +60,87 @@ def test_copied_dims_match_paddle_on_empty_and_non_empty_inputs(
     rng = np.random.default_rng(0)
     for x_shape in fed:
         assert_parity(saved, {"x": rng.standard_normal(x_shape).astype(np.float32)})
+
+
+@pytest.mark.parametrize(("dims", "shape", "fed"), CASES.values(), ids=list(CASES))
+def test_the_portable_form_computes_paddles_rule_for_an_empty_x(
+    dims: list[int], shape: list[int], fed: list[tuple[int, ...]]
+) -> None:
+    """The graph `graphgate convert` writes, run as any runtime would, on the same inputs."""
+    import onnxruntime as ort
+
+    saved = _saved(dims, shape)
+    model = portable(lower(validate(saved.program, saved.params)))
+    session = ort.InferenceSession(model.SerializeToString(), providers=["CPUExecutionProvider"])
+    rng = np.random.default_rng(0)
+    for x_shape in fed:
+        feeds = {"x": rng.standard_normal(x_shape).astype(np.float32)}
+        (ours,) = session.run(None, feeds)
+        (theirs,) = run_paddle(saved, feeds)
+        assert ours.shape == theirs.shape
+        np.testing.assert_array_equal(ours, theirs)
+
+
+def test_the_served_form_takes_x_as_non_empty_and_says_so() -> None:
+    """A constant target ONNX copies from (no node computing it), X recorded as taken
+    non-empty in the session's checks and the model's metadata."""
+    dims, shape, _ = CASES["split_heads"]
+    saved = _saved(dims, shape)
+    prepared = prepare(validate(saved.program, saved.params))
+    model = onnx.load_from_string(prepared.model_bytes)
+    counts = Counter(node.op_type for node in model.graph.node)
+    assert counts == Counter({"Reshape": 1, "Identity": 1})  # Identity: the fetch
+    (reshape,) = [node for node in model.graph.node if node.op_type == "Reshape"]
+    assert onnx.helper.get_attribute_value(reshape.attribute[0]) == 0  # allowzero
+    assert prepared.checks.nonempty == ("x",)
+    assert {p.key: p.value for p in model.metadata_props}[NONEMPTY_KEY] == "x"
+
+
+def test_the_served_head_split_and_merge_keep_the_symbols_of_xs_dims() -> None:
+    """What the lean form is for: ONNX's shape inference follows a constant target, so the
+    merged heads carry X's own symbolic dims (onnxruntime fuses the residual Add and
+    LayerNormalization only when both inputs carry the same ones)."""
+    with building() as (main, startup):
+        x = paddle.static.data("x", [-1, -1, 8], "float32")
+        heads = paddle.transpose(paddle.reshape(x, [0, 0, 2, 4]), [0, 2, 1, 3])
+        merged = paddle.reshape(paddle.transpose(heads, [0, 2, 1, 3]), [0, 0, 8])
+        out = x + merged
+    saved = save(main, startup, [x], [out])
+    model = onnx.load_from_string(prepare(validate(saved.program, saved.params)).model_bytes)
+    graph = onnx.shape_inference.infer_shapes(model).graph
+    dims = {
+        info.name: [d.dim_param or d.dim_value for d in info.type.tensor_type.shape.dim]
+        for info in [*graph.input, *graph.value_info]
+    }
+    (add,) = [node for node in graph.node if node.op_type == "Add"]
+    assert dims[add.input[0]] == dims[add.input[1]] == dims["x"]
+    rng = np.random.default_rng(2)
+    for x_shape in ((2, 3, 8), (1, 5, 8)):
+        assert_parity(saved, {"x": rng.standard_normal(x_shape).astype(np.float32)})
+    # An empty x: Paddle's merged heads are [0, 0, 8], which x + merged cannot broadcast
+    # with [0, 3, 8]; refused before anything runs, as Paddle refuses it.
+    served = compile(validate(saved.program, saved.params), SessionOptions(use_cuda=False))
+    with pytest.raises(IncompatibleInputs, match="cannot broadcast"):
+        served.run({"x": np.zeros((0, 3, 8), np.float32)})
+
+
+def test_an_output_an_empty_x_leaves_holding_values_is_refused() -> None:
+    """shape(x) holds values while x is empty: the lean graph cannot be run on such an x, and
+    its other fetch would have another empty shape than Paddle's. Refused, saying why; the
+    same program answers as Paddle does otherwise."""
+    with building() as (main, startup):
+        x = paddle.static.data("x", [-1, -1, 8], "float32")
+        heads = paddle.reshape(x, [0, 0, 2, 4])
+        size = paddle.shape(x)
+    saved = save(main, startup, [x], [heads, size])
+    model = compile(validate(saved.program, saved.params), SessionOptions(use_cuda=False))
+    empty = {"x": np.zeros((0, 3, 8), np.float32)}
+    with pytest.raises(IncompatibleInputs, match=r"make 'x' empty \(\[0, 3, 8\]\)"):
+        model.run(empty)
+    with pytest.raises(IncompatibleInputs):  # the second time too, from the request's key
+        model.run(empty)
+    rng = np.random.default_rng(3)
+    assert_parity(saved, {"x": rng.standard_normal((2, 3, 8)).astype(np.float32)})
 
 
 @pytest.mark.parametrize(
