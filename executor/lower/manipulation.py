@@ -75,11 +75,15 @@ def _reshape2_emit(
     spec, _ = int_vector(b, a.shape, *sources)
     if not copying:
         return _reshape(b, x, spec)  # no 0 to copy (an empty X takes a 0 as a size)
+    if not empty_matters:
+        # X holds elements (by its dims, or taken so): a 0, known now or only at run time,
+        # copies X's dim at its index in both, and -1 is inferred alike.
+        return b.op("Reshape", x.name, spec, allowzero=0)
     # -1 is left for ONNX to infer.
     n = len(values)
     copies = concat_ints(b, [dims(b, x, 0, min(n, x.rank)), [0] * max(0, n - x.rank)])
-    if empty_matters:  # an empty X copies 0s: Min(dims, Size(X)), as in _copied_target
-        copies = b.op("Min", copies, b.op("Size", x.name))
+    # an empty X copies 0s: Min(dims, Size(X)), as in _copied_target
+    copies = b.op("Min", copies, b.op("Size", x.name))
     zero = b.op("Equal", spec, b.ints([0] * n))
     return _reshape(b, x, b.op("Where", zero, copies, spec))
 

@@ -51,3 +51,18 @@ def test_exact_float32_gelu_runs_as_one_fused_gelu_and_matches_paddle() -> None:
     assert not runs.keys() & {"Erf", "Mul", "Div", "Add"}
     x = np.random.default_rng(0).standard_normal((3, 4, 16)).astype(np.float32) * 4
     assert_parity(saved, {"x": x})
+
+
+def test_approximate_float32_gelu_runs_as_one_fast_gelu_and_matches_paddle() -> None:
+    """GPT's tanh gelu: onnxruntime's FastGelu fusion wants x^3 as Pow(x, 3). (Followed by a
+    relu, as a gelu is by a matmul in a model: the fusion leaves a graph output alone.)"""
+    with building() as (main, startup):
+        x = paddle.static.data("x", [-1, 4, 16], "float32")
+        gelu = legacy("gelu", {"X": [x]}, {"approximate": True})
+        out = legacy("relu", {"X": [gelu]}, {})
+    saved = save(main, startup, [x], [out])
+    runs = _runs(saved)
+    assert runs["FastGelu"] == 1
+    assert not runs.keys() & {"Tanh", "Pow", "Mul", "Add"}
+    x = np.random.default_rng(1).standard_normal((3, 4, 16)).astype(np.float32) * 4
+    assert_parity(saved, {"x": x})
