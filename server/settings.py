@@ -417,9 +417,12 @@ class Settings(BaseSettings):
         "`batch_max_size`",
     )
     batch_max_run_ms: float = Field(
-        # Well above a cheap model's batch of 32 (the image classifier's: ~3 ms), below one
-        # row of a large one (ResNet50: ~40 ms), which then runs a row at a time.
-        default=10.0,
+        # A few rows of a large model (ResNet50 at 32 clients on 2 CPUs: ~2 rows a run, 0.9-1.1x
+        # the req/s of the uncapped batcher at 0.6-0.7x its p99, under the unbatched p99;
+        # benchmarks/results/batching.md, 2026-12-04). At 10 ms ResNet50 ran a row at a time,
+        # 0.91x that req/s. A cheap model's batch of 32 (the image classifier's: ~3 ms) is far
+        # below either.
+        default=300.0,
         gt=0,
         le=60_000,
         description="milliseconds a batch's rows are expected to add to its run at most "
