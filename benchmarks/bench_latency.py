@@ -223,9 +223,10 @@ def variant_note(variants: list[str]) -> str:
 
 def timed(runners: Mapping[str, Callable[[], object]], budget_s: float) -> Timing:
     """Each engine's median seconds, and graphgate's paired ratio to each other onnxruntime
-    engine. The onnxruntime engines run one run each in turn (in a random order each cycle), so that a ratio compares runs made moments apart; the predictor runs in blocks
-    between those cycles, each followed by a pause (its idle OpenMP threads spin) and by
-    untimed runs of the others (WARM_AFTER_PREDICTOR_S)."""
+    engine. The onnxruntime engines run one run each in turn (in a random order each cycle),
+    so that a ratio compares runs made moments apart; the predictor runs in blocks between
+    those cycles, each followed by a pause (its idle OpenMP threads spin) and by untimed runs
+    of the others (WARM_AFTER_PREDICTOR_S)."""
     estimate = {}
     for name, run in runners.items():
         for _ in range(2):
