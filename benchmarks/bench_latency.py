@@ -253,7 +253,7 @@ def timed(runners: Mapping[str, Callable[[], object]], budget_s: float) -> Timin
                 predictor()
                 times[PADDLE].append(time.perf_counter() - started)
             time.sleep(SETTLE_S)
-        warm_cycles(runners, cycling, WARM_AFTER_PREDICTOR_S)
+        warm(lambda: [runners[name]() for name in cycling], WARM_AFTER_PREDICTOR_S)
         for _ in range(count):
             for name in orders.permutation(cycling):
                 started = time.perf_counter()
@@ -265,18 +265,6 @@ def timed(runners: Mapping[str, Callable[[], object]], budget_s: float) -> Timin
         name: paired_ratio(ours / np.asarray(times[name])) for name in cycling if name != GRAPHGATE
     }
     return Timing(medians, paired)
-
-
-def warm_cycles(
-    runners: Mapping[str, Callable[[], object]], names: list[str], seconds: float
-) -> None:
-    """Untimed runs of `names` in turn, at least one cycle and for at least `seconds`."""
-    until = time.perf_counter() + seconds
-    while True:
-        for name in names:
-            runners[name]()
-        if time.perf_counter() >= until:
-            return
 
 
 def paired_ratio(ratios: np.ndarray) -> list[float]:
@@ -458,10 +446,9 @@ def ratio_cell(value: float | None) -> str:
 
 
 def interval_cell(result: dict[str, Any], batch: int, engine: str) -> str:
+    cell = ratio_cell(over(result, batch, engine))
     paired = interval(result, batch, engine)
-    if paired is None:
-        return ratio_cell(ratio(result.get("ms", {}), batch, engine))
-    return f"{ratio_cell(paired[0])} ({paired[1]:.2f}-{paired[2]:.2f})"
+    return cell if paired is None else f"{cell} ({paired[1]:.2f}-{paired[2]:.2f})"
 
 
 def variant_cell(result: dict[str, Any], batch: int, label: str) -> str:
