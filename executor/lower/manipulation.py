@@ -54,8 +54,9 @@ def _reshape2_emit(
     # arithmetic below; a lean lowering takes X as non-empty instead (b.assume_nonempty), so
     # that the target is a constant ONNX's shape inference follows (the dims it copies keep
     # their symbols: onnxruntime's fusions, SkipLayerNormalization, want them).
-    assumed = copying and may_be_empty(x) and b.assume_nonempty(x)
-    empty_matters = copying and may_be_empty(x) and not assumed
+    emptiness_copied = copying and may_be_empty(x)
+    assumed = emptiness_copied and b.assume_nonempty(x)
+    empty_matters = emptiness_copied and not assumed
     out = b.out()
     if out.known and not empty_matters:  # else the rule assumed X non-empty
         return _reshape(b, x, b.ints(out.shape))
