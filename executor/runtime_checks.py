@@ -111,6 +111,20 @@ class RuntimeChecks:
                 message = _index_message(check, feeds, shapes)
                 raise IndexOutOfRange(f"{host.op}: {message}") from None
 
+    def host_bounds(self, shapes: Mapping[str, tuple[int, ...]]) -> tuple[HostBounds, ...]:
+        """Each fed indices' tightest accepted range over every host check of it, at these
+        shapes: a feed within these passes every check (`within`), one outside fails one."""
+        bounds: dict[str, tuple[int, int]] = {}
+        for host in self.host_checks:
+            check = host.check
+            assert check.indices is not None  # OnnxBuilder records only checks of a feed
+            size = _concrete_size(check.size, shapes)
+            assert size is not None  # a dim known at compile time, or a feed's: known by now
+            low, high = _accepted(check, size)
+            least, most = bounds.get(check.indices, (low, high))
+            bounds[check.indices] = (max(least, low), min(most, high))
+        return tuple(HostBounds(name, low, high) for name, (low, high) in bounds.items())
+
     def after_run(self, hidden: Sequence[object]) -> dict[int, int]:
         """Given the hidden outputs' values (hidden_outputs' order): raises the typed error of
         the first loop flag the run set; returns the Mask value each select_input got, by op
@@ -159,8 +173,39 @@ class RuntimeChecks:
         return RunFailed(f"{op_label(block, index, op_type)} could not run on these inputs")
 
 
+@dataclass(frozen=True, slots=True)
+class HostBounds:
+    """The range every host check of one fed indices accepts, at one request's shapes."""
+
+    feed: str
+    low: int
+    high: int
+
+
+def within(feeds: Mapping[str, np.ndarray], bounds: Sequence[HostBounds]) -> bool:
+    """Whether every fed indices lies in its bounds (an empty feed does): one (min, max) per
+    feed, where `RuntimeChecks.before_run` takes one per feed and compares it with each check."""
+    for bound in bounds:
+        values = feeds[bound.feed]
+        if values.size and not _inside(values, bound.low, bound.high):
+            return False
+    return True
+
+
+def _inside(values: np.ndarray, low: int, high: int) -> bool:
+    unsigned = _UNSIGNED.get(values.dtype) if low == 0 else None
+    if unsigned is not None and values.size > _FEW_IDS_ONE_PASS:
+        # One reduction where two would be: viewed unsigned, a negative index is larger than
+        # any `high`.
+        return int(np.maximum.reduce(values.view(unsigned), axis=None)) <= high
+    least, most = _extremes(values)
+    return low <= least and most <= high
+
+
 _LOOP_FLAGS: Final = frozenset(LOOP_FLAG_OUTPUTS.values())
 _FEW_IDS: Final = 64  # where numpy's reductions start to cost less than a list's (_extremes)
+_FEW_IDS_ONE_PASS: Final = 16  # the same, for one reduction (_inside)
+_UNSIGNED: Final = {np.dtype(f"i{n}"): np.dtype(f"u{n}") for n in (1, 2, 4, 8)}
 
 
 def _extremes(values: np.ndarray) -> tuple[int, int]:

@@ -103,6 +103,43 @@ def test_an_embedding_id_outside_the_vocabulary_fails(
     assert isinstance(info.value, RunFailed)
 
 
+@pytest.mark.parametrize("dtype", [INT64, INT32])
+@pytest.mark.parametrize("bad", [-1, 5, "min", "max"])
+def test_among_many_ids_one_outside_fails_and_none_outside_passes(
+    dtype: DType, bad: int | str
+) -> None:
+    # 40 ids: past the few a list reads, so one unsigned reduction checks them (runtime_checks
+    # `_inside`): a negative id must not pass as a large unsigned one does, nor the largest.
+    model = embedding(ids_dtype=dtype)
+    limits = np.iinfo(dtype.numpy)
+    wrong = {"min": limits.min, "max": limits.max}.get(str(bad), bad)
+    inside = np.arange(40, dtype=dtype.numpy) % 5
+    (rows,) = model.run({"ids": inside}).values()
+    assert rows.shape == (40, 3)
+    outside = inside.copy()
+    outside[20] = wrong
+    with pytest.raises(IndexOutOfRange) as info:
+        model.run({"ids": outside})
+    assert str(info.value) == f"op 1 (lookup_table_v2): expected Ids in [0, 5), got {wrong}"
+
+
+def test_ids_read_by_two_tables_are_held_to_the_smaller_and_the_failure_names_its_op() -> None:
+    g = GraphBuilder()
+    g.feed("ids", INT64, [-1])
+    g.param("big", weights(5, 3))
+    g.param("small", weights(3, 3))
+    for table, out in (("big", "a"), ("small", "b")):  # ops 1 and 2
+        g.node("lookup_table_v2", {"W": [table], "Ids": ["ids"]}, {"Out": [V(out, [-1, 3])]})
+    g.fetch("a")
+    g.fetch("b")
+    model = compiled(g)
+    assert model.run({"ids": np.array([0, 2], np.int64)})["b"].shape == (2, 3)
+    for ids in ([1, 4], list(range(3)) * 10 + [3]):  # a list's check, one reduction's
+        with pytest.raises(IndexOutOfRange) as info:
+            model.run({"ids": np.array(ids, np.int64)})
+        assert str(info.value) == f"op 2 (lookup_table_v2): expected Ids in [0, 3), got {ids[-1]}"
+
+
 def test_embedding_ids_in_range_read_their_rows_and_the_padding_row_reads_zeros() -> None:
     ids = np.array([4, 0, 2, 2, 3], np.int64)
     (rows,) = embedding(padding_idx=2).run({"ids": ids}).values()
