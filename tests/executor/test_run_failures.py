@@ -111,7 +111,7 @@ def test_among_many_ids_one_outside_fails_and_none_outside_passes(
     # 40 ids: past the few a list reads, so one unsigned reduction checks them (runtime_checks
     # `_inside`): a negative id must not pass as a large unsigned one does, nor the largest.
     model = embedding(ids_dtype=dtype)
-    limits = np.iinfo(dtype.numpy)
+    limits = np.iinfo(np.int64 if dtype == INT64 else np.int32)
     wrong = {"min": limits.min, "max": limits.max}.get(str(bad), bad)
     inside = np.arange(40, dtype=dtype.numpy) % 5
     (rows,) = model.run({"ids": inside}).values()
