@@ -609,7 +609,7 @@ def _settle_onnxruntime() -> None:
     of four; after a throwaway one-node session, the three within 1%). Whatever onnxruntime
     sets up on its first session (done once per process) is then done before a model's
     session, not during it: each worker's first model, and a benchmark's first engine, ran
-    this much slower than they should. Costs about a millisecond, once."""
+    this much slower than they should. Costs ~11 ms once per process (1 ms for a later one)."""
     graph = helper.make_graph(
         [helper.make_node("Identity", ["x"], ["y"])],
         "graphgate_settle",
