@@ -53,6 +53,8 @@ EXIT_OOM: Final = 70
 DeclaredDims = tuple[tuple[str, int], ...]
 _PAGE: Final = os.sysconf("SC_PAGE_SIZE")
 _PROC_TASKS: Final = os.path.isdir("/proc/self/task")
+# How long a session's threads may take to pin themselves after it is built (_pinned_cpus).
+_PIN_WAIT_S: Final = 0.05
 
 
 @dataclass(frozen=True, slots=True)
@@ -281,7 +283,8 @@ class Worker:
             )
             before = _thread_ids()
             model = build_servable(prepared, options)
-            self.session_cpus |= _pinned_cpus(_thread_ids() - before, self.cpus)
+            pins = options.intra_op_threads == 0  # onnxruntime's default count pins
+            self.session_cpus |= _pinned_cpus(_thread_ids() - before, self.cpus, pins)
         finally:
             _pin_this_thread(_left_to_the_caller(self.cpus, self.session_cpus))
         self.cache.put(key, model, owner)
@@ -402,18 +405,32 @@ def _thread_ids() -> set[int]:
     return {int(tid) for tid in os.listdir("/proc/self/task")} if _PROC_TASKS else set()
 
 
-def _pinned_cpus(threads: set[int], cpus: set[int] | None) -> set[int]:
+def _pinned_cpus(threads: set[int], cpus: set[int] | None, pins: bool) -> set[int]:
     """The CPUs `threads` (a session's, made as it was built) are pinned to: onnxruntime's
-    default thread count pins one thread per core and leaves the first core to the caller."""
-    pinned: set[int] = set()
-    for tid in threads:
-        try:
-            theirs = os.sched_getaffinity(tid)
-        except OSError:  # exited meanwhile
-            continue
-        if cpus and theirs < cpus:
-            pinned |= theirs
-    return pinned
+    default thread count (`pins`) pins one thread per core and leaves the first core to the
+    caller.
+
+    NOTE: each of onnxruntime's threads pins itself once it starts, which can be after the
+    session is built: read at once, a thread may still have every CPU (seen when the session
+    built fast, after the process's settling session had done onnxruntime's one-time set-up).
+    So while a session that pins has threads not yet pinned, they are read again, for at most
+    _PIN_WAIT_S."""
+    deadline = time.monotonic() + _PIN_WAIT_S
+    while True:
+        pinned: set[int] = set()
+        unpinned = 0
+        for tid in threads:
+            try:
+                theirs = os.sched_getaffinity(tid)
+            except OSError:  # exited meanwhile
+                continue
+            if cpus and theirs < cpus:
+                pinned |= theirs
+            else:
+                unpinned += 1
+        if not (pins and unpinned and cpus and len(cpus) > 1) or time.monotonic() > deadline:
+            return pinned
+        time.sleep(_PIN_WAIT_S / 50)
 
 
 def _left_to_the_caller(cpus: set[int] | None, pinned: set[int]) -> set[int] | None:
