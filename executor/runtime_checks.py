@@ -96,16 +96,13 @@ class RuntimeChecks:
         extremes: dict[str, tuple[int, int]] = {}  # a feed's (min, max): several gathers read ids
         for host in self.host_checks:
             check = host.check
-            assert check.indices is not None  # OnnxBuilder records only checks of a feed
-            values = feeds[check.indices]
-            size = _concrete_size(check.size, shapes)
-            assert size is not None  # a dim known at compile time, or a feed's: known by now
+            feed, low, high = _fed_range(check, shapes)
+            values = feeds[feed]
             if values.size == 0:
                 continue
-            low, high = _accepted(check, size)
-            if check.indices not in extremes:
-                extremes[check.indices] = _extremes(values)
-            least, most = extremes[check.indices]
+            if feed not in extremes:
+                extremes[feed] = _extremes(values)
+            least, most = extremes[feed]
             if least < low or most > high:
                 # from None: raised as a guard's failure is, with no context to show
                 message = _index_message(check, feeds, shapes)
@@ -116,13 +113,9 @@ class RuntimeChecks:
         shapes: a feed within these passes every check (`within`), one outside fails one."""
         bounds: dict[str, tuple[int, int]] = {}
         for host in self.host_checks:
-            check = host.check
-            assert check.indices is not None  # OnnxBuilder records only checks of a feed
-            size = _concrete_size(check.size, shapes)
-            assert size is not None  # a dim known at compile time, or a feed's: known by now
-            low, high = _accepted(check, size)
-            least, most = bounds.get(check.indices, (low, high))
-            bounds[check.indices] = (max(least, low), min(most, high))
+            feed, low, high = _fed_range(host.check, shapes)
+            least, most = bounds.get(feed, (low, high))
+            bounds[feed] = (max(least, low), min(most, high))
         return tuple(HostBounds(name, low, high) for name, (low, high) in bounds.items())
 
     def after_run(self, hidden: Sequence[object]) -> dict[int, int]:
@@ -277,6 +270,14 @@ def _index_message(
     outside = values[(values < low) | (values > high)]
     # None outside: the guard saw other values than the feed's (the variable was rewritten).
     return f"{expected}, got {int(outside[0])}" if outside.size else f"{expected}, got one outside"
+
+
+def _fed_range(check: IndexCheck, shapes: Mapping[str, tuple[int, ...]]) -> tuple[str, int, int]:
+    """The feed a host check reads, and the lowest and highest index it accepts at `shapes`."""
+    assert check.indices is not None  # OnnxBuilder records only checks of a feed
+    size = _concrete_size(check.size, shapes)
+    assert size is not None  # a dim known at compile time, or a feed's: known by now
+    return (check.indices, *_accepted(check, size))
 
 
 def _accepted(check: IndexCheck, size: int) -> tuple[int, int]:
