@@ -10,7 +10,7 @@ fetches as outputs and states the loop bound policy in its metadata, for any ONN
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any, Final
 
 import numpy as np
@@ -30,7 +30,13 @@ from executor.lower import (
     Value,
     control,
 )
-from executor.runtime_checks import LOOP_FLAG_OUTPUTS, RuntimeChecks, named_checks
+from executor.runtime_checks import (
+    LOOP_FLAG_OUTPUTS,
+    RuntimeChecks,
+    named_check,
+    named_checks,
+)
+from graph_proto.types import INTEGERS
 from validator import TensorType, ValidatedProgram
 from validator.bind import BoundOp
 
@@ -77,7 +83,9 @@ def lower(program: ValidatedProgram, *, lean: bool = False) -> Lowered:
     lean = lean and not program.report.data_dependent
     b = OnnxBuilder()
     b.lean = lean
-    b.feeds = frozenset(spec.name for spec in program.inputs)
+    b.feeds = {spec.name: len(spec.dims) for spec in program.inputs}
+    b.params = program.params
+    b.integer_params = frozenset(n for n in program.params if program.types[n].dtype in INTEGERS)
     env: dict[str, Value] = {}
     for spec in program.inputs:
         env[spec.name] = Value(spec.name, TensorType(spec.dtype, spec.dims))
@@ -120,6 +128,10 @@ def lower(program: ValidatedProgram, *, lean: bool = False) -> Lowered:
     checks = RuntimeChecks(
         hidden_outputs=tuple(info.name for info in outputs[len(program.outputs) :]),
         host_checks=tuple(b.host_checks),
+        shape_checks=tuple(
+            replace(shaped, check=named_check(shaped.check, paddle_names))
+            for shaped in b.shape_checks
+        ),
         index_checks=named_checks(b.index_checks, paddle_names),
         nonempty=nonempty,
         max_loop_trips=program.policy.max_loop_trips,

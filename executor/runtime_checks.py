@@ -1,6 +1,7 @@
 """RuntimeChecks: every check a request gets besides its shapes, in one object the lowering builds.
 
-- Fed indices (a HostIndexCheck each) are checked on the host before the run.
+- Fed indices (a HostIndexCheck each) are checked on the host before the run; indices the graph
+  computes from a feed's dims (a ShapeIndexCheck each: position ids) on the request's shapes.
 - Loop flags and select_input Masks come back as hidden graph outputs after the fetches: a
   loop that needed more iterations than the policy's bound, or grew a loop var past the byte
   cap, fails the request with a typed error; a Mask says which branch ran, for the exact check
@@ -64,6 +65,10 @@ class IndexCheck:
     size_name: str = "n"
     size_means: str = "the size of the indexed dim"
 
+    def accepted(self, size: int) -> tuple[int, int]:
+        """The lowest and the highest index this check accepts in a dim of `size`."""
+        return (-size if self.wraps else 0), (size if self.inclusive else size - 1)
+
 
 @dataclass(frozen=True, slots=True)
 class HostIndexCheck:
@@ -75,12 +80,36 @@ class HostIndexCheck:
 
 
 @dataclass(frozen=True, slots=True)
+class ShapeIndexCheck:
+    """An IndexCheck of indices the graph computes from a feed's dims (position ids, from a
+    cumsum of ones), made on the request's shapes before running in place of a guard in the
+    graph: their largest value, held whenever there are any, is `const + coef * dim` with dim
+    `feed`'s dim `axis`; there are none when `empty_with` (a feed) is empty. The lowest was
+    proven inside at compile time (executor/lower/_ranges.py); `check.size` is a number."""
+
+    op: str  # "op 16 (lookup_table_v2)", as a guard's failure names it
+    check: IndexCheck
+    feed: str
+    axis: int
+    coef: int
+    const: int
+    empty_with: str | None
+
+    def highest(self, shapes: Mapping[str, tuple[int, ...]]) -> int | None:
+        """The largest index at these shapes; None when there are no indices."""
+        if self.empty_with is not None and 0 in shapes[self.empty_with]:
+            return None
+        return self.const + self.coef * shapes[self.feed][self.axis]
+
+
+@dataclass(frozen=True, slots=True)
 class RuntimeChecks:
     """What a run of one lowered model checks besides shapes (see the module docstring)."""
 
     # Graph outputs after the fetches, in order: LOOP_FLAG_OUTPUTS' raised, then Masks.
     hidden_outputs: tuple[str, ...] = ()
     host_checks: tuple[HostIndexCheck, ...] = ()  # made on the feeds before running
+    shape_checks: tuple[ShapeIndexCheck, ...] = ()  # made on the feeds' shapes, once a shape
     index_checks: Mapping[str, IndexCheck] = field(default_factory=dict)  # by guard node name
     # The policy's figures the loop flags stand for (quoted by their errors).
     max_loop_trips: int | None = None
@@ -107,6 +136,15 @@ class RuntimeChecks:
                 # from None: raised as a guard's failure is, with no context to show
                 message = _index_message(check, feeds, shapes)
                 raise IndexOutOfRange(f"{host.op}: {message}") from None
+
+    def check_shapes(self, shapes: Mapping[str, tuple[int, ...]]) -> None:
+        """Raises IndexOutOfRange for the first shape check these feed shapes fail."""
+        for shaped in self.shape_checks:
+            highest = shaped.highest(shapes)
+            assert isinstance(shaped.check.size, int)  # (ShapeIndexCheck's promise)
+            if highest is not None and highest > shaped.check.accepted(shaped.check.size)[1]:
+                message = _index_message(shaped.check, {}, shapes, got=highest)
+                raise IndexOutOfRange(f"{shaped.op}: {message}")
 
     def host_bounds(self, shapes: Mapping[str, tuple[int, ...]]) -> tuple[HostBounds, ...]:
         """Each fed indices' tightest accepted range over every host check of it, at these
@@ -237,15 +275,17 @@ def named_checks(
     """The checks with ONNX value names replaced by the Paddle variables they hold at the end of
     the program (None where none does: the failure then says less, never something wrong)."""
 
-    def named(check: IndexCheck) -> IndexCheck:
-        indices = paddle_names.get(check.indices) if check.indices is not None else None
-        size = check.size
-        if isinstance(size, tuple):
-            var = paddle_names.get(size[0])
-            size = None if var is None else (var, size[1])
-        return replace(check, indices=indices, size=size)
+    return {node: named_check(check, paddle_names) for node, check in checks.items()}
 
-    return {node: named(check) for node, check in checks.items()}
+
+def named_check(check: IndexCheck, paddle_names: Mapping[str, str]) -> IndexCheck:
+    """One check of named_checks()."""
+    indices = paddle_names.get(check.indices) if check.indices is not None else None
+    size = check.size
+    if isinstance(size, tuple):
+        var = paddle_names.get(size[0])
+        size = None if var is None else (var, size[1])
+    return replace(check, indices=indices, size=size)
 
 
 def op_label(block: str | None, index: str, op_type: str) -> str:
@@ -254,7 +294,10 @@ def op_label(block: str | None, index: str, op_type: str) -> str:
 
 
 def _index_message(
-    check: IndexCheck, feeds: Mapping[str, np.ndarray], shapes: Mapping[str, tuple[int, ...]]
+    check: IndexCheck,
+    feeds: Mapping[str, np.ndarray],
+    shapes: Mapping[str, tuple[int, ...]],
+    got: int | None = None,
 ) -> str:
     size = _concrete_size(check.size, shapes)
     name = check.size_name if size is None else str(size)
@@ -262,11 +305,13 @@ def _index_message(
     expected = f"expected {check.slot} in {interval}"
     if size is None:
         expected += f" where {check.size_name} is {check.size_means}"
+    if got is not None:  # known without the values (a ShapeIndexCheck's)
+        return f"{expected}, got {got}"
     fed = feeds.get(check.indices) if check.indices is not None else None
     if fed is None or size is None:
         return f"{expected}, got one outside"
     values = np.asarray(fed).reshape(-1).astype(np.int64)
-    low, high = _accepted(check, size)
+    low, high = check.accepted(size)
     outside = values[(values < low) | (values > high)]
     # None outside: the guard saw other values than the feed's (the variable was rewritten).
     return f"{expected}, got {int(outside[0])}" if outside.size else f"{expected}, got one outside"
@@ -277,12 +322,7 @@ def _fed_range(check: IndexCheck, shapes: Mapping[str, tuple[int, ...]]) -> tupl
     assert check.indices is not None  # OnnxBuilder records only checks of a feed
     size = _concrete_size(check.size, shapes)
     assert size is not None  # a dim known at compile time, or a feed's: known by now
-    return (check.indices, *_accepted(check, size))
-
-
-def _accepted(check: IndexCheck, size: int) -> tuple[int, int]:
-    """The lowest and the highest index `check` accepts in a dim of this size."""
-    return (-size if check.wraps else 0), (size if check.inclusive else size - 1)
+    return (check.indices, *check.accepted(size))
 
 
 def _concrete_size(

@@ -219,6 +219,7 @@ class CompiledModel:
         checked = scope.feed_all(feeds)
         sizes = self._size_values(checked)
         fed_shapes = scope.shapes()
+        self.checks.check_shapes(fed_shapes)
         expected = self._expected_types(fed_shapes, sizes)
         outputs = self.program.outputs
         found = _Checked(

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Any, Final
@@ -11,7 +11,8 @@ import numpy as np
 import onnx
 from onnx import TensorProto, helper, numpy_helper
 
-from executor.runtime_checks import HostIndexCheck, IndexCheck, op_label
+from executor.lower._ranges import NEVER_EMPTY, GraphFacts, value_range
+from executor.runtime_checks import HostIndexCheck, IndexCheck, ShapeIndexCheck, op_label
 from graph_proto.types import DType
 from validator import GraphError, TensorType
 from validator.diagnostics import Code
@@ -90,11 +91,16 @@ class OnnxBuilder:
         self._consts: dict[tuple[str, bytes, tuple[int, ...]], str] = {}
         # Range guards' failing Reshape nodes, by node name (to explain the failure)
         self.index_checks: dict[str, IndexCheck] = {}
-        # Checks the session makes on the feeds before running, in place of a guard in the graph
+        # Checks the session makes on the feeds before running, in place of a guard in the graph:
+        # of fed indices, and of indices the graph computes from a feed's dims (position ids)
         self.host_checks: list[HostIndexCheck] = []
-        # Set by the converter: the graph inputs (named after their feeds), and whether the op
-        # being lowered sits in a sub-block (an If branch or Loop body: it may never run)
-        self.feeds: frozenset[str] = frozenset()
+        self.shape_checks: list[ShapeIndexCheck] = []
+        # Set by the converter: the graph inputs (named after their feeds) and their ranks, and
+        # whether the op being lowered sits in a sub-block (an If branch or Loop body: it may
+        # never run)
+        self.feeds: Mapping[str, int] = {}
+        self.params: Mapping[str, np.ndarray] = {}  # the program's (set by the converter too)
+        self.integer_params: frozenset[str] = frozenset()
         self.in_block = False
         # Set by the converter for the serving form of a program whose shapes the feeds' shapes
         # decide: lowerings may then take a value as non-empty where only an empty one would
@@ -225,9 +231,10 @@ class OnnxBuilder:
         own times `inside` (1 or 0), all zeros when a value is outside, which mismatches unless
         there are no values (and then none is outside).
 
-        Indices that are a feed as is are checked on the host instead (see _checked_on_host):
-        the graph reads them unguarded."""
-        if self._checked_on_host(check):
+        Indices that are a feed as is are checked on the host instead (see _checked_on_host),
+        and so are indices whose range the nodes that made them tell (_checked_by_range): the
+        graph reads them unguarded."""
+        if self._checked_on_host(check) or self._checked_by_range(indices, check):
             return indices
         lowest = self.op("ReduceMin", indices, keepdims=0)
         highest = self.op("ReduceMax", indices, keepdims=0)
@@ -253,6 +260,42 @@ class OnnxBuilder:
             return False
         index, op_type = self._prefix.rstrip("/").split("_", 1)
         self.host_checks.append(HostIndexCheck(op_label(None, index, op_type), check))
+        return True
+
+    def _checked_by_range(self, indices: str, check: IndexCheck) -> bool:
+        """Whether `check` needs no guard: the values' range (lower/_ranges.py) lies inside the
+        accepted one, or its top follows a feed dim and, in a lean lowering (whose session
+        checks each request's shapes) of an op that runs on every request, is checked on that
+        dim before the run (a ShapeIndexCheck, refusing exactly what the guard would)."""
+        if not isinstance(check.size, int):
+            return False
+        facts = GraphFacts(
+            self._producers,
+            self._constants,
+            self.params,
+            self.integer_params,
+            self.feeds,
+            self.dim_of,
+        )
+        found = value_range(indices, facts)
+        if found is None or found.low.dim is not None:
+            return False
+        lowest, highest = check.accepted(check.size)
+        if found.low.const < lowest:
+            return False
+        if found.high.dim is None:
+            return found.high.const <= highest
+        exact = found.exact and found.empty_with is not None and found.high.coef > 0
+        if not (self.lean and exact and not self.in_block):
+            return False
+        feed, axis = found.high.dim
+        empty_with = None if found.empty_with == NEVER_EMPTY else found.empty_with
+        index, op_type = self._prefix.rstrip("/").split("_", 1)
+        op = op_label(None, index, op_type)
+        high = found.high
+        self.shape_checks.append(
+            ShapeIndexCheck(op, check, feed, axis, high.coef, high.const, empty_with)
+        )
         return True
 
     def assume_nonempty(self, x: Value) -> bool:
