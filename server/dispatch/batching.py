@@ -13,16 +13,19 @@ accumulate, so batches grow with load by themselves, with no timer per request.
 
 Cost (`batch_cap`): on CPU a batch costs about what its rows cost alone, and a request that
 arrives while every batch thread runs a batch waits out a whole one. So a batch takes at most
-the rows that add at most `max_run_s` (GRAPHGATE_BATCH_MAX_RUN_MS) to its run, and at most
-half the time the most pressed queued request has left before its deadline; at least one row.
+the rows that add at most `max_run_s` (GRAPHGATE_BATCH_MAX_RUN_MS) to its run, or, under a
+deep queue, QUEUE_SHARE of the time the queued rows keep the newest of them waiting anyway
+(their cost spread over the batch threads: a share of a wait that is there either way, where
+a larger batch's saved fixed parts shorten the whole wait), and at most half the time the most
+pressed queued request has left before its deadline; at least one row.
 When the ready rows cost more than that budget and other batch threads are idle, they are
 shared among the idle threads instead of one thread taking them all. What a row adds
 (`RowCost`, per batcher: one model version at this server's worker count) is the validator's
 FLOPs per row at a nominal rate until the first run, then the slope of a line through the
 measured runs (while they all had the same rows, the lower of their seconds per row and the
 FLOPs figure). Cheap models (the image classifier: well under 1 ms a row) batch up to the
-largest size; a large one a few rows a run (ResNet50 at 32 clients on 2 CPUs: ~2 under the
-300 ms default); a model whose one row is over the budget, by its measured runs and by its
+largest size; a large one a few rows a run (ResNet50 at 32 clients on 2 CPUs: ~3, from the
+queue's share, on a fast machine or a slow one); a model whose one row is over the budget, by its measured runs and by its
 FLOPs, is not queued at all: its requests run as unbatched ones do, their runs still
 measured (`alone_is_better`), and it batches again if its rows get cheaper. A queue delay (`max_queue_delay_us`) ends early enough
 for the most pressed request's deadline.
@@ -140,6 +143,12 @@ DEFAULT_MAX_RUN_S: Final = Settings.model_fields["batch_max_run_ms"].default / 1
 # conservative figure for one onnxruntime thread (ResNet50's 8.2 GFLOPs per row run in ~40 ms
 # here, ~2e11/s), so an unmeasured model starts with small batches rather than large ones.
 NOMINAL_FLOPS_PER_S: Final = 2e10
+# What a batch may add to its run, beyond max_run_s, as a share of the time the queued rows
+# keep the newest of them waiting anyway (each batch thread running rows one by one): under a
+# deep queue, a batch of a few costly rows (ResNet50 at 32 clients on 2 CPUs: ~3) whatever the
+# machine's speed, where an absolute budget held one row on a slower machine and two on a
+# faster one (0.91x against 1.05x the uncapped batcher's throughput, 2026-12-04).
+QUEUE_SHARE: Final = 0.25
 # Weight of one measured run in RowCost's moments; one run counts at most OUTLIER_FACTOR
 # times the seconds its line expects, so a run preempted by another process on a loaded
 # machine does not shrink the batches after it for long. Below MIN_ROWS_VARIANCE (rows^2)
@@ -157,15 +166,20 @@ def batch_cap(
     max_run_s: float,
     slack_s: float | None,
     idle_threads: int,
+    threads: int = 1,
 ) -> int:
     """Rows the next batch may take (module docstring, "Cost"): what its rows add to its run
-    (rows x `seconds_per_row`) fits `max_run_s` and half of `slack_s` (the time the most
-    pressed queued request has left);
-    ready rows that cost more than `max_run_s` are shared among the `idle_threads` batch
+    (rows x `seconds_per_row`) fits the larger of `max_run_s` and QUEUE_SHARE of the wait the
+    queue makes anyway (its rows spread over the `threads` batch threads), and half of
+    `slack_s` (the time the most pressed queued request has left);
+    ready rows that cost more than that budget are shared among the `idle_threads` batch
     threads (this one included). Never below 1: a request always runs, alone if need be."""
-    budget = max_run_s if slack_s is None else min(max_run_s, slack_s / 2)
+    waited = ready_rows * seconds_per_row / max(threads, 1)
+    budget = max(max_run_s, QUEUE_SHARE * waited)
+    if slack_s is not None:
+        budget = min(budget, slack_s / 2)
     cap = max_rows if seconds_per_row <= 0 else min(max_rows, int(budget / seconds_per_row))
-    if idle_threads > 1 and ready_rows * seconds_per_row > max_run_s:
+    if idle_threads > 1 and ready_rows * seconds_per_row > budget:
         cap = min(cap, -(-ready_rows // idle_threads))  # ceil: every ready row is taken
     return max(1, cap)
 
@@ -308,6 +322,7 @@ class Batcher:
         self.label = label
         self.policy = policy
         self.max_run_s = max_run_s
+        self._slots = slots
         self.cost = RowCost.from_report(model.program.report)
         self._idle = 0  # batch threads waiting for a batch (batch_cap shares rows among them)
         self._max_bytes = model.options.max_request_bytes
@@ -463,6 +478,7 @@ class Batcher:
             max_run_s=self.max_run_s,
             slack_s=None if pressed is None else pressed - time.monotonic(),
             idle_threads=self._idle,
+            threads=self._slots,
         )
 
     def _take(self, dropped: list[_Outcome], cap: int) -> list[_Item]:

@@ -467,6 +467,7 @@ def _cap(
     budget: float = 10 * MS,
     slack: float | None = None,
     idle: int = 1,
+    threads: int = 1,
 ) -> int:
     return batch_cap(
         ready_rows=ready,
@@ -475,6 +476,7 @@ def _cap(
         max_run_s=budget,
         slack_s=slack,
         idle_threads=idle,
+        threads=threads,
     )
 
 
@@ -486,13 +488,15 @@ def test_cheap_rows_batch_up_to_the_max() -> None:
 
 
 def test_costly_rows_run_one_at_a_time() -> None:
-    # A ResNet50 row, ~40 ms, is over the 10 ms budget alone: a request is still run, alone.
-    assert _cap(per_row=40 * MS) == 1
+    # A ResNet50 row, ~40 ms, is over the 10 ms budget alone: a request is still run, alone,
+    # while the queue is short (4 rows keep the newest waiting 160 ms: a quarter, 40 ms).
+    assert _cap(ready=4, per_row=40 * MS) == 1
 
 
 def test_a_batch_takes_the_rows_its_budget_pays_for() -> None:
-    assert _cap(per_row=1 * MS, budget=10 * MS) == 10
-    assert _cap(per_row=1 * MS, budget=4.5 * MS) == 4
+    # (A queue of 12 rows of 1 ms: its share, 3 ms, is under either budget.)
+    assert _cap(ready=12, per_row=1 * MS, budget=10 * MS) == 10
+    assert _cap(ready=12, per_row=1 * MS, budget=4.5 * MS) == 4
 
 
 def test_the_most_pressed_deadline_halves_into_the_budget() -> None:
@@ -655,3 +659,22 @@ def test_many_clients_get_exact_answers_in_batches_their_budget_allows(
         assert one_row_runs == runs == len(rows)
     else:
         assert one_row_runs < runs < len(rows)
+
+
+def test_a_deep_queue_lets_costly_rows_batch_whatever_the_machines_speed() -> None:
+    """28 ResNet50 rows queued for 2 batch threads: each waits ~14 rows' time anyway, so a
+    batch may add a quarter of that (3 rows), at 120 ms a row or at 160 (where the 300 ms
+    budget alone allows 2 rows or 1)."""
+    for per_row in (120 * MS, 160 * MS):
+        assert _cap(ready=28, per_row=per_row, budget=300 * MS, threads=2) == 3
+    # A short queue: the budget alone, as before.
+    assert _cap(ready=2, per_row=160 * MS, budget=300 * MS, threads=2) == 1
+    # The most pressed deadline still binds: 640 ms left, batches of at most 320 ms.
+    assert _cap(ready=28, per_row=160 * MS, budget=300 * MS, threads=2, slack=0.64) == 2
+
+
+def test_the_queues_share_is_split_among_idle_threads() -> None:
+    # 28 rows of 160 ms, both threads idle: the share allows 3 rows, and no thread takes more
+    # than its half of the ready rows.
+    assert _cap(ready=28, per_row=160 * MS, budget=300 * MS, threads=2, idle=2) == 3
+    assert _cap(ready=4, per_row=160 * MS, budget=300 * MS, threads=2, idle=2) == 1
