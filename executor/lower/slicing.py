@@ -259,6 +259,8 @@ def _set_value_emit(
     updates = b.op("Reshape", b.op("Expand", fill, target), slice_shape)
     if not a.axes:
         return updates
+    if (around := _around_one_run(b, x, a.axes, indices, updates)) is not None:
+        return around
     rest = [axis for axis in range(x.rank) if axis not in a.axes]
     perm = [*a.axes, *rest]
     identity = perm == list(range(x.rank))
@@ -269,6 +271,33 @@ def _set_value_emit(
     if identity:
         return written
     return b.op("Transpose", written, perm=[perm.index(axis) for axis in range(x.rank)])
+
+
+def _around_one_run(
+    b: OnnxBuilder,
+    x: Value,
+    axes: Sequence[int],
+    indices: Sequence[np.ndarray | str],
+    updates: str,
+) -> str | None:
+    """X with a run of consecutive indices along one axis replaced, as X's part before it, the
+    updates and X's part after it, concatenated (`out[:, :c] = ...`: ReXNet's partial
+    residual adds); None for any other slice. No Transposes of X around a ScatterND: each of
+    those copies the whole activation (ReXNet: 33 Transposes)."""
+    if len(axes) != 1 or not isinstance(indices[0], np.ndarray) or not indices[0].size:
+        return None
+    run, axis = indices[0], axes[0]
+    first, last = int(run[0]), int(run[-1])
+    if not np.array_equal(run, np.arange(first, last + 1)):
+        return None
+    parts = []
+    if first > 0:
+        parts.append(b.op("Slice", x.name, b.ints([0]), b.ints([first]), b.ints([axis])))
+    parts.append(updates)
+    if last + 1 < x.shape[axis]:  # (indices known now: so is the dim)
+        end = b.ints([x.shape[axis]])
+        parts.append(b.op("Slice", x.name, b.ints([last + 1]), end, b.ints([axis])))
+    return parts[0] if len(parts) == 1 else b.op("Concat", *parts, axis=axis)
 
 
 def _assign_pieces(a: SetValueAttrs, sizes: Sequence[Piece]) -> list[Piece]:

@@ -8,6 +8,7 @@ from dataclasses import replace
 from typing import Any
 
 import numpy as np
+import onnx
 import pytest
 
 # Imported first: paddle_util switches Paddle to legacy programs before importing it.
@@ -101,3 +102,35 @@ def test_set_value_into_a_new_persistable_var_is_refused() -> None:
 
     problems = _refusal(build)
     assert any(p.startswith("VAR_WRITES_PARAM") and "'kept'" in p for p in problems), problems
+
+
+@pytest.mark.parametrize(
+    ("start", "end", "step"),
+    [(0, 2, 1), (1, 3, 1), (2, 4, 1), (0, 4, 1), (0, 4, 2), (3, 1, -1)],
+)
+def test_a_run_along_one_axis_is_written_without_transposes(
+    start: int, end: int, step: int
+) -> None:
+    """ReXNet's `out[:, start:end] = out[:, start:end] + x`: a run of consecutive channels is
+    written as X's parts around it and the updates, concatenated (no Transposes of X around a
+    ScatterND); strided or reversed slices still scatter. Both give Paddle's result."""
+
+    def build() -> tuple[list[Any], list[Any]]:
+        out = paddle.static.data("out", [-1, 4, 3, 3], "float32")
+        x = paddle.static.data("x", [-1, 4, 3, 3], "float32")
+        picked = (slice(None), slice(start, end, step))
+        written = paddle.static.setitem(out, picked, out[picked] + x[picked])
+        return [out, x], [written]
+
+    saved = build_and_save(build)
+    model = compile(validate(saved.program, saved.params), SessionOptions(use_cuda=False))
+    rng = np.random.default_rng(5)
+    feeds = {n: rng.standard_normal((2, 4, 3, 3)).astype(np.float32) for n in ("out", "x")}
+    (expected,) = run_paddle(saved, feeds)
+    (got,) = model.run(feeds).values()
+    np.testing.assert_allclose(got, expected, rtol=1e-6)
+    kinds = {n.op_type for n in onnx.load_from_string(model.onnx_bytes).graph.node}
+    assert "set_value" in {op.type for op in pb.ProgramDesc.FromString(saved.program).blocks[0].ops}
+    consecutive = step == 1
+    assert ("ScatterND" in kinds) != consecutive
+    assert ("Transpose" in kinds) != consecutive
