@@ -80,26 +80,50 @@ class HostIndexCheck:
 
 
 @dataclass(frozen=True, slots=True)
+class Bound:
+    """`const + coef * dim`: a number, or an affine function of one feed dim ((feed, axis))."""
+
+    const: int
+    coef: int = 0
+    dim: tuple[str, int] | None = None
+
+    def at(self, shapes: Mapping[str, tuple[int, ...]]) -> int:
+        """Its value at one request's feed shapes."""
+        if self.dim is None:
+            return self.const
+        feed, axis = self.dim
+        return self.const + self.coef * shapes[feed][axis]
+
+    def plus(self, other: Bound) -> Bound | None:
+        if other.dim is None or self.dim is None or other.dim == self.dim:
+            dim = self.dim if self.dim is not None else other.dim
+            coef = self.coef + other.coef
+            return Bound(self.const + other.const, coef, dim if coef else None)
+        return None  # two dims: not kept
+
+    def times(self, factor: int) -> Bound:
+        coef = self.coef * factor
+        return Bound(self.const * factor, coef, self.dim if coef else None)
+
+
+@dataclass(frozen=True, slots=True)
 class ShapeIndexCheck:
     """An IndexCheck of indices the graph computes from a feed's dims (position ids, from a
     cumsum of ones), made on the request's shapes before running in place of a guard in the
-    graph: their largest value, held whenever there are any, is `const + coef * dim` with dim
-    `feed`'s dim `axis`; there are none when `empty_with` (a feed) is empty. The lowest was
-    proven inside at compile time (executor/lower/_ranges.py); `check.size` is a number."""
+    graph: their largest value, held whenever there are any, is `top` (a Bound on one feed
+    dim); there are none when `empty_with` (a feed) is empty. The lowest was proven inside at
+    compile time (executor/lower/_ranges.py); `check.size` is a number."""
 
     op: str  # "op 16 (lookup_table_v2)", as a guard's failure names it
     check: IndexCheck
-    feed: str
-    axis: int
-    coef: int
-    const: int
+    top: Bound
     empty_with: str | None
 
     def highest(self, shapes: Mapping[str, tuple[int, ...]]) -> int | None:
         """The largest index at these shapes; None when there are no indices."""
         if self.empty_with is not None and 0 in shapes[self.empty_with]:
             return None
-        return self.const + self.coef * shapes[self.feed][self.axis]
+        return self.top.at(shapes)
 
 
 @dataclass(frozen=True, slots=True)

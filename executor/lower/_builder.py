@@ -11,7 +11,13 @@ import numpy as np
 import onnx
 from onnx import TensorProto, helper, numpy_helper
 
-from executor.lower._ranges import NEVER_EMPTY, GraphFacts, value_range
+from executor.lower._ranges import (
+    INTEGER_TYPES,
+    NEVER_EMPTY,
+    GraphFacts,
+    cast_to,
+    value_range,
+)
 from executor.runtime_checks import HostIndexCheck, IndexCheck, ShapeIndexCheck, op_label
 from graph_proto.types import DType
 from validator import GraphError, TensorType
@@ -161,10 +167,7 @@ class OnnxBuilder:
         the way (`paddle.shape(x)[i]`); None when it may be anything else."""
         node = self._producers.get(name)
         while node is not None and node.op_type in _ONE_VALUE_PASSES:
-            if node.op_type == "Cast" and _cast_to(node) not in (
-                TensorProto.INT32,
-                TensorProto.INT64,
-            ):
+            if node.op_type == "Cast" and cast_to(node) not in INTEGER_TYPES:
                 return None
             node = self._producers.get(node.input[0])
         if node is None or node.op_type not in ("Slice", "Gather"):
@@ -258,8 +261,7 @@ class OnnxBuilder:
             return False
         if size is None or (isinstance(size, tuple) and size[0] not in self.feeds):
             return False
-        index, op_type = self._prefix.rstrip("/").split("_", 1)
-        self.host_checks.append(HostIndexCheck(op_label(None, index, op_type), check))
+        self.host_checks.append(HostIndexCheck(self._op_label(), check))
         return True
 
     def _checked_by_range(self, indices: str, check: IndexCheck) -> bool:
@@ -288,15 +290,14 @@ class OnnxBuilder:
         exact = found.exact and found.empty_with is not None and found.high.coef > 0
         if not (self.lean and exact and not self.in_block):
             return False
-        feed, axis = found.high.dim
         empty_with = None if found.empty_with == NEVER_EMPTY else found.empty_with
-        index, op_type = self._prefix.rstrip("/").split("_", 1)
-        op = op_label(None, index, op_type)
-        high = found.high
-        self.shape_checks.append(
-            ShapeIndexCheck(op, check, feed, axis, high.coef, high.const, empty_with)
-        )
+        self.shape_checks.append(ShapeIndexCheck(self._op_label(), check, found.high, empty_with))
         return True
+
+    def _op_label(self) -> str:
+        """The main-graph op being lowered, as a guard's failure names it."""
+        index, op_type = self._prefix.rstrip("/").split("_", 1)
+        return op_label(None, index, op_type)
 
     def assume_nonempty(self, x: Value) -> bool:
         """Whether the lowering may take X as holding at least one element (and so lower as if
@@ -316,7 +317,3 @@ class OnnxBuilder:
 
 # Nodes that hand one integer on unchanged (a cast of a shape value, a change of rank).
 _ONE_VALUE_PASSES: Final = frozenset({"Cast", "Reshape", "Squeeze", "Unsqueeze", "Identity"})
-
-
-def _cast_to(node: onnx.NodeProto) -> int:
-    return next(a.i for a in node.attribute if a.name == "to")

@@ -22,31 +22,14 @@ import numpy as np
 import onnx
 from onnx import TensorProto, numpy_helper
 
+from executor.runtime_checks import Bound
+
 # Nodes that keep their input's values (and so its range) as they are, only the shape moves.
 _SAME_VALUES: Final = frozenset({"Identity", "Reshape", "Squeeze", "Unsqueeze", "Flatten"})
-_INTEGER: Final = frozenset({TensorProto.INT32, TensorProto.INT64})
+# The integer types a Cast may take a range (or a dim) to: Paddle's int32 and ONNX's int64.
+INTEGER_TYPES: Final = frozenset({TensorProto.INT32, TensorProto.INT64})
 # How far back through producers a range is looked for: indices made by a few ops from a shape.
 _MAX_DEPTH: Final = 12
-
-
-@dataclass(frozen=True, slots=True)
-class Bound:
-    """`const + coef * dim`: a number, or an affine function of one feed dim ((feed, axis))."""
-
-    const: int
-    coef: int = 0
-    dim: tuple[str, int] | None = None
-
-    def plus(self, other: Bound) -> Bound | None:
-        if other.dim is None or self.dim is None or other.dim == self.dim:
-            dim = self.dim if self.dim is not None else other.dim
-            coef = self.coef + other.coef
-            return Bound(self.const + other.const, coef, dim if coef else None)
-        return None  # two dims: not kept
-
-    def times(self, factor: int) -> Bound:
-        coef = self.coef * factor
-        return Bound(self.const * factor, coef, self.dim if coef else None)
 
 
 @dataclass(frozen=True, slots=True)
@@ -206,6 +189,11 @@ def value_range(name: str, facts: GraphFacts, depth: int = 0) -> ValueRange | No
 _Of = Callable[[str], ValueRange | None]
 
 
+def cast_to(node: onnx.NodeProto) -> int:
+    """A Cast node's target type."""
+    return next(a.i for a in node.attribute if a.name == "to")
+
+
 def _axis(node: onnx.NodeProto) -> int:
     return next((a.i for a in node.attribute if a.name == "axis"), 0)
 
@@ -229,16 +217,16 @@ def _subset(node: onnx.NodeProto, of: _Of, _: GraphFacts) -> ValueRange | None:
 
 
 def _cast(node: onnx.NodeProto, of: _Of, _: GraphFacts) -> ValueRange | None:
-    to = next(a.i for a in node.attribute if a.name == "to")
+    to = cast_to(node)
     # Integers to integers only (a range read here is of integers); int64 -> int32 keeps the
     # values of shapes and positions, which are far inside int32.
-    return of(node.input[0]) if to in _INTEGER else None
+    return of(node.input[0]) if to in INTEGER_TYPES else None
 
 
 def _constant_of_shape(node: onnx.NodeProto, _of: _Of, facts: GraphFacts) -> ValueRange | None:
     """One number everywhere; empty exactly when the feed its dims are all of is."""
     value = next((a.t for a in node.attribute if a.name == "value"), None)
-    if value is None or value.data_type not in _INTEGER:
+    if value is None or value.data_type not in INTEGER_TYPES:
         return None  # the default value is a float 0
     number = int(numpy_helper.to_array(value).reshape(-1)[0])
     return ValueRange(Bound(number), Bound(number), True, _empty_like(facts, node.input[0]))

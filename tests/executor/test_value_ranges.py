@@ -13,7 +13,7 @@ import pytest
 from onnx import TensorProto, helper
 
 from executor.lower import IR_VERSION, ONNX_OPSET, OnnxBuilder
-from executor.lower._ranges import Bound, GraphFacts, ValueRange, value_range
+from executor.lower._ranges import GraphFacts, ValueRange, value_range
 from graph_proto.types import DType
 
 INT64 = DType.INT64
@@ -60,20 +60,15 @@ def computed(
 
 def assert_holds(found: ValueRange, values: np.ndarray, shape: tuple[int, ...]) -> None:
     shapes = {"ids": shape}
-
-    def at(bound: Bound) -> int:
-        size = 0 if bound.dim is None else shapes[bound.dim[0]][bound.dim[1]]
-        return bound.const + bound.coef * size
-
     if values.size == 0:
         if found.empty_with not in (None, ""):
             assert 0 in shapes[found.empty_with]
         return
     if found.empty_with == "ids":
         assert 0 not in shape
-    assert at(found.low) <= values.min() and values.max() <= at(found.high)
+    assert found.low.at(shapes) <= values.min() and values.max() <= found.high.at(shapes)
     if found.exact:
-        assert values.min() == at(found.low) and values.max() == at(found.high)
+        assert values.min() == found.low.at(shapes) and values.max() == found.high.at(shapes)
 
 
 def position_ids(b: OnnxBuilder, *, exclusive: int = 0, step: int = 1, scale: int = 1) -> str:
