@@ -24,9 +24,9 @@ shared among the idle threads instead of one thread taking them all. What a row 
 FLOPs per row at a nominal rate until the first run, then the slope of a line through the
 measured runs (while they all had the same rows, the lower of their seconds per row and the
 FLOPs figure). Cheap models (the image classifier: well under 1 ms a row) batch up to the
-largest size; a large one a few rows a run (ResNet50 at 32 clients on 2 CPUs: ~3, from the
-queue's share, on a fast machine or a slow one); a model whose one row is over the budget, by its measured runs and by its
-FLOPs, is not queued at all: its requests run as unbatched ones do, their runs still
+largest size; a large one a few rows a run (ResNet50 at 32 clients on 2 CPUs, from the
+queue's share: 2.8 rows on a quiet machine, 2.3 beside a busy loop); a model whose one row is
+over the budget, by its measured runs and by its FLOPs, is not queued at all: its requests run as unbatched ones do, their runs still
 measured (`alone_is_better`), and it batches again if its rows get cheaper. A queue delay (`max_queue_delay_us`) ends early enough
 for the most pressed request's deadline.
 
@@ -145,8 +145,8 @@ DEFAULT_MAX_RUN_S: Final = Settings.model_fields["batch_max_run_ms"].default / 1
 NOMINAL_FLOPS_PER_S: Final = 2e10
 # What a batch may add to its run, beyond max_run_s, as a share of the time the queued rows
 # keep the newest of them waiting anyway (each batch thread running rows one by one): under a
-# deep queue, a batch of a few costly rows (ResNet50 at 32 clients on 2 CPUs: ~3) whatever the
-# machine's speed, where an absolute budget held one row on a slower machine and two on a
+# deep queue, a batch of a few costly rows (ResNet50 at 32 clients on 2 CPUs: 2.3-2.8) whatever
+# the machine's speed, where an absolute budget held one row on a slower machine and two on a
 # faster one (0.91x against 1.05x the uncapped batcher's throughput, 2026-12-04).
 QUEUE_SHARE: Final = 0.25
 # Weight of one measured run in RowCost's moments; one run counts at most OUTLIER_FACTOR
