@@ -24,11 +24,18 @@ shared among the idle threads instead of one thread taking them all. What a row 
 FLOPs per row at a nominal rate until the first run, then the slope of a line through the
 measured runs (while they all had the same rows, the lower of their seconds per row and the
 FLOPs figure). Cheap models (the image classifier: well under 1 ms a row) batch up to the
-largest size; a large one a few rows a run (ResNet50 at 32 clients on 2 CPUs, from the
-queue's share: 2.8 rows on a quiet machine, 2.3 beside a busy loop); a model whose one row is
-over the budget, by its measured runs and by its FLOPs, is not queued at all: its requests run as unbatched ones do, their runs still
-measured (`alone_is_better`), and it batches again if its rows get cheaper. A queue delay (`max_queue_delay_us`) ends early enough
-for the most pressed request's deadline.
+largest size; a large one a few rows a run (ResNet50 at 32 clients on 2 CPUs: 2.8-3 rows on
+a quiet machine); a model whose one row is over the budget, by its measured runs and by its
+FLOPs, is not queued at all: its requests run as unbatched ones do, their runs still measured
+(`alone_is_better`), and it batches again if its rows get cheaper.
+Whether batching pays at all: the measured line's fixed part (`RowCost.fixed`) is what a batch
+saves per row it adds. Where runs of several rows cost at least what their rows cost in runs
+of one (`RowCost.shares_nothing`: ResNet50 beside a busy process on 2 CPUs, -15 ms against
+201 ms a row, where batches got 9 req/s against 11 unbatched), a batch only makes its members
+wait for each other: the queue is handed to the pool as unbatched runs, in order (`_drain`),
+and requests run unbatched until RECHECK_RUNS runs later, when they queue and batch again and
+the line is drawn anew. A queue delay (`max_queue_delay_us`) ends early enough for the most
+pressed request's deadline.
 
 Answers: each member's response is encoded by the worker that ran the batch (server/dispatch/
 answer.py), within the member's own answer budget; a batch's answers go back to the event loop
@@ -156,6 +163,10 @@ QUEUE_SHARE: Final = 0.25
 COST_WEIGHT: Final = 0.1
 OUTLIER_FACTOR: Final = 2.0
 MIN_ROWS_VARIANCE: Final = 0.5
+# Runs after which RowCost's finding that runs have no fixed part to share lapses, so that
+# batches are tried, and the line drawn, again (the machine's load may have changed): 20-40 s
+# of ResNet50's runs on 2 CPUs; a recheck costs a few batches.
+RECHECK_RUNS: Final = 200
 
 
 def batch_cap(
@@ -193,12 +204,16 @@ class RowCost:
     (exponentially weighted moments).
     While every run had the same rows (no slope to see), a run's seconds per row or the prior,
     whichever is lower: both are upper bounds of the slope (the first includes the run's fixed
-    part; the prior's nominal rate understates a worker's)."""
+    part; the prior's nominal rate understates a worker's).
+    The line's fixed part, where runs of several sizes draw it, says whether batching pays at
+    all (`shares_nothing`)."""
 
     def __init__(self, prior: float) -> None:
         self.prior = prior
         self.seconds = prior
         self.measured = 0
+        self.fixed: float | None = None  # the line's fixed part, once runs of several sizes
+        self._fixed_run = 0  # `measured` when it was last drawn
         self._rows = self._time = self._rows_var = self._covar = 0.0
 
     @classmethod
@@ -222,9 +237,21 @@ class RowCost:
         self.measured += 1
         if self._rows_var >= MIN_ROWS_VARIANCE:
             self.seconds = max(0.0, self._covar / self._rows_var)
+            self.fixed = self._time - self.seconds * self._rows
+            self._fixed_run = self.measured
         else:  # two upper bounds of what a row adds: the lower one (a cold first run of a
             # session, slow, keeps no cheap model from batching)
             self.seconds = min(self._time / max(self._rows, 1.0), self.prior)
+
+    @property
+    def shares_nothing(self) -> bool:
+        """Whether the runs drew a line with no fixed part: a run of several rows cost at
+        least what its rows cost in runs of one, so a batch only makes its members wait for
+        each other. Measured (ResNet50, 32 clients, 2 CPUs): +3 ms against 99 ms a row on a
+        quiet machine; -15 ms against 201 ms beside a busy process, where batches lost to
+        unbatched runs (9 against 11 req/s). Lapses RECHECK_RUNS runs after it was drawn."""
+        fixed = self.fixed
+        return fixed is not None and fixed <= 0 and self.measured - self._fixed_run < RECHECK_RUNS
 
 
 def proven_batchable(report: Report) -> bool:
@@ -636,20 +663,49 @@ class Batcher:
         return lambda seconds: self.cost.observe(rows, seconds)
 
     def alone_is_better(self, rows: int) -> Callable[[float], None] | None:
-        """For a request of `rows` rows to a model whose one row alone is over the budget
-        (batch_cap is 1 whatever the queue): what to tell its unbatched run's seconds to, so
-        the cost keeps being measured, and its run counted in the batch sizes; None when it
-        should queue here. Such a batch would be one row anyway, and the batch thread's
-        hand-offs between runs leave a worker idle (ResNet50 at 32 clients: 18-19 req/s
-        batched one row a run, against 22-24 unbatched, in the same run). The validator's
-        FLOPs (at a nominal rate that overstates a row's time) must say so too: runs of one
-        row measure its fixed part as well, so a cheap model that a loaded machine slows
-        stays with the batcher."""
-        over = min(self.cost.seconds, self.cost.prior) > self.max_run_s  # see the docstring
-        if not over or self._rows:
-            return None
+        """For a request of `rows` rows that should not wait for a batch: what to tell its
+        unbatched run's seconds to, so the cost keeps being measured, and its run counted in
+        the batch sizes; None when it should queue here. Two cases:
+        - the model's runs share no fixed part (`RowCost.shares_nothing`): the queue is
+          drained first (`_drain`);
+        - its one row alone is over the budget and nothing is queued: such a batch would be
+          one row anyway, and the batch thread's hand-offs between runs leave a worker idle
+          (ResNet50 at 32 clients: 18-19 req/s batched one row a run, against 22-24
+          unbatched, in the same run). The validator's FLOPs (at a nominal rate that
+          overstates a row's time) must say so too: runs of one row measure its fixed part
+          as well, so a cheap model that a loaded machine slows stays with the batcher."""
+        if self.cost.shares_nothing:
+            self._drain()
+        elif min(self.cost.seconds, self.cost.prior) <= self.max_run_s or self._rows:
+            return None  # (over the budget: see the docstring)
         self._observe(rows)
         return self._ran(rows)
+
+    def _drain(self) -> None:
+        """Every queued request goes to the pool as an unbatched run, in the order they came,
+        ahead of the caller's: its model's runs share no fixed part, and a request left in
+        the queue would wait for a batch thread behind every unbatched one (measured: one
+        request in a hundred 9.6 s, against 3.1 s unbatched). Runs of one row through the
+        batch threads lost as batches did (ResNet50 beside a busy process: 9.3 req/s at 1.2
+        rows a run against 10.8 unbatched)."""
+        with self._cond:
+            if not self._rows:
+                return
+            now = time.monotonic()
+            dropped: list[_Outcome] = []
+            items: list[_Item] = []
+            for queue in self._queues.values():
+                while (item := self._pop_live(queue, now, dropped)) is not None:
+                    self._rows -= item.weight
+                    items.append(item)
+            self._queues.clear()
+        _deliver(dropped)
+        for item in sorted(items, key=lambda queued: queued.arrived):
+            name = "graphgate-drained"
+            threading.Thread(target=self._run_drained, args=(item,), name=name, daemon=True).start()
+
+    def _run_drained(self, item: _Item) -> None:
+        _deliver([self._run_alone(item)])
 
     def _observe(self, rows: int) -> None:
         if self._sizes is not None and self.label is not None:

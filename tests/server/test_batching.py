@@ -26,6 +26,7 @@ from server.dispatch.batching import (
     Batchers,
     BatchPolicy,
     BatchSizes,
+    RECHECK_RUNS,
     RowCost,
     batch_cap,
     proven_batchable,
@@ -547,6 +548,60 @@ def test_one_preempted_run_does_not_collapse_the_batches() -> None:
         cost.observe(rows, 2 * MS + rows * 0.1 * MS)
     cost.observe(8, 1.0)  # another process had the CPU for a second
     assert _cap(per_row=cost.seconds) >= 16
+
+
+# Runs of 1-3 rows as ResNet50's were at 32 clients on 2 CPUs (s = rows x 200 ms, plus 6 ms
+# a further row beside a busy process; 3 ms + rows x 99 ms on the quiet machine).
+_SIZES = [1, 3, 2, 3, 1, 3] * 5
+
+
+def _loaded_run_s(rows: int) -> float:
+    return rows * 0.200 + (rows - 1) * 0.006
+
+
+def test_runs_that_share_no_fixed_part_are_found_and_checked_again_later() -> None:
+    cost = RowCost(1.0)
+    for rows in _SIZES:
+        cost.observe(rows, _loaded_run_s(rows))
+    assert cost.fixed == pytest.approx(-0.006, abs=1e-9)
+    assert cost.shares_nothing
+    for _ in range(2 * RECHECK_RUNS):  # runs of one row: no line to draw after a few
+        cost.observe(1, _loaded_run_s(1))
+    assert not cost.shares_nothing  # lapsed: batches are tried again
+
+
+def test_runs_with_a_fixed_part_batch() -> None:
+    cost = RowCost(1.0)
+    for rows in _SIZES:
+        cost.observe(rows, 0.003 + rows * 0.099)
+    assert cost.fixed == pytest.approx(0.003, abs=1e-9)
+    assert cost.seconds == pytest.approx(0.099, rel=1e-6)
+    assert not cost.shares_nothing
+
+
+def test_a_model_whose_runs_share_no_fixed_part_runs_unbatched_its_queue_first(
+    pool: WorkerPool,
+) -> None:
+    """Its rows are cheap for the budget (10 s) but its runs share no fixed part: a request
+    runs as an unbatched one, still measured, and a request already queued goes to the pool
+    first, as an unbatched run too (not left to a batch thread)."""
+    remote = _remote(pool, _relu().program_bytes(), None)
+    batcher = Batcher(remote, LABEL, BatchPolicy(max_batch=32), 1, max_run_s=10.0)
+    x = np.arange(-8, 8, dtype=np.float32).reshape(1, 16)
+    try:
+        for rows in _SIZES:
+            batcher.cost.observe(rows, _loaded_run_s(rows))
+        with batcher._cond:  # no batch thread takes it before the next request comes
+            queued = batcher.submit({"x": x}, _same)
+            ran = batcher.alone_is_better(1)
+        assert ran is not None
+        np.testing.assert_allclose(queued.result(60)["y"], np.maximum(x, 0))
+        assert not batcher.recent  # no batch thread ran it
+        assert batcher.batches == 1  # counted as a batch of one
+        ran(_loaded_run_s(1))
+        assert batcher.cost.measured == len(_SIZES) + 2  # the drained run's seconds and this
+    finally:
+        batcher.close()
 
 
 @pytest.mark.parametrize(("urgent_s", "first_rows"), [(2.05, 10), (60.0, 21)])
