@@ -22,11 +22,11 @@ from fastapi.testclient import TestClient
 from executor import SessionOptions, session_device
 from server.dispatch import Cancel, PoolSettings, RemoteModel, WorkerPool
 from server.dispatch.batching import (
+    RECHECK_RUNS,
     Batcher,
     Batchers,
     BatchPolicy,
     BatchSizes,
-    RECHECK_RUNS,
     RowCost,
     batch_cap,
     proven_batchable,
