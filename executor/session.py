@@ -120,7 +120,7 @@ class _Checked:
     sizes: dict[str, tuple[Scalar, ...]]  # the small feeds' values some size depends on
     fetches: tuple[tuple[str, TensorType], ...]  # each fetch's re-inferred type, in order
     # The same as onnxruntime gives them, (numpy dtype, dims) in order: one comparison
-    # checks every fetch of a run (_fetched)
+    # checks every fetch of a run (CompiledModel.run, `_produced`)
     produced: list[tuple[np.dtype[np.generic], tuple[int, ...]]]
     fetch_shapes: dict[str, tuple[int, ...]]  # what `before_run` is given
     bounds: tuple[HostBounds, ...]  # the host checks' ranges at these shapes

@@ -676,8 +676,10 @@ class Batcher:
           as well, so a cheap model that a loaded machine slows stays with the batcher."""
         if self.cost.shares_nothing:
             self._drain()
-        elif min(self.cost.seconds, self.cost.prior) <= self.max_run_s or self._rows:
-            return None  # (over the budget: see the docstring)
+        else:
+            over = min(self.cost.seconds, self.cost.prior) > self.max_run_s  # the 2nd case
+            if not over or self._rows:
+                return None
         self._observe(rows)
         return self._ran(rows)
 
