@@ -164,7 +164,7 @@ COST_WEIGHT: Final = 0.1
 OUTLIER_FACTOR: Final = 2.0
 MIN_ROWS_VARIANCE: Final = 0.5
 # Runs after which RowCost's finding that runs have no fixed part to share lapses, so that
-# batches are tried, and the line drawn, again (the machine's load may have changed): 20-40 s
+# batches are tried, and the line drawn, again (the machine's load may have changed): 10-20 s
 # of ResNet50's runs on 2 CPUs; a recheck costs a few batches.
 RECHECK_RUNS: Final = 200
 
