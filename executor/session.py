@@ -151,13 +151,11 @@ class CompiledModel:
     # What the checks found for feeds of one set of names, dtypes and shapes (_request_key).
     _checked: dict[tuple[object, ...], _Checked] = field(default_factory=dict)
     _lock: threading.Lock = field(default_factory=threading.Lock)
-    _keyed: bool = field(init=False)  # requests' checks are kept by _request_key
     _fetch_list: list[str] = field(init=False)  # every graph output, as runs ask for them
     _fetch_names: tuple[str, ...] = field(init=False)  # the program's fetches, in order
     _session_call: Callable[..., list[np.ndarray]] = field(init=False)
 
     def __post_init__(self) -> None:
-        self._keyed = not self.program.report.data_dependent
         self._fetch_list = list(self.output_names)
         self._fetch_names = tuple(spec.name for spec in self.program.outputs)
         # NOTE: onnxruntime's Python `run` first checks the feeds' names against the graph's
@@ -220,12 +218,10 @@ class CompiledModel:
         elif _produced(values) == known.produced:
             # Every fetch has exactly its re-inferred dtype and dims (most runs): one comparison.
             return dict(zip(self._fetch_names, values, strict=False))
-        outputs: dict[str, np.ndarray] = {}
-        for (name, want), value in zip(fetches, values, strict=False):
-            got = np.asarray(value)
-            if got.dtype != want.dtype.numpy or got.shape != want.shape:
-                check_outputs({name: got}, {name: want})
-            outputs[name] = got
+        outputs = {
+            name: np.asarray(value) for (name, _), value in zip(fetches, values, strict=False)
+        }
+        check_outputs(outputs, dict(fetches))
         return outputs
 
     def _check_request(
@@ -282,7 +278,7 @@ class CompiledModel:
         """What every check before a run reads of these feeds (names, dtypes, shapes), when
         that is all they read: not for programs whose sizes depend on feed values. None: the
         feeds are checked in full (a value not a contiguous array, or such a program)."""
-        if not self._keyed:
+        if self.program.report.data_dependent:
             return None
         key: list[object] = []
         for name, value in feeds.items():

@@ -704,10 +704,7 @@ class Batcher:
         _deliver(dropped)
         for item in sorted(items, key=lambda queued: queued.arrived):
             name = "graphgate-drained"
-            threading.Thread(target=self._run_drained, args=(item,), name=name, daemon=True).start()
-
-    def _run_drained(self, item: _Item) -> None:
-        _deliver([self._run_alone(item)])
+            threading.Thread(target=self._run, args=([item],), name=name, daemon=True).start()
 
     def _observe(self, rows: int) -> None:
         if self._sizes is not None and self.label is not None:
