@@ -99,10 +99,11 @@ def cut(document: bytes) -> Cut:
     arrays: dict[str, np.ndarray] = {}
     copied = 0
     for start, end, nesting in _data_arrays(document):
-        if any(document.find(byte, start, end) >= 0 for byte in _NOT_NUMBERS):
+        numbers = _parse(document, start, end, nesting)
+        if numbers is None:
             continue
         placeholder = f"{nonce}:{len(arrays)}"
-        arrays[placeholder] = _parse(document, start, end, nesting)
+        arrays[placeholder] = numbers
         pieces += [document[copied:start], b'"', placeholder.encode(), b'"']
         copied = end
     if not arrays:
@@ -220,15 +221,20 @@ class _Walk:
 # -- reading one array ---------------------------------------------------------------------
 
 
-def _parse(document: bytes, start: int, end: int, nesting: int) -> np.ndarray:
-    """The array numpy would make of the JSON array document[start:end] (numbers only): float64
-    when any number has a fraction or an exponent (orjson reads those as floats), else as numpy
-    finds."""
+def _parse(document: bytes, start: int, end: int, nesting: int) -> np.ndarray | None:
+    """The array numpy would make of the JSON array document[start:end]: float64 when any
+    number has a fraction or an exponent (orjson reads those as floats), else as numpy finds;
+    None if it may hold something that is not a number (it stays in the document)."""
     floats = any(document.find(mark, start, end) >= 0 for mark in _FRACTION_OR_EXPONENT)
     if nesting == 1:
         numbers = _straight(memoryview(document)[start:end], floats)
         if numbers is not None:
+            # simdjson read numbers only (it refuses true, false, null and objects where a
+            # number is asked for): the scans for them below, a pass over the text each, are
+            # not needed.
             return numbers
+    if any(document.find(byte, start, end) >= 0 for byte in _NOT_NUMBERS):
+        return None
     try:
         values: Any = orjson.loads(memoryview(document)[start:end])
     except orjson.JSONDecodeError:
@@ -248,8 +254,9 @@ def _parse(document: bytes, start: int, end: int, nesting: int) -> np.ndarray:
 def _straight(array: memoryview, floats: bool) -> np.ndarray | None:
     """A flat JSON array of numbers parsed by simdjson straight into a buffer of float64
     (`floats`) or int64, without a Python object per number; None where simdjson refuses it
-    (invalid JSON, a number out of its type's range: 1e400, an integer past int64), which
-    orjson then reads, or refuses, as before.
+    (invalid JSON, a number out of its type's range: 1e400, an integer past int64, anything
+    that is not a number), which the caller then hands to orjson, or leaves in the document,
+    as before.
 
     NOTE: why this agrees with the reference. simdjson, orjson and Python's float() all round
     decimal text to the nearest double, so each number reads to the same bits (an integer in
