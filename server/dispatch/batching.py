@@ -34,8 +34,9 @@ of one (`RowCost.shares_nothing`: ResNet50 beside a busy process on 2 CPUs, -15 
 201 ms a row, where batches got 9 req/s against 11 unbatched), a batch only makes its members
 wait for each other: the queue is handed to the pool as unbatched runs, in order (`_drain`),
 and requests run unbatched until RECHECK_RUNS runs later, when they queue and batch again and
-the line is drawn anew. A queue delay (`max_queue_delay_us`) ends early enough for the most
-pressed request's deadline.
+the line is drawn anew (each recheck that finds no fixed part again doubles the runs to the
+next, up to MAX_RECHECK_RUNS: a recheck costs its batches' members some tail). A queue delay
+(`max_queue_delay_us`) ends early enough for the most pressed request's deadline.
 
 Answers: each member's response is encoded by the worker that ran the batch (server/dispatch/
 answer.py), within the member's own answer budget; a batch's answers go back to the event loop
@@ -165,8 +166,11 @@ OUTLIER_FACTOR: Final = 2.0
 MIN_ROWS_VARIANCE: Final = 0.5
 # Runs after which RowCost's finding that runs have no fixed part to share lapses, so that
 # batches are tried, and the line drawn, again (the machine's load may have changed): 10-20 s
-# of ResNet50's runs on 2 CPUs; a recheck costs a few batches.
+# of ResNet50's runs on 2 CPUs; a recheck costs a few batches, and the tail of the requests
+# in them. Each recheck that finds no fixed part again doubles the runs to the next one, up
+# to MAX_RECHECK_RUNS (ResNet50: 3-5 minutes); one that finds a fixed part starts over.
 RECHECK_RUNS: Final = 200
+MAX_RECHECK_RUNS: Final = 16 * RECHECK_RUNS
 
 
 def batch_cap(
@@ -214,6 +218,7 @@ class RowCost:
         self.measured = 0
         self.fixed: float | None = None  # the line's fixed part, once runs of several sizes
         self._fixed_run = 0  # `measured` when it was last drawn
+        self.recheck_runs = RECHECK_RUNS  # how long a finding of no fixed part holds
         self._rows = self._time = self._rows_var = self._covar = 0.0
 
     @classmethod
@@ -237,8 +242,7 @@ class RowCost:
         self.measured += 1
         if self._rows_var >= MIN_ROWS_VARIANCE:
             self.seconds = max(0.0, self._covar / self._rows_var)
-            self.fixed = self._time - self.seconds * self._rows
-            self._fixed_run = self.measured
+            self._draw_fixed(self._time - self.seconds * self._rows)
         else:  # two upper bounds of what a row adds: the lower one (a cold first run of a
             # session, slow, keeps no cheap model from batching)
             self.seconds = min(self._time / max(self._rows, 1.0), self.prior)
@@ -249,9 +253,24 @@ class RowCost:
         least what its rows cost in runs of one, so a batch only makes its members wait for
         each other. Measured (ResNet50, 32 clients, 2 CPUs): +3 ms against 99 ms a row on a
         quiet machine; -15 ms against 201 ms beside a busy process, where batches lost to
-        unbatched runs (9 against 11 req/s). Lapses RECHECK_RUNS runs after it was drawn."""
+        unbatched runs (9 against 11 req/s). Lapses `recheck_runs` runs after it was drawn."""
         fixed = self.fixed
-        return fixed is not None and fixed <= 0 and self.measured - self._fixed_run < RECHECK_RUNS
+        return fixed is not None and fixed <= 0 and not self._lapsed
+
+    @property
+    def _lapsed(self) -> bool:
+        return self.measured - self._fixed_run >= self.recheck_runs
+
+    def _draw_fixed(self, fixed: float) -> None:
+        """The line's new fixed part. A recheck (the first line since a finding of none
+        lapsed) that finds none again makes the next lapse come twice as late; a fixed part
+        found at any time starts the lapses over."""
+        if fixed > 0:
+            self.recheck_runs = RECHECK_RUNS
+        elif self.fixed is not None and self.fixed <= 0 and self._lapsed:
+            self.recheck_runs = min(2 * self.recheck_runs, MAX_RECHECK_RUNS)
+        self.fixed = fixed
+        self._fixed_run = self.measured
 
 
 def proven_batchable(report: Report) -> bool:

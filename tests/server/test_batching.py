@@ -22,6 +22,7 @@ from fastapi.testclient import TestClient
 from executor import SessionOptions, session_device
 from server.dispatch import Cancel, PoolSettings, RemoteModel, WorkerPool
 from server.dispatch.batching import (
+    MAX_RECHECK_RUNS,
     RECHECK_RUNS,
     Batcher,
     Batchers,
@@ -568,6 +569,34 @@ def test_runs_that_share_no_fixed_part_are_found_and_checked_again_later() -> No
     for _ in range(2 * RECHECK_RUNS):  # runs of one row: no line to draw after a few
         cost.observe(1, _loaded_run_s(1))
     assert not cost.shares_nothing  # lapsed: batches are tried again
+
+
+def _runs_until_lapsed(cost: RowCost, run_s: Callable[[int], float]) -> int:
+    """Batches of _SIZES until the line is drawn again, then runs of one row (what requests
+    run while `shares_nothing`) until the finding lapses: how many of those it held for."""
+    for rows in _SIZES:
+        cost.observe(rows, run_s(rows))
+    held = 0
+    while cost.shares_nothing:
+        cost.observe(1, run_s(1))
+        held += 1
+    return held
+
+
+def test_each_recheck_that_finds_no_fixed_part_again_waits_twice_as_long() -> None:
+    cost = RowCost(1.0)
+    held = [_runs_until_lapsed(cost, _loaded_run_s) for _ in range(7)]
+    # Counted from the line's last draw, a run or two into the runs of one row.
+    assert [round(h / RECHECK_RUNS) for h in held] == [1, 2, 4, 8, 16, 16, 16]
+    assert MAX_RECHECK_RUNS == 16 * RECHECK_RUNS
+    # A recheck that finds a fixed part (the machine got quiet) starts over: when runs share
+    # nothing again, the finding holds RECHECK_RUNS runs.
+    for rows in _SIZES * 4:
+        cost.observe(rows, 0.003 + rows * 0.099)
+    assert not cost.shares_nothing and cost.recheck_runs == RECHECK_RUNS
+    for rows in _SIZES * 4:
+        cost.observe(rows, _loaded_run_s(rows))
+    assert cost.shares_nothing and cost.recheck_runs == RECHECK_RUNS
 
 
 def test_runs_with_a_fixed_part_batch() -> None:
