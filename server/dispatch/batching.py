@@ -35,8 +35,9 @@ of one (`RowCost.shares_nothing`: ResNet50 beside a busy process on 2 CPUs, -15 
 wait for each other: the queue is handed to the pool as unbatched runs, in order (`_drain`),
 and requests run unbatched until RECHECK_RUNS runs later, when they queue and batch again and
 the line is drawn anew (each recheck that finds no fixed part again doubles the runs to the
-next, up to MAX_RECHECK_RUNS: a recheck costs its batches' members some tail). A queue delay
-(`max_queue_delay_us`) ends early enough for the most pressed request's deadline.
+next, up to MAX_RECHECK_RUNS, until a clear one, CLEAR_FIXED of a row, is found: a recheck
+costs its batches' members some tail). A queue delay (`max_queue_delay_us`) ends early
+enough for the most pressed request's deadline.
 
 Answers: each member's response is encoded by the worker that ran the batch (server/dispatch/
 answer.py), within the member's own answer budget; a batch's answers go back to the event loop
@@ -171,6 +172,9 @@ MIN_ROWS_VARIANCE: Final = 0.5
 # to MAX_RECHECK_RUNS (ResNet50: 3-5 minutes); one that finds a fixed part starts over.
 RECHECK_RUNS: Final = 200
 MAX_RECHECK_RUNS: Final = 16 * RECHECK_RUNS
+# A fixed part over this share of a row's seconds starts the rechecks' lapses over (ResNet50 on
+# a quiet 2-CPU machine: 3%; beside a busy process: -7%, the few runs of a recheck +-20%).
+CLEAR_FIXED: Final = 0.1
 
 
 def batch_cap(
@@ -263,9 +267,12 @@ class RowCost:
 
     def _draw_fixed(self, fixed: float) -> None:
         """The line's new fixed part. A recheck (the first line since a finding of none
-        lapsed) that finds none again makes the next lapse come twice as late; a fixed part
-        found at any time starts the lapses over."""
-        if fixed > 0:
+        lapsed) that finds none again makes the next lapse come twice as late; a clear fixed
+        part (over CLEAR_FIXED of a row) found at any time starts the lapses over. A small one
+        batches, as any fixed part does, but leaves them as they are: beside a busy process the
+        few runs a recheck draws its line from give a fixed part of either sign, and each
+        recheck costs its batches' members their tail."""
+        if fixed > CLEAR_FIXED * self.seconds:
             self.recheck_runs = RECHECK_RUNS
         elif self.fixed is not None and self.fixed <= 0 and self._lapsed:
             self.recheck_runs = min(2 * self.recheck_runs, MAX_RECHECK_RUNS)
