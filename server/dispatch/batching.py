@@ -169,7 +169,7 @@ MIN_ROWS_VARIANCE: Final = 0.5
 # batches are tried, and the line drawn, again (the machine's load may have changed): 10-20 s
 # of ResNet50's runs on 2 CPUs; a recheck costs a few batches, and the tail of the requests
 # in them. Each recheck that finds no fixed part again doubles the runs to the next one, up
-# to MAX_RECHECK_RUNS (ResNet50: 3-5 minutes); one that finds a fixed part starts over.
+# to MAX_RECHECK_RUNS (ResNet50: 3-5 minutes); a clear fixed part (CLEAR_FIXED) starts over.
 RECHECK_RUNS: Final = 200
 MAX_RECHECK_RUNS: Final = 16 * RECHECK_RUNS
 # A fixed part over this share of a row's seconds starts the rechecks' lapses over (ResNet50 on
