@@ -164,6 +164,15 @@ class Row:
     notes: list[str] = field(default_factory=list)
 
 
+def reason(message: str) -> str:
+    """onnxruntime's refusal without the C++ signatures it prints before the reason."""
+    if "[OpenVINO-EP]" in message:
+        message = message[message.index("[OpenVINO-EP]") :]
+    elif "&) " in message:
+        message = message[message.rindex("&) ") + 3 :]
+    return message[:300]
+
+
 def block(run: Callable[[], object], seconds: float) -> list[float]:
     """Milliseconds of runs for `seconds` (at least MIN_RUNS), after WARM_RUNS untimed."""
     for _ in range(WARM_RUNS):
@@ -236,7 +245,7 @@ def measure(row: Row, where: Path, python: Path, args: argparse.Namespace, scrat
         for engine, provider in PROVIDERS.items():
             worker = Worker(python, onnx_path, provider, args.threads, scratch / f"{provider}.log")
             if "error" in worker.hello:
-                row.notes.append(f"{engine}: no session: ...{worker.hello['error'][-300:]}")
+                row.notes.append(f"{engine}: no session: {reason(worker.hello['error'])}")
                 worker.close()
             else:
                 workers[engine] = worker

@@ -82,7 +82,7 @@ def main() -> int:
     try:
         s = session(args.onnx, args.provider, args.threads)
     except Exception as e:  # onnxruntime's own refusal: the row says why
-        answer({"error": str(e).replace("\n", " ")[:600]})
+        answer({"error": " ".join(str(e).split())[:4000]})
         return 0
     answer(
         {
