@@ -1,13 +1,16 @@
 """The OpenVINO side of bench_openvino.py; runs inside benchmarks/.venv-openvino, never in ours.
 
-Usage (by bench_openvino.py): <venv python> openvino_worker.py ONNX --provider openvino|cpu --threads N
+Usage (by bench_openvino.py): <python> openvino_worker.py ONNX --provider openvino|cpu
+       --threads N --inter-threads M [--config KEY=VALUE ...]
 
 onnxruntime-openvino is a build of onnxruntime of its own (it ships the same `onnxruntime` import
-package as onnxruntime-gpu, so the two cannot share an environment): this worker opens one
-session of graphgate's ONNX file in it, with OpenVINO's execution provider (FP32, N threads; the
-nodes it does not take run on that build's CPU provider) or with that build's CPU provider alone,
-and answers on `@@OV {json}` lines: first how the session was built (or why it was not), then
-one answer per command line on stdin:
+package as onnxruntime-gpu, so the two cannot share an environment): this worker, run with
+benchmarks/.venv-openvino's Python, opens one session of graphgate's ONNX file in it, with
+OpenVINO's execution provider (FP32, N threads; the nodes it does not take run on that build's
+CPU provider) or with that build's CPU provider alone; run with graphgate's Python, it is
+graphgate's CPU session, timed the same way. The session gets graphgate's session settings
+(thread counts and config entries, given by the parent). It answers on `@@OV {json}` lines:
+first how the session was built (or why it was not), then one answer per command line on stdin:
   time {"feeds": NPZ, "seconds": S, "min_runs": K}  -> {"ms": [...]}: runs timed for S seconds
   answer {"feeds": NPZ, "out": NPZ}                 -> {"outputs": n}: the fetches, in order
 Imports nothing of graphgate.
@@ -31,13 +34,14 @@ def answer(message: dict[str, Any]) -> None:
     print("@@OV " + json.dumps(message), flush=True)
 
 
-def session(onnx: str, provider: str, threads: int) -> ort.InferenceSession:
-    """graphgate's session settings (its intra-op threads, one inter-op thread, short spins)."""
+def session(args: argparse.Namespace) -> ort.InferenceSession:
+    onnx, provider, threads = args.onnx, args.provider, args.threads
     options = ort.SessionOptions()
     options.intra_op_num_threads = threads
-    options.inter_op_num_threads = 1
-    for pool in ("intra_op", "inter_op"):
-        options.add_session_config_entry(f"session.{pool}.spin_duration_us", "20")
+    options.inter_op_num_threads = args.inter_threads
+    for entry in args.config:
+        key, _, value = entry.partition("=")
+        options.add_session_config_entry(key, value)
     options.log_severity_level = 3
     if provider == "cpu":
         return ort.InferenceSession(onnx, options, providers=["CPUExecutionProvider"])
@@ -77,10 +81,12 @@ def main() -> int:
     parser.add_argument("onnx")
     parser.add_argument("--provider", choices=("openvino", "cpu"), required=True)
     parser.add_argument("--threads", type=int, required=True)
+    parser.add_argument("--inter-threads", type=int, required=True)
+    parser.add_argument("--config", action="append", default=[], help="KEY=VALUE")
     args = parser.parse_args()
     start = time.perf_counter()
     try:
-        s = session(args.onnx, args.provider, args.threads)
+        s = session(args)
     except Exception as e:  # onnxruntime's own refusal: the row says why
         answer({"error": " ".join(str(e).split())[:4000]})
         return 0
