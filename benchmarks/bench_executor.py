@@ -185,14 +185,19 @@ class Paddle2OnnxWorker:
         return self._answer()
 
     def close(self) -> None:
-        if self._proc.stdin is not None:
-            self._proc.stdin.close()
-        try:
-            self._proc.wait(timeout=60)
-        except subprocess.TimeoutExpired:
-            self._proc.kill()
-            self._proc.wait()
+        end_worker(self._proc)
         self._tmp.cleanup()
+
+
+def end_worker(proc: subprocess.Popen[str]) -> None:
+    """Closes a worker's stdin (its end of the conversation) and waits for it; killed after 60 s."""
+    if proc.stdin is not None:
+        proc.stdin.close()
+    try:
+        proc.wait(timeout=60)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        proc.wait()
 
 
 # -- graphgate: bytes to session, with a breakdown of compile() --------------------------------

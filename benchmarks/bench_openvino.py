@@ -53,6 +53,7 @@ sys.path.insert(0, str(ROOT))
 
 import numpy as np  # noqa: E402
 
+from benchmarks.bench_executor import end_worker  # noqa: E402
 from benchmarks.bench_latency import distance, model_runner, service_options  # noqa: E402
 
 RESULTS: Final = ROOT / "benchmarks" / "results" / "openvino.md"
@@ -138,13 +139,7 @@ class Worker:
         return run
 
     def close(self) -> None:
-        if self._proc.stdin is not None:
-            self._proc.stdin.close()
-        try:
-            self._proc.wait(timeout=60)
-        except subprocess.TimeoutExpired:
-            self._proc.kill()
-            self._proc.wait()
+        end_worker(self._proc)
 
 
 @dataclass
