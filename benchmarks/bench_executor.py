@@ -33,7 +33,7 @@ import sys
 import tempfile
 import time
 from collections import Counter
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from functools import partial
@@ -128,15 +128,21 @@ def model_files(models: list[Model]) -> dict[str, tuple[Path, Path]]:
 
 def paddle2onnx_python() -> Path:
     """benchmarks/.venv-paddle2onnx with P2O_REQUIREMENTS, created or updated when needed."""
-    python = VENV / "bin" / "python"
-    marker = VENV / "graphgate-requirements.txt"
-    wanted = "\n".join(P2O_REQUIREMENTS) + "\n"
+    return venv_python(VENV, P2O_REQUIREMENTS)
+
+
+def venv_python(home: Path, requirements: Sequence[str]) -> Path:
+    """The Python of the venv at `home` with `requirements`, created or updated when the list
+    differs from the one it was last made with."""
+    python = home / "bin" / "python"
+    marker = home / "graphgate-requirements.txt"
+    wanted = "\n".join(requirements) + "\n"
     if python.exists() and marker.exists() and marker.read_text() == wanted:
         return python
-    print(f"creating {VENV.relative_to(ROOT)} with {' '.join(P2O_REQUIREMENTS)}", flush=True)
+    print(f"creating {home.relative_to(ROOT)} with {' '.join(requirements)}", flush=True)
     if not python.exists():
-        subprocess.run([sys.executable, "-m", "venv", str(VENV)], check=True)
-    subprocess.run([str(python), "-m", "pip", "install", "--quiet", *P2O_REQUIREMENTS], check=True)
+        subprocess.run([sys.executable, "-m", "venv", str(home)], check=True)
+    subprocess.run([str(python), "-m", "pip", "install", "--quiet", *requirements], check=True)
     marker.write_text(wanted)
     return python
 

@@ -552,10 +552,16 @@ def summary(rows: list[Row], variants: list[str]) -> list[str]:
     return lines
 
 
-def write(out: Path, rows: list[Row], context: dict[str, str], variants: list[str]) -> None:
+def write_keeping_findings(out: Path, lines: list[str]) -> None:
+    """Writes `lines` to `out`, followed by the "## Findings" section `out` already has (a
+    placeholder when it has none): findings are written by hand, tables by the run."""
     kept = ""
     if out.exists() and FINDINGS in (text := out.read_text()):
         kept = text[text.index(FINDINGS) :]
+    out.write_text("\n".join(lines) + "\n" + (kept or f"{FINDINGS}\n\n(not written yet)\n"))
+
+
+def write(out: Path, rows: list[Row], context: dict[str, str], variants: list[str]) -> None:
     notes = [f"- {row.name}: {note}" for row in rows for note in row.notes]
     lines = [
         "# Corpus latency: graphgate vs Paddle2ONNX 2.1.0 and Paddle Inference",
@@ -591,7 +597,7 @@ def write(out: Path, rows: list[Row], context: dict[str, str], variants: list[st
         *(notes or ["- none"]),
         "",
     ]
-    out.write_text("\n".join(lines) + "\n" + (kept or f"{FINDINGS}\n\n(not written yet)\n"))
+    write_keeping_findings(out, lines)
     saved = {
         "context": context,
         "variants": variants,

@@ -53,11 +53,15 @@ sys.path.insert(0, str(ROOT))
 
 import numpy as np  # noqa: E402
 
-from benchmarks.bench_executor import end_worker  # noqa: E402
-from benchmarks.bench_latency import distance, model_runner, service_options  # noqa: E402
+from benchmarks.bench_executor import end_worker, venv_python  # noqa: E402
+from benchmarks.bench_latency import (  # noqa: E402
+    distance,
+    model_runner,
+    service_options,
+    write_keeping_findings,
+)
 
 RESULTS: Final = ROOT / "benchmarks" / "results" / "openvino.md"
-FINDINGS: Final = "## Findings"
 VENV: Final = ROOT / "benchmarks" / ".venv-openvino"
 WORKER: Final = ROOT / "benchmarks" / "openvino_worker.py"
 OPENVINO_REQUIREMENTS: Final = ("onnxruntime-openvino==1.24.1", "numpy>=2,<3")
@@ -73,26 +77,19 @@ Runner = Callable[[dict[str, np.ndarray]], list[np.ndarray]]
 
 
 def openvino_python(install: bool) -> Path:
-    """benchmarks/.venv-openvino with OPENVINO_REQUIREMENTS, made or updated when needed."""
+    """benchmarks/.venv-openvino with OPENVINO_REQUIREMENTS, made or updated when needed (as
+    it is, without `install`)."""
+    if install:
+        return venv_python(VENV, OPENVINO_REQUIREMENTS)
     python = VENV / "bin" / "python"
-    marker = VENV / "graphgate-requirements.txt"
-    wanted = "\n".join(OPENVINO_REQUIREMENTS) + "\n"
-    if python.exists() and (not install or (marker.exists() and marker.read_text() == wanted)):
-        return python
-    if not install:
-        raise SystemExit(f"{VENV.relative_to(ROOT)} is missing: run without --no-install")
-    print(f"creating {VENV.relative_to(ROOT)} with {' '.join(OPENVINO_REQUIREMENTS)}", flush=True)
     if not python.exists():
-        subprocess.run([sys.executable, "-m", "venv", str(VENV)], check=True)
-    subprocess.run(
-        [str(python), "-m", "pip", "install", "--quiet", *OPENVINO_REQUIREMENTS], check=True
-    )
-    marker.write_text(wanted)
+        raise SystemExit(f"{VENV.relative_to(ROOT)} is missing: run without --no-install")
     return python
 
 
 class Worker:
-    """benchmarks/openvino_worker.py: one session of one ONNX file in the OpenVINO build."""
+    """benchmarks/openvino_worker.py: one session of one ONNX file, in the OpenVINO build or
+    (with graphgate's Python) in graphgate's onnxruntime."""
 
     def __init__(
         self, python: Path, onnx_path: Path, provider: str, settings: list[str], log: Path
@@ -226,12 +223,13 @@ def measure(row: Row, where: Path, python: Path, args: argparse.Namespace, scrat
     onnx_path = scratch / "model.onnx"
     onnx_path.write_bytes(model.onnx_bytes)
     ours = model_runner(model)
+    settings = session_settings(args.threads)
     workers: dict[str, Worker] = {}
     try:
         for engine, provider in PROVIDERS.items():
             interpreter = Path(sys.executable) if engine == GRAPHGATE else python
             log = scratch / f"{len(workers)}.log"
-            worker = Worker(interpreter, onnx_path, provider, session_settings(args.threads), log)
+            worker = Worker(interpreter, onnx_path, provider, settings, log)
             if "error" in worker.hello:
                 row.notes.append(f"{engine}: no session: {reason(worker.hello['error'])}")
                 worker.close()
@@ -239,9 +237,10 @@ def measure(row: Row, where: Path, python: Path, args: argparse.Namespace, scrat
                 workers[engine] = worker
         if GRAPHGATE not in workers:
             return
-        if OPENVINO in workers:
+        openvino = workers[OPENVINO].runner(scratch) if OPENVINO in workers else None
+        if openvino is not None:
             judged = row.name in compare.FLOAT64_JUDGED
-            for engine, run in ((GRAPHGATE, ours), (OPENVINO, workers[OPENVINO].runner(scratch))):
+            for engine, run in ((GRAPHGATE, ours), (OPENVINO, openvino)):
                 try:
                     row.verdicts[engine] = compare.outputs_verdict(
                         row.name, run, files, judged
@@ -253,10 +252,8 @@ def measure(row: Row, where: Path, python: Path, args: argparse.Namespace, scrat
             feeds = compare.feeds(zoo.ENTRIES[row.name], batch, SEED)
             feeds_path = scratch / f"b{batch}.npz"
             np.savez(feeds_path, **feeds)
-            if OPENVINO in workers and row.verdicts.get(OPENVINO) != "ERROR":
-                row.worst[str(batch)] = distance(
-                    workers[OPENVINO].runner(scratch)(feeds), ours(feeds)
-                )
+            if openvino is not None and row.verdicts.get(OPENVINO) != "ERROR":
+                row.worst[str(batch)] = distance(openvino(feeds), ours(feeds))
             engines = {name: worker_timer(w, feeds_path) for name, w in workers.items()}
             try:
                 ms, ratios = timed_rounds(engines, args.rounds, args.block_s)
@@ -352,9 +349,6 @@ def summary(rows: list[Row]) -> list[str]:
 
 
 def write(out: Path, rows: list[Row], context: dict[str, str]) -> None:
-    kept = ""
-    if out.exists() and FINDINGS in (text := out.read_text()):
-        kept = text[text.index(FINDINGS) :]
     notes = [f"- {row.name}: {note}" for row in rows for note in row.notes]
     lines = [
         "# The corpus on onnxruntime's OpenVINO execution provider",
@@ -364,9 +358,9 @@ def write(out: Path, rows: list[Row], context: dict[str, str]) -> None:
         "",
         "Median milliseconds per run at batch 1 and 8 on the corpus' own feeds, "
         f"{context['threads']} threads each, graphgate's ONNX in all three engines, each session "
-        "run bare (session.run, no request checks), each in a process of its own: graphgate (the service's CPU session "
-        "settings); OpenVINO (onnxruntime-openvino's "
-        "execution provider, FP32, the nodes it does not take on that build's CPU provider); "
+        "run bare (session.run, no request checks), each in a process of its own: graphgate "
+        "(the service's CPU session settings); OpenVINO (onnxruntime-openvino's execution "
+        "provider, FP32, the nodes it does not take on that build's CPU provider); "
         "its CPU (the OpenVINO build's CPU provider alone: the onnxruntime version's share). "
         "Each engine runs alone, in blocks, in a random order each round; ratios are "
         "engine / graphgate, the median of the rounds' ratios with their range; **bold** is "
@@ -385,7 +379,7 @@ def write(out: Path, rows: list[Row], context: dict[str, str]) -> None:
         *(notes or ["- none"]),
         "",
     ]
-    out.write_text("\n".join(lines) + "\n" + (kept or f"{FINDINGS}\n\n(not written yet)\n"))
+    write_keeping_findings(out, lines)
 
 
 def versions(python: Path) -> str:

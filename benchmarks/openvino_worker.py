@@ -1,4 +1,4 @@
-"""The OpenVINO side of bench_openvino.py; runs inside benchmarks/.venv-openvino, never in ours.
+"""One engine of bench_openvino.py: benchmarks/.venv-openvino's Python runs it, or graphgate's.
 
 Usage (by bench_openvino.py): <python> openvino_worker.py ONNX --provider openvino|cpu
        --threads N --inter-threads M [--config KEY=VALUE ...]
